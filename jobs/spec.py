@@ -1,0 +1,229 @@
+"""Job specs: typed, validated configuration; YAML only fills it in.
+
+Every field has a description; an unknown key is an error that lists the keys
+allowed at that place. Relative paths in a spec (input, output, prompts, a
+model folder) are resolved against the spec file's folder's parent when they
+start with ``configs/``-relative names (see :func:`load_spec`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Labels(Strict):
+    a: list[str] = Field(["A", " A"], description="Surface forms of the label for slot A; their probabilities are summed.")
+    b: list[str] = Field(["B", " B"], description="Surface forms of the label for slot B.")
+
+
+class PoolSpec(Strict):
+    size: int = Field(1, ge=1, description="Judge actors in the pool (each holds one engine for the whole job).")
+    num_cpus: float = Field(1, gt=0, description="CPUs Ray reserves per judge actor.")
+    num_gpus: float = Field(0, ge=0, description="GPUs per judge actor (0 for the CPU build of vLLM).")
+    batch_size: int = Field(64, ge=1, description="Requests per batch sent to one actor.")
+
+
+class VllmJudgeSpec(Strict):
+    engine: Literal["vllm"] = Field("vllm", description="vLLM's offline engine in a long-lived Ray actor.")
+    model: str = Field(
+        "default",
+        description="'default' (the embedded Gemma-3-270M, converted by `pairank model prepare`), "
+        "a local Hugging Face model folder, or a model name the cluster can load.",
+    )
+    revision: str | None = Field(None, description="Model revision; for a local folder a content hash is used when unset.")
+    dtype: str = Field("bfloat16", description="Weights and activations dtype.")
+    max_model_len: int = Field(2048, ge=128, description="Longest prompt plus answer in tokens.")
+    enforce_eager: bool = Field(True, description="Skip graph compilation (faster start on CPU).")
+    seed: int = Field(0, description="Engine seed.")
+    labels: Labels = Field(default_factory=Labels, description="Label words the judge answers with.")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment set in the judge actor before vLLM is imported (e.g. VLLM_CPU_KVCACHE_SPACE).",
+    )
+    engine_kwargs: dict = Field(default_factory=dict, description="Extra keyword arguments to vllm.LLM.")
+
+
+class HttpJudgeSpec(Strict):
+    engine: Literal["http"] = Field("http", description="An OpenAI-compatible /v1/completions endpoint.")
+    base_url: str = Field(..., description="Endpoint root, e.g. http://127.0.0.1:8000/v1.")
+    model: str = Field(..., description="Model name the endpoint serves.")
+    revision: str | None = Field(None, description="Model revision recorded with each judgment.")
+    api_key_env: str | None = Field(
+        None, description="Name of the environment variable holding the bearer token (the token is never stored)."
+    )
+    labels: Labels = Field(default_factory=Labels, description="Label words the judge answers with.")
+    label_token_ids: dict[str, list[int]] | None = Field(
+        None, description="Token ids of each label's surface forms, {'a': [...], 'b': [...]}; asked of /tokenize when unset."
+    )
+    timeout_s: float = Field(120, gt=0, description="Seconds to wait for one request.")
+    concurrency: int = Field(8, ge=1, description="Requests in flight per actor.")
+
+
+class ReplayJudgeSpec(Strict):
+    engine: Literal["replay"] = Field("replay", description="Answers from an existing judgments table.")
+    source: str = Field(..., description="Folder (or file) of judgments Parquet, local or s3://.")
+    model: str | None = Field(None, description="Use only the source's judgments of this model.")
+
+
+JudgeSpec = Annotated[Union[VllmJudgeSpec, HttpJudgeSpec, ReplayJudgeSpec], Field(discriminator="engine")]
+
+
+class SchedulerSpec(Strict):
+    name: Literal["full", "random", "no_repeat", "symmetric"] = Field(
+        "full",
+        description="full: all N(N-1) ordered pairs; random: R ordered pairs at random; no_repeat: R unordered pairs "
+        "in one random order each; symmetric: R/2 unordered pairs in both orders.",
+    )
+    comparisons: int | None = Field(None, ge=1, description="R, comparisons per context and aspect (partial schedulers).")
+    seed: int = Field(0, description="Seed; the same seed gives the same requests.")
+
+
+class SubsetSpec(Strict):
+    contexts: int | None = Field(None, ge=1, description="Use only this many contexts (the first by id).")
+    candidates: int | None = Field(None, ge=2, description="Use only this many candidates per context (the first by id).")
+
+
+class ScoringSpec(Strict):
+    verdict: Literal["hard", "soft"] = Field("hard", description="hard: a win is p_a > 0.5 (0.5 counts half); soft: p_a.")
+
+
+class ReportSpec(Strict):
+    bootstrap: int = Field(1000, ge=0, description="Bootstrap resamples for the sample-level Spearman interval.")
+    seed: int = Field(0, description="Bootstrap seed.")
+
+
+class ClusterSpec(Strict):
+    address: str | None = Field(
+        None, description="Ray address to join ('auto' or ray://host:port); unset starts a local Ray on 127.0.0.1."
+    )
+    num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray (unset: all).")
+
+
+class JobSpec(Strict):
+    name: str = Field(..., description="Run name; outputs go under <output>/runs/<name>/.")
+    input: str = Field(..., description="Folder (local or s3://) with candidates.parquet and optionally human_scores.parquet.")
+    output: str = Field(..., description="Storage root (local or s3://): the judgment cache and the runs live here.")
+    aspects: list[str] = Field(..., min_length=1, description="Aspects to compare; each needs <prompts>/<aspect>.txt.")
+    prompts: str = Field(..., description="Folder of prompt templates, one <aspect>.txt each.")
+    judge: JudgeSpec = Field(..., description="The judge engine and its settings.")
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec, description="Which comparisons to ask for.")
+    subset: SubsetSpec = Field(default_factory=SubsetSpec, description="Restrict the input (for demos and smoke runs).")
+    pool: PoolSpec = Field(default_factory=PoolSpec, description="The judge actor pool.")
+    scoring: ScoringSpec = Field(default_factory=ScoringSpec, description="How verdicts become scores.")
+    report: ReportSpec = Field(default_factory=ReportSpec, description="Report settings.")
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec, description="Where Ray runs.")
+    flush_rows: int = Field(64, ge=1, description="Judgments written per cache part (smaller: less lost if killed).")
+
+    @field_validator("aspects")
+    @classmethod
+    def _unique_aspects(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"aspects must be unique, found {v}")
+        return v
+
+
+class SpecError(ValueError):
+    """A job spec that does not validate; the message names the file and the keys."""
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            # Discriminated-union member names (e.g. 'vllm') appear in locations.
+            members = {m.model_fields["engine"].default: m for m in (VllmJudgeSpec, HttpJudgeSpec, ReplayJudgeSpec)}
+            if part in members:
+                model = members[part]
+                continue
+            return []
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            model = ann
+    return sorted(model.model_fields)
+
+
+def parse_spec(data: dict, source: str) -> JobSpec:
+    """Validate ``data`` as a :class:`JobSpec`; errors name ``source`` and each bad key."""
+    try:
+        return JobSpec.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"])
+            if err["type"] == "extra_forbidden":
+                allowed = _allowed_keys(JobSpec, tuple(err["loc"]))
+                lines.append(f"  {loc}: unknown key; allowed keys here: {', '.join(allowed)}")
+            else:
+                lines.append(f"  {loc}: {err['msg']}")
+        raise SpecError(f"{source}: invalid job spec\n" + "\n".join(lines)) from None
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply ``key.sub=value`` overrides (values parsed as YAML scalars).
+
+    >>> apply_overrides({"a": {"b": 1}}, ["a.b=2", "c=s3://x/y"])
+    {'a': {'b': 2}, 'c': 's3://x/y'}
+    """
+    data = dict(data)
+    for item in overrides:
+        if "=" not in item:
+            raise SpecError(f"--set {item!r}: expected key=value")
+        key, value = item.split("=", 1)
+        node = data
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            child = dict(child) if isinstance(child, dict) else {}
+            node[part] = child
+            node = child
+        node[parts[-1]] = yaml.safe_load(value) if value else value
+    return data
+
+
+def _resolve(base: Path, value: str) -> str:
+    if "://" in value or Path(value).is_absolute():
+        return value
+    return str((base / value).resolve())
+
+
+def load_spec(path: str | Path, overrides: list[str] = ()) -> JobSpec:
+    """Read a YAML spec, apply overrides, resolve relative paths, validate.
+
+    Relative ``input``, ``output`` and ``prompts`` are relative to the folder the
+    spec file is in (so ``configs/demo.yaml`` works from any working directory).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"{path}: no such spec file")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a mapping at the top level, found {type(data).__name__}")
+    data = apply_overrides(data, list(overrides))
+    base = path.resolve().parent
+    for key in ("input", "output", "prompts"):
+        if isinstance(data.get(key), str):
+            data[key] = _resolve(base, data[key])
+    judge = data.get("judge")
+    if isinstance(judge, dict):
+        judge = dict(judge)
+        for key in ("source",):
+            if isinstance(judge.get(key), str):
+                judge[key] = _resolve(base, judge[key])
+        model = judge.get("model")
+        if isinstance(model, str) and model.startswith((".", "/")):
+            judge["model"] = _resolve(base, model)
+        data["judge"] = judge
+    return parse_spec(data, str(path))

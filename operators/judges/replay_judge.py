@@ -1,0 +1,95 @@
+"""The replay judge: answers from a judgments table that already exists.
+
+A request is answered by the source row with the same context, aspect and
+candidates in the same slots (optionally only rows of one model). A request the
+source cannot answer, or answers ambiguously (several models, no filter), is an
+error row: replay never guesses.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from operators.judges.base import REQUEST_COLUMNS, Judge, check_columns
+from storage.cache import JudgmentCache, latest_per_key
+from storage.fs import Location
+from storage.keys import canonical_json
+from storage.schemas import JUDGMENTS, validate
+
+
+def replay_identity(spec) -> dict:
+    return {"engine": "replay", "model": spec.model or "", "revision": "", "sampling": {"source": spec.source}}
+
+
+def read_judgments(source: str) -> pa.Table:
+    loc = Location.of(source)
+    if loc.is_dir():
+        return JudgmentCache(loc).read()
+    return latest_per_key(validate(loc.read_parquet(), JUDGMENTS, loc.uri))
+
+
+class ReplayJudge(Judge):
+    engine = "replay"
+
+    def __init__(self, spec):
+        self.spec = spec
+        table = read_judgments(spec.source)
+        table = table.filter(pc.is_null(table.column("error")))
+        if spec.model is not None:
+            table = table.filter(pc.equal(table.column("model"), spec.model))
+        self.index: dict[tuple, list[dict]] = {}
+        for row in table.to_pylist():
+            k = (row["context_id"], row["aspect"], row["candidate_a"], row["candidate_b"])
+            self.index.setdefault(k, []).append(row)
+
+    def identity(self) -> dict:
+        return replay_identity(self.spec)
+
+    def judge(self, requests: pa.Table) -> pa.Table:
+        check_columns(requests, REQUEST_COLUMNS, "ReplayJudge")
+        now = dt.datetime.now(dt.timezone.utc)
+        sampling = canonical_json(self.identity()["sampling"])
+        rows = []
+        for req in requests.to_pylist():
+            k = (req["context_id"], req["aspect"], req["candidate_a"], req["candidate_b"])
+            found = self.index.get(k, [])
+            models = sorted({r["model"] for r in found})
+            base = {
+                "key": req["key"],
+                "engine": "replay",
+                "prompt_hash": req["prompt_hash"],
+                "sampling": sampling,
+                "context_id": req["context_id"],
+                "aspect": req["aspect"],
+                "candidate_a": req["candidate_a"],
+                "candidate_b": req["candidate_b"],
+                "created_at": now,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "seconds": 0.0,
+            }
+            if len(found) == 1:
+                src = found[0]
+                rows.append(
+                    {
+                        **base,
+                        "model": src["model"],
+                        "revision": src["revision"],
+                        "p_a": src["p_a"],
+                        "logprob_a": src["logprob_a"],
+                        "logprob_b": src["logprob_b"],
+                        "label": src["label"],
+                        "raw_text": src["raw_text"],
+                        "error": None,
+                    }
+                )
+                continue
+            if not found:
+                why = f"replay: {self.spec.source} has no judgment of ({', '.join(k)})"
+            else:
+                why = f"replay: {len(found)} judgments of ({', '.join(k)}) from models {models}; set judge.model"
+            rows.append({**base, "model": self.spec.model or "", "revision": "", "error": why})
+        return pa.Table.from_pylist(rows, schema=JUDGMENTS)

@@ -1,0 +1,192 @@
+"""Report operators: position bias and Spearman correlation with human scores.
+
+Spearman is computed at two levels, as in the comparative-assessment papers:
+*sample level* ranks the candidates of each context against that context's human
+scores and averages over contexts (with a bootstrap interval over contexts);
+*dataset level* pools every candidate.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import defaultdict
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from scipy import stats
+
+from storage.schemas import POSITION_BIAS, SPEARMAN
+
+
+def position_bias(judgments: pa.Table) -> pa.Table:
+    """Per aspect: judgments with a verdict, fraction won by slot A, mean p_a.
+
+    Swapping the slots of every comparison maps p_a to 1 - p_a, so a judge with no
+    positional preference sits at 0.5 on a symmetric schedule.
+    """
+    ok = judgments.filter(pc.is_null(judgments.column("error")))
+    by: dict[str, list[float]] = defaultdict(list)
+    for aspect, p in zip(ok.column("aspect").to_pylist(), ok.column("p_a").to_pylist()):
+        by[aspect].append(p)
+    rows = []
+    for aspect in sorted(by):
+        ps = np.asarray(by[aspect])
+        wins = np.where(ps > 0.5, 1.0, np.where(ps < 0.5, 0.0, 0.5))
+        rows.append(
+            {"aspect": aspect, "n": len(ps), "slot_a_win_fraction": float(wins.mean()), "mean_p_a": float(ps.mean())}
+        )
+    return pa.Table.from_pylist(rows, schema=POSITION_BIAS)
+
+
+def _spearman(x: list[float], y: list[float]) -> float | None:
+    if len(x) < 2 or len(set(x)) < 2 or len(set(y)) < 2:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rho = stats.spearmanr(x, y).statistic
+    return None if rho is None or math.isnan(rho) else float(rho)
+
+
+def spearman_table(rankings: pa.Table, human: pa.Table, n_boot: int = 1000, seed: int = 0) -> pa.Table:
+    """SPEARMAN rows per (aspect, method, level); aspects with no human scores are skipped."""
+    truth = {
+        (c, a): s
+        for c, a, s in zip(
+            human.column("candidate_id").to_pylist(), human.column("aspect").to_pylist(), human.column("score").to_pylist()
+        )
+    }
+    groups: dict[tuple[str, str], dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+    for ctx, aspect, cid, method, score in zip(
+        *(rankings.column(c).to_pylist() for c in ("context_id", "aspect", "candidate_id", "method", "score"))
+    ):
+        h = truth.get((cid, aspect))
+        if h is not None:
+            groups[(aspect, method)][ctx].append((score, h))
+    rows = []
+    for (aspect, method), contexts in sorted(groups.items()):
+        per_context = [_spearman([s for s, _ in v], [h for _, h in v]) for v in contexts.values()]
+        rhos = np.asarray([r for r in per_context if r is not None])
+        lo = hi = None
+        if len(rhos) >= 2 and n_boot > 0 and np.ptp(rhos) > 0:
+            ci = stats.bootstrap(
+                (rhos,), np.mean, n_resamples=n_boot, random_state=np.random.default_rng(seed), method="percentile"
+            ).confidence_interval
+            lo, hi = float(ci.low), float(ci.high)
+        rows.append(
+            {
+                "aspect": aspect,
+                "method": method,
+                "level": "sample",
+                "rho": float(rhos.mean()) if len(rhos) else None,
+                "ci_low": lo,
+                "ci_high": hi,
+                "n": int(len(rhos)),
+            }
+        )
+        pooled = [pair for v in contexts.values() for pair in v]
+        rows.append(
+            {
+                "aspect": aspect,
+                "method": method,
+                "level": "dataset",
+                "rho": _spearman([s for s, _ in pooled], [h for _, h in pooled]),
+                "ci_low": None,
+                "ci_high": None,
+                "n": len(pooled),
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=SPEARMAN)
+
+
+def build_report(
+    spec: dict,
+    judge: dict,
+    judgments: pa.Table,
+    spearman: pa.Table,
+    bias: pa.Table,
+    counts: dict,
+    wall_seconds: float,
+) -> dict:
+    """The report as plain data: settings, counts, cost, Spearman, bias, failures."""
+    err = judgments.column("error").to_pylist()
+    failures: dict[str, int] = defaultdict(int)
+    for e in err:
+        if e is not None:
+            failures[e.split(":")[0] if len(e) > 120 else e] += 1
+    seconds = [s for s in judgments.column("seconds").to_pylist()]
+    return {
+        "name": spec.get("name"),
+        "settings": {
+            "input": spec.get("input"),
+            "output": spec.get("output"),
+            "aspects": spec.get("aspects"),
+            "scheduler": spec.get("scheduler"),
+            "scoring": spec.get("scoring"),
+            "judge": judge,
+        },
+        "counts": {**counts, "judgments": judgments.num_rows, "with_verdict": sum(e is None for e in err)},
+        "cost": {
+            "input_tokens": int(sum(judgments.column("input_tokens").to_pylist())),
+            "output_tokens": int(sum(judgments.column("output_tokens").to_pylist())),
+            "engine_seconds": float(sum(seconds)),
+            "wall_seconds": float(wall_seconds),
+        },
+        "spearman": spearman.to_pylist(),
+        "position_bias": bias.to_pylist(),
+        "failures": [{"error": k, "count": v} for k, v in sorted(failures.items(), key=lambda kv: -kv[1])],
+    }
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return str(v)
+
+
+def render_markdown(report: dict) -> str:
+    """The report as Markdown."""
+    s = report["settings"]
+    c, cost = report["counts"], report["cost"]
+    judge = s["judge"]
+    lines = [
+        f"# pairank report: {report['name']}",
+        "",
+        f"- judge: {judge['engine']} `{judge['model']}` revision `{judge.get('revision') or '–'}`",
+        f"- aspects: {', '.join(s['aspects'])}; scheduler: {s['scheduler']['name']}"
+        + (f" (R={s['scheduler']['comparisons']})" if s["scheduler"].get("comparisons") else "")
+        + f"; verdicts: {s['scoring']['verdict']}",
+        f"- input: `{s['input']}`",
+        "",
+        "## Counts and cost",
+        "",
+        "| contexts | candidates | comparisons | from cache | judged now | with verdict | errors |",
+        "|---|---|---|---|---|---|---|",
+        f"| {c['contexts']} | {c['candidates']} | {c['requests']} | {c['cached']} | {c['judged_now']} "
+        f"| {c['with_verdict']} | {c['judgments'] - c['with_verdict']} |",
+        "",
+        f"Tokens in/out: {cost['input_tokens']} / {cost['output_tokens']}; engine seconds: "
+        f"{cost['engine_seconds']:.1f}; wall seconds: {cost['wall_seconds']:.1f}.",
+        "",
+        "## Spearman with human scores",
+        "",
+    ]
+    if report["spearman"]:
+        lines += ["| aspect | method | level | rho | 95% CI | n |", "|---|---|---|---|---|---|"]
+        for r in report["spearman"]:
+            ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["ci_low"] is not None else "–"
+            lines.append(f"| {r['aspect']} | {r['method']} | {r['level']} | {_fmt(r['rho'])} | {ci} | {r['n']} |")
+    else:
+        lines.append("No human scores for these aspects.")
+    lines += ["", "## Position bias", "", "| aspect | n | slot A wins | mean p_a |", "|---|---|---|---|"]
+    for r in report["position_bias"]:
+        lines.append(f"| {r['aspect']} | {r['n']} | {_fmt(r['slot_a_win_fraction'])} | {_fmt(r['mean_p_a'])} |")
+    lines += ["", "## Failures", ""]
+    if report["failures"]:
+        lines += ["| error | count |", "|---|---|"] + [f"| {f['error']} | {f['count']} |" for f in report["failures"]]
+    else:
+        lines.append("None.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,137 @@
+"""One filesystem layer for local paths and ``s3://`` URIs.
+
+Everything pairank reads or writes goes through :class:`Location`, a
+``pyarrow.fs`` filesystem plus a path. S3 settings come from the usual AWS
+sources only (``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, ``AWS_REGION`` /
+``AWS_DEFAULT_REGION``, the credential chain); none is ever written to an output.
+
+Writes are atomic: a reader sees a whole file or none. Locally a file is written
+under a hidden temporary name and renamed; on S3 an object appears only when its
+upload completes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import posixpath
+import uuid
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+
+def s3_filesystem() -> pafs.S3FileSystem:
+    """An S3 filesystem configured from the standard AWS environment."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    kwargs: dict = {"region": region}
+    if endpoint:
+        parsed = urlparse(endpoint)
+        kwargs["endpoint_override"] = parsed.netloc or parsed.path
+        kwargs["scheme"] = parsed.scheme or "https"
+        # S3-compatible servers (MinIO, SeaweedFS, Ceph) expect path-style URLs.
+        kwargs["force_virtual_addressing"] = False
+    return pafs.S3FileSystem(**kwargs)
+
+
+@dataclass(frozen=True)
+class Location:
+    """A folder or file on a filesystem, addressed by URI."""
+
+    fs: pafs.FileSystem
+    path: str
+    uri: str
+
+    @classmethod
+    def of(cls, uri: str) -> "Location":
+        """Resolve ``uri`` (``s3://bucket/key``, ``file:///abs``, or a local path)."""
+        uri = str(uri)
+        parsed = urlparse(uri)
+        if parsed.scheme == "s3":
+            path = (parsed.netloc + parsed.path).rstrip("/")
+            return cls(s3_filesystem(), path, f"s3://{path}")
+        if parsed.scheme in ("", "file"):
+            local = parsed.path if parsed.scheme == "file" else uri
+            local = os.path.abspath(os.path.expanduser(local))
+            return cls(pafs.LocalFileSystem(), local, local)
+        raise ValueError(f"{uri}: expected a local path or an s3:// URI, found scheme {parsed.scheme!r}")
+
+    @property
+    def is_local(self) -> bool:
+        return isinstance(self.fs, pafs.LocalFileSystem)
+
+    def join(self, *parts: str) -> "Location":
+        path = posixpath.join(self.path, *parts)
+        uri = posixpath.join(self.uri, *parts)
+        return Location(self.fs, path, uri)
+
+    def exists(self) -> bool:
+        return self.fs.get_file_info(self.path).type != pafs.FileType.NotFound
+
+    def is_dir(self) -> bool:
+        return self.fs.get_file_info(self.path).type == pafs.FileType.Directory
+
+    def files(self, suffix: str = "") -> list["Location"]:
+        """Visible files directly under this folder (names starting '.' or '_' are skipped), sorted."""
+        info = self.fs.get_file_info(self.path)
+        if info.type == pafs.FileType.NotFound:
+            return []
+        selector = pafs.FileSelector(self.path, recursive=False, allow_not_found=True)
+        out = []
+        for entry in self.fs.get_file_info(selector):
+            name = posixpath.basename(entry.path)
+            if entry.type != pafs.FileType.File or name.startswith((".", "_")) or not name.endswith(suffix):
+                continue
+            out.append(self.join(name))
+        return sorted(out, key=lambda loc: loc.path)
+
+    def read_bytes(self) -> bytes:
+        with self.fs.open_input_stream(self.path) as f:
+            return f.read()
+
+    def read_text(self) -> str:
+        return self.read_bytes().decode("utf-8")
+
+    def write_bytes(self, data: bytes) -> None:
+        """Write atomically: readers see the old file, or the whole new one."""
+        parent = posixpath.dirname(self.path)
+        if self.is_local:
+            self.fs.create_dir(parent, recursive=True)
+            tmp = posixpath.join(parent, f".{posixpath.basename(self.path)}.{uuid.uuid4().hex}.tmp")
+            try:
+                with self.fs.open_output_stream(tmp) as f:
+                    f.write(data)
+                self.fs.move(tmp, self.path)
+            finally:
+                if self.fs.get_file_info(tmp).type != pafs.FileType.NotFound:
+                    self.fs.delete_file(tmp)
+        else:
+            # An S3 PUT (or completed multipart upload) is atomic.
+            with self.fs.open_output_stream(self.path) as f:
+                f.write(data)
+
+    def write_text(self, text: str) -> None:
+        self.write_bytes(text.encode("utf-8"))
+
+    def write_json(self, obj) -> None:
+        self.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+    def read_json(self):
+        return json.loads(self.read_text())
+
+    def write_parquet(self, table: pa.Table) -> None:
+        buf = io.BytesIO()
+        pq.write_table(table, buf, compression="zstd")
+        self.write_bytes(buf.getvalue())
+
+    def read_parquet(self) -> pa.Table:
+        with self.fs.open_input_file(self.path) as f:
+            return pq.read_table(f)
+
+    def __str__(self) -> str:
+        return self.uri

@@ -1,0 +1,58 @@
+"""Where a run's files live under its storage root.
+
+::
+
+    <output>/judgments/part-*.parquet     the judgment cache, shared by every run under the root
+    <output>/runs/<name>/manifest.json    the spec, the counts and the state of the run
+    <output>/runs/<name>/rankings.parquet
+    <output>/runs/<name>/spearman.parquet, position_bias.parquet
+    <output>/runs/<name>/report.md, report.json
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storage.fs import Location
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    root: Location
+    name: str
+
+    @classmethod
+    def of(cls, output: str, name: str) -> "RunLayout":
+        return cls(Location.of(output), name)
+
+    @property
+    def judgments(self) -> Location:
+        return self.root.join("judgments")
+
+    @property
+    def run(self) -> Location:
+        return self.root.join("runs", self.name)
+
+    @property
+    def manifest(self) -> Location:
+        return self.run.join("manifest.json")
+
+    @property
+    def rankings(self) -> Location:
+        return self.run.join("rankings.parquet")
+
+    @property
+    def spearman(self) -> Location:
+        return self.run.join("spearman.parquet")
+
+    @property
+    def position_bias(self) -> Location:
+        return self.run.join("position_bias.parquet")
+
+    @property
+    def report_md(self) -> Location:
+        return self.run.join("report.md")
+
+    @property
+    def report_json(self) -> Location:
+        return self.run.join("report.json")

@@ -1,0 +1,257 @@
+"""Arrow schemas of every pairank table, defined once, and their validation.
+
+Every table that crosses a storage boundary has a schema here. A table read from
+outside is checked with :func:`validate`, which names the source, the row and the
+column of the first bad value::
+
+    >>> import pyarrow as pa
+    >>> t = pa.table({"candidate_id": ["c1"], "aspect": ["coherence"], "score": [7.0]})
+    >>> validate(t, HUMAN_SCORES, "scores.parquet").num_rows
+    1
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: The verdict labels a judgment may carry. A verdict is ``p_a`` plus one of these.
+LABELS = ("A", "B", "tie")
+
+
+def _field(name: str, type_: pa.DataType, doc: str, nullable: bool = False) -> pa.Field:
+    return pa.field(name, type_, nullable=nullable, metadata={"description": doc})
+
+
+CANDIDATES = pa.schema(
+    [
+        _field("context_id", pa.string(), "Identifier of the input (document, dialogue, prompt) the candidate answers."),
+        _field("context", pa.string(), "The input text shown to the judge before the candidates."),
+        _field("candidate_id", pa.string(), "Identifier of the candidate, unique in the table."),
+        _field("system", pa.string(), "Name of the system (model, writer) that produced the candidate."),
+        _field("text", pa.string(), "The candidate text."),
+    ]
+)
+
+HUMAN_SCORES = pa.schema(
+    [
+        _field("candidate_id", pa.string(), "Candidate the score belongs to."),
+        _field("aspect", pa.string(), "Aspect scored, e.g. coherence."),
+        _field("score", pa.float64(), "Human score (the mean over annotators where there are several)."),
+    ]
+)
+
+PAIRWISE_LABELS = pa.schema(
+    [
+        _field("context_id", pa.string(), "Input both candidates answer."),
+        _field("candidate_a", pa.string(), "First candidate of the pair."),
+        _field("candidate_b", pa.string(), "Second candidate of the pair."),
+        _field("preferred", pa.string(), "Human verdict: 'A' (candidate_a is better), 'B' or 'tie'."),
+    ]
+)
+
+REQUESTS = pa.schema(
+    [
+        _field("key", pa.string(), "Stable hash of everything that determines the judgment (see storage.keys)."),
+        _field("context_id", pa.string(), "Input both candidates answer."),
+        _field("aspect", pa.string(), "Aspect the judge compares."),
+        _field("candidate_a", pa.string(), "Candidate shown in slot A."),
+        _field("candidate_b", pa.string(), "Candidate shown in slot B."),
+        _field("prompt", pa.string(), "The rendered judge prompt."),
+        _field("prompt_hash", pa.string(), "Hash of the prompt template the prompt was rendered from."),
+    ]
+)
+
+JUDGMENTS = pa.schema(
+    [
+        _field("key", pa.string(), "Stable hash of everything that determines the judgment."),
+        _field("engine", pa.string(), "Judge engine: vllm, http, replay."),
+        _field("model", pa.string(), "Judge model name or path."),
+        _field("revision", pa.string(), "Model revision (a commit or a content hash of the weights folder)."),
+        _field("prompt_hash", pa.string(), "Hash of the prompt template."),
+        _field("sampling", pa.string(), "Sampling settings as canonical JSON."),
+        _field("context_id", pa.string(), "Input both candidates answer."),
+        _field("aspect", pa.string(), "Aspect compared."),
+        _field("candidate_a", pa.string(), "Candidate in slot A."),
+        _field("candidate_b", pa.string(), "Candidate in slot B."),
+        _field("p_a", pa.float64(), "P(A) / (P(A) + P(B)) at the answer position; null on error.", nullable=True),
+        _field("logprob_a", pa.float64(), "Log-probability of label A (all its surface forms).", nullable=True),
+        _field("logprob_b", pa.float64(), "Log-probability of label B (all its surface forms).", nullable=True),
+        _field("label", pa.string(), "Parsed verdict: 'A', 'B' or 'tie'; null on error.", nullable=True),
+        _field("raw_text", pa.string(), "Generated text, where the judge generated any.", nullable=True),
+        _field("input_tokens", pa.int64(), "Prompt tokens."),
+        _field("output_tokens", pa.int64(), "Generated tokens."),
+        _field("seconds", pa.float64(), "Engine seconds attributed to this judgment."),
+        _field("error", pa.string(), "Why no verdict was produced; null when it was.", nullable=True),
+        _field("created_at", pa.timestamp("us", tz="UTC"), "When the judgment was made."),
+    ]
+)
+
+RANKINGS = pa.schema(
+    [
+        _field("context_id", pa.string(), "Input the candidates answer."),
+        _field("aspect", pa.string(), "Aspect ranked."),
+        _field("candidate_id", pa.string(), "Ranked candidate."),
+        _field("system", pa.string(), "System that produced the candidate."),
+        _field("method", pa.string(), "Scoring method, e.g. win_ratio_hard."),
+        _field("score", pa.float64(), "Score under the method (higher is better)."),
+        _field("rank", pa.int64(), "1 is best; ties share the smallest rank."),
+        _field("n_comparisons", pa.int64(), "Comparisons that involved the candidate."),
+    ]
+)
+
+SPEARMAN = pa.schema(
+    [
+        _field("aspect", pa.string(), "Aspect compared with human scores."),
+        _field("method", pa.string(), "Scoring method."),
+        _field("level", pa.string(), "'sample' (per context, averaged) or 'dataset' (all candidates pooled)."),
+        _field("rho", pa.float64(), "Spearman correlation with the human scores.", nullable=True),
+        _field("ci_low", pa.float64(), "Lower end of the 95% bootstrap interval.", nullable=True),
+        _field("ci_high", pa.float64(), "Upper end of the 95% bootstrap interval.", nullable=True),
+        _field("n", pa.int64(), "Contexts (sample level) or candidates (dataset level) used."),
+    ]
+)
+
+POSITION_BIAS = pa.schema(
+    [
+        _field("aspect", pa.string(), "Aspect judged."),
+        _field("n", pa.int64(), "Judgments with a verdict."),
+        _field("slot_a_win_fraction", pa.float64(), "Fraction of judgments won by the candidate in slot A.", nullable=True),
+        _field("mean_p_a", pa.float64(), "Mean p_a over the judgments.", nullable=True),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class TableError(ValueError):
+    """A value in a table read from outside is not what its schema expects."""
+
+    source: str
+    row: int | None
+    column: str | None
+    expected: str
+    found: str
+
+    def __str__(self) -> str:  # noqa: D105
+        where = self.source
+        if self.column is not None:
+            where = f"column `{self.column}` in {where}"
+        if self.row is not None:
+            where += f" row {self.row}"
+        return f"{where}: expected {self.expected}, found {self.found}"
+
+
+def conform(table: pa.Table, schema: pa.Schema, source: str) -> pa.Table:
+    """Check the column set, then cast ``table`` to ``schema`` (column order too).
+
+    Extra and missing columns are errors that list what was expected.
+    """
+    have = list(table.column_names)
+    want = list(schema.names)
+    missing = [c for c in want if c not in have]
+    extra = [c for c in have if c not in want]
+    if missing:
+        raise TableError(source, None, missing[0], f"columns {want}", f"columns {have} (missing {missing})")
+    if extra:
+        raise TableError(source, None, extra[0], f"columns {want}", f"unexpected columns {extra}")
+    columns = []
+    for field in schema:
+        col = table.column(field.name)
+        if not col.type.equals(field.type):
+            try:
+                col = col.cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                row = _first_uncastable(col, field.type)
+                value = col[row].as_py() if row is not None else col.type
+                raise TableError(source, row, field.name, f"a value of type {field.type}", repr(value)) from None
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _first_uncastable(col: pa.ChunkedArray, type_: pa.DataType) -> int | None:
+    for i, value in enumerate(col.to_pylist()):
+        try:
+            pa.array([value]).cast(type_)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return i
+    return None
+
+
+def first_null(table: pa.Table, schema: pa.Schema) -> tuple[int, str] | None:
+    """(row, column) of the first null in a non-nullable column, or None."""
+    for field in schema:
+        if field.nullable:
+            continue
+        col = table.column(field.name)
+        if col.null_count:
+            mask = pc.is_null(col)
+            return int(pc.index(mask, True).as_py()), field.name
+    return None
+
+
+def validate(table: pa.Table, schema: pa.Schema, source: str) -> pa.Table:
+    """Conform ``table`` to ``schema`` and check the value rules of that table.
+
+    Raises :class:`TableError` naming source, row and column.
+    """
+    table = conform(table, schema, source)
+    hit = first_null(table, schema)
+    if hit is not None:
+        raise TableError(source, hit[0], hit[1], "a value", "null")
+    if schema.equals(CANDIDATES):
+        _check_candidates(table, source)
+    elif schema.equals(HUMAN_SCORES):
+        _check_finite(table, "score", source)
+    elif schema.equals(PAIRWISE_LABELS):
+        _check_in(table, "preferred", LABELS, source)
+    elif schema.equals(JUDGMENTS):
+        _check_judgments(table, source)
+    return table
+
+
+def _check_candidates(table: pa.Table, source: str) -> None:
+    ids = table.column("candidate_id").to_pylist()
+    seen: dict[str, int] = {}
+    for row, cid in enumerate(ids):
+        if cid in seen:
+            raise TableError(source, row, "candidate_id", "a unique candidate id", f"{cid!r} (also in row {seen[cid]})")
+        seen[cid] = row
+    for column in ("context_id", "candidate_id", "text", "context"):
+        for row, value in enumerate(table.column(column).to_pylist()):
+            if not value.strip():
+                raise TableError(source, row, column, "a non-empty text", repr(value))
+    counts: dict[str, list[int]] = {}
+    for row, ctx in enumerate(table.column("context_id").to_pylist()):
+        counts.setdefault(ctx, []).append(row)
+    for ctx, rows in counts.items():
+        if len(rows) < 2:
+            raise TableError(
+                source, rows[0], "context_id", "at least 2 candidates per context", f"{ctx!r} with 1 candidate"
+            )
+
+
+def _check_finite(table: pa.Table, column: str, source: str) -> None:
+    for row, value in enumerate(table.column(column).to_pylist()):
+        if value is not None and not math.isfinite(value):
+            raise TableError(source, row, column, "a finite number", repr(value))
+
+
+def _check_in(table: pa.Table, column: str, allowed: tuple[str, ...], source: str) -> None:
+    for row, value in enumerate(table.column(column).to_pylist()):
+        if value is not None and value not in allowed:
+            raise TableError(source, row, column, f"one of {list(allowed)}", repr(value))
+
+
+def _check_judgments(table: pa.Table, source: str) -> None:
+    _check_in(table, "label", LABELS, source)
+    for row, (p, err) in enumerate(zip(table.column("p_a").to_pylist(), table.column("error").to_pylist())):
+        if err is None and (p is None or not 0.0 <= p <= 1.0 or math.isnan(p)):
+            raise TableError(source, row, "p_a", "a float in [0, 1]", repr(p))
+
+
+def empty(schema: pa.Schema) -> pa.Table:
+    """An empty table of ``schema``."""
+    return schema.empty_table()
