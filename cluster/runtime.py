@@ -9,8 +9,24 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 log = logging.getLogger(__name__)
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def _keep_local_ray_on_loopback() -> None:
+    """Make a local Ray register 127.0.0.1 rather than the machine's network address.
+
+    Ray reads ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` into a module constant when it is
+    first imported, so the constant is set too when Ray was imported before us.
+    """
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = False
 
 
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
@@ -18,6 +34,8 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
 
     A Ray already initialised in this process is reused as it is.
     """
+    if not address:
+        _keep_local_ray_on_loopback()
     import ray
 
     if ray.is_initialized():
@@ -26,16 +44,18 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         log.info("joining Ray at %s", address)
         ray.init(address=address, log_to_driver=True)
         return
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     log.info("starting a local Ray on 127.0.0.1")
     ray.init(
         num_cpus=num_cpus,
         include_dashboard=False,
-        _node_ip_address="127.0.0.1",
         configure_logging=True,
         logging_level=logging.WARNING,
         log_to_driver=True,
     )
+    nodes = {n["NodeManagerAddress"] for n in ray.nodes()}
+    if nodes != {LOOPBACK}:
+        ray.shutdown()
+        raise RuntimeError(f"local Ray registered {sorted(nodes)}; expected only {LOOPBACK}")
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
 

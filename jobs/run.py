@@ -137,7 +137,7 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
 
     table = cache.read()
     table = table.filter(pc.is_in(table.column("key"), requests.column("key")))
-    rankings = rank_table(table, candidates, spec.scoring.verdict)
+    rankings = pa.concat_tables([rank_table(table, candidates, mode) for mode in spec.scoring.verdicts])
     spearman = spearman_table(rankings, human, spec.report.bootstrap, spec.report.seed)
     bias = position_bias(table)
     layout.rankings.write_parquet(rankings)

@@ -92,7 +92,11 @@ class SubsetSpec(Strict):
 
 
 class ScoringSpec(Strict):
-    verdict: Literal["hard", "soft"] = Field("hard", description="hard: a win is p_a > 0.5 (0.5 counts half); soft: p_a.")
+    verdicts: list[Literal["hard", "soft"]] = Field(
+        ["hard", "soft"],
+        min_length=1,
+        description="Win-ratio methods to rank by: hard (a win is p_a > 0.5, 0.5 counts half), soft (p_a itself).",
+    )
 
 
 class ReportSpec(Strict):

@@ -44,7 +44,10 @@ class PromptTemplate:
     text: str
 
     def __post_init__(self) -> None:
-        fields = {f for _, f, _, _ in string.Formatter().parse(self.text) if f is not None}
+        try:
+            fields = {f for _, f, _, _ in string.Formatter().parse(self.text) if f is not None}
+        except ValueError as exc:  # a stray brace; literal braces are written {{ and }}
+            raise ValueError(f"prompt template {self.name}: {exc} (write a literal brace as {{{{ or }}}})") from None
         if fields != PLACEHOLDERS:
             raise ValueError(
                 f"prompt template {self.name}: expected placeholders {sorted(PLACEHOLDERS)}, found {sorted(fields)}"

@@ -114,7 +114,7 @@ def build_report(
     failures: dict[str, int] = defaultdict(int)
     for e in err:
         if e is not None:
-            failures[e.split(":")[0] if len(e) > 120 else e] += 1
+            failures[e[:300]] += 1
     seconds = [s for s in judgments.column("seconds").to_pylist()]
     return {
         "name": spec.get("name"),
@@ -135,7 +135,8 @@ def build_report(
         },
         "spearman": spearman.to_pylist(),
         "position_bias": bias.to_pylist(),
-        "failures": [{"error": k, "count": v} for k, v in sorted(failures.items(), key=lambda kv: -kv[1])],
+        "failures": [{"error": k, "count": v} for k, v in sorted(failures.items(), key=lambda kv: -kv[1])[:20]],
+        "distinct_failures": len(failures),
     }
 
 
@@ -158,7 +159,7 @@ def render_markdown(report: dict) -> str:
         f"- judge: {judge['engine']} `{judge['model']}` revision `{judge.get('revision') or '–'}`",
         f"- aspects: {', '.join(s['aspects'])}; scheduler: {s['scheduler']['name']}"
         + (f" (R={s['scheduler']['comparisons']})" if s["scheduler"].get("comparisons") else "")
-        + f"; verdicts: {s['scoring']['verdict']}",
+        + f"; win ratios: {', '.join(s['scoring']['verdicts'])}",
         f"- input: `{s['input']}`",
         "",
         "## Counts and cost",

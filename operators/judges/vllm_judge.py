@@ -16,9 +16,10 @@ import time
 from operators.judges.base import LabelProbabilityJudge, LabelScore, logsumexp
 from operators.judges.models import folder_revision, resolve_model
 
-#: Set before vLLM is imported: no telemetry, nothing fetched from a hub for a local
-#: folder, and vLLM's internal sockets on loopback.
-_ALWAYS_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+#: Set (unless the spec's judge.env sets them) before vLLM is imported: no telemetry,
+#: warnings only, and for a local folder nothing fetched from a hub and vLLM's
+#: internal sockets on loopback.
+_ALWAYS_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
 _LOCAL_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_HOST_IP": "127.0.0.1"}
 
 
