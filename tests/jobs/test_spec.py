@@ -1,0 +1,236 @@
+"""Tests of jobs.spec: loading, validating, overriding and resolving job specs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from jobs.spec import (
+    HttpJudgeSpec,
+    JobSpec,
+    ReplayJudgeSpec,
+    SchedulerSpec,
+    SpecError,
+    VllmJudgeSpec,
+    apply_overrides,
+    load_spec,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "configs" / "demo.yaml"
+
+
+def demo_data() -> dict:
+    return yaml.safe_load(DEMO.read_text(encoding="utf-8"))
+
+
+def write_spec(folder: Path, data: dict | str, name: str = "job.yaml") -> Path:
+    path = folder / name
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def minimal(**extra) -> dict:
+    data = {
+        "name": "t",
+        "input": "data/in",
+        "output": "store",
+        "aspects": ["coherence"],
+        "prompts": "prompts/summarization",
+        "judge": {"engine": "vllm"},
+    }
+    data.update(extra)
+    return data
+
+
+def spec_error(path: Path, overrides: list[str] = ()) -> str:
+    with pytest.raises(SpecError) as info:
+        load_spec(path, overrides)
+    return str(info.value)
+
+
+def test_demo_spec_validates() -> None:
+    spec = load_spec(DEMO)
+    assert isinstance(spec, JobSpec)
+    assert isinstance(spec.judge, VllmJudgeSpec)
+    data = demo_data()
+    assert spec.name == data["name"]
+    assert spec.aspects == data["aspects"]
+    assert spec.scheduler.name == data["scheduler"]["name"]
+    # Relative paths in the demo are relative to configs/, whatever the working directory.
+    assert spec.prompts == str((DEMO.parent / data["prompts"]).resolve())
+    assert Path(spec.prompts).is_dir()
+    assert spec.input == str((DEMO.parent / data["input"]).resolve())
+    assert spec.output == str((DEMO.parent / data["output"]).resolve())
+    for aspect in spec.aspects:
+        assert (Path(spec.prompts) / f"{aspect}.txt").is_file()
+
+
+def test_demo_spec_loads_from_another_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = load_spec(DEMO)
+    monkeypatch.chdir(tmp_path)
+    assert load_spec(DEMO) == expected
+
+
+def test_unknown_top_level_key(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, minimal(colour="blue"))
+    msg = spec_error(path)
+    assert str(path) in msg
+    assert "colour" in msg
+    assert "unknown key" in msg
+    allowed = msg.split("allowed keys here:", 1)[1].split("\n", 1)[0]
+    assert [k.strip() for k in allowed.split(",")] == sorted(JobSpec.model_fields)
+
+
+@pytest.mark.parametrize(
+    "judge, model",
+    [
+        ({"engine": "vllm", "temprature": 0}, VllmJudgeSpec),
+        ({"engine": "http", "base_url": "http://h/v1", "model": "m", "temprature": 0}, HttpJudgeSpec),
+        ({"engine": "replay", "source": "j", "temprature": 0}, ReplayJudgeSpec),
+    ],
+)
+def test_unknown_judge_key_lists_that_engines_keys(tmp_path: Path, judge: dict, model) -> None:
+    path = write_spec(tmp_path, minimal(judge=judge))
+    msg = spec_error(path)
+    assert str(path) in msg
+    assert "temprature" in msg
+    line = next(line for line in msg.splitlines() if "temprature" in line)
+    allowed = [k.strip() for k in line.split("allowed keys here:", 1)[1].split(",")]
+    assert allowed == sorted(model.model_fields)
+
+
+def test_unknown_scheduler_key(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, minimal(scheduler={"name": "random", "comparisons": 4, "rounds": 2}))
+    msg = spec_error(path)
+    assert str(path) in msg
+    line = next(line for line in msg.splitlines() if "rounds" in line)
+    assert "scheduler.rounds" in line
+    allowed = [k.strip() for k in line.split("allowed keys here:", 1)[1].split(",")]
+    assert allowed == sorted(SchedulerSpec.model_fields)
+
+
+def test_unknown_nested_key_lists_keys_of_its_own_level(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, minimal(judge={"engine": "vllm", "labels": {"a": ["A"], "c": ["C"]}}))
+    msg = spec_error(path)
+    line = next(line for line in msg.splitlines() if "unknown key" in line)
+    assert "labels.c" in line
+    assert line.split("allowed keys here:", 1)[1].strip() == "a, b"
+
+
+def test_unknown_key_via_override_names_spec_file() -> None:
+    msg = spec_error(DEMO, ["scheduler.colour=red"])
+    assert str(DEMO) in msg and "scheduler.colour" in msg
+    assert ", ".join(sorted(SchedulerSpec.model_fields)) in msg
+
+
+def test_overrides_take_effect() -> None:
+    spec = load_spec(DEMO, ["output=s3://b/x", "scheduler.name=random", "scheduler.comparisons=4"])
+    assert spec.output == "s3://b/x"
+    assert spec.scheduler.name == "random"
+    assert spec.scheduler.comparisons == 4
+    assert isinstance(spec.scheduler.comparisons, int)
+    # Untouched settings stay as the file has them.
+    base = load_spec(DEMO)
+    assert spec.aspects == base.aspects and spec.judge == base.judge and spec.pool == base.pool
+
+
+def test_overrides_do_not_modify_their_input() -> None:
+    data = {"scheduler": {"name": "full"}, "name": "x"}
+    out = apply_overrides(data, ["scheduler.name=random", "pool.size=2"])
+    assert data == {"scheduler": {"name": "full"}, "name": "x"}
+    assert out == {"scheduler": {"name": "random"}, "name": "x", "pool": {"size": 2}}
+
+
+def test_override_values_are_yaml_scalars_and_paths_resolve(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, minimal())
+    spec = load_spec(path, ["input=elsewhere/data", "aspects=[fluency, coherence]", "flush_rows=8"])
+    assert spec.input == str((tmp_path / "elsewhere" / "data").resolve())
+    assert spec.aspects == ["fluency", "coherence"]
+    assert spec.flush_rows == 8
+
+
+def test_override_without_equals_is_an_error() -> None:
+    msg = spec_error(DEMO, ["scheduler.name"])
+    assert "scheduler.name" in msg and "key=value" in msg
+
+
+def test_invalid_override_value_names_key() -> None:
+    msg = spec_error(DEMO, ["scheduler.comparisons=0"])
+    assert str(DEMO) in msg and "scheduler.comparisons" in msg
+
+
+def test_relative_paths_resolve_against_spec_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    path = write_spec(folder, minimal(input="../data/in", output="store", prompts="p/set"))
+    monkeypatch.chdir(tmp_path.parent)
+    spec = load_spec(path)
+    assert spec.input == str(tmp_path / "data" / "in")
+    assert spec.output == str(folder / "store")
+    assert spec.prompts == str(folder / "p" / "set")
+
+
+def test_absolute_and_remote_paths_are_kept(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, minimal(input="/abs/in", output="s3://bucket/store", prompts="file:///x/p"))
+    spec = load_spec(path)
+    assert (spec.input, spec.output, spec.prompts) == ("/abs/in", "s3://bucket/store", "file:///x/p")
+
+
+def test_replay_source_and_local_model_resolve(tmp_path: Path) -> None:
+    replay = load_spec(write_spec(tmp_path, minimal(judge={"engine": "replay", "source": "judgments"}), "r.yaml"))
+    assert replay.judge.source == str(tmp_path / "judgments")
+    vllm = load_spec(write_spec(tmp_path, minimal(judge={"engine": "vllm", "model": "./models/m"}), "v.yaml"))
+    assert vllm.judge.model == str(tmp_path / "models" / "m")
+    named = load_spec(write_spec(tmp_path, minimal(judge={"engine": "vllm", "model": "org/model"}), "n.yaml"))
+    assert named.judge.model == "org/model"
+
+
+def test_bad_yaml(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, "name: demo\naspects: [coherence\n")
+    msg = spec_error(path)
+    assert str(path) in msg
+    assert "not valid YAML" in msg
+
+
+@pytest.mark.parametrize("text, kind", [("- a\n- b\n", "list"), ("just a string\n", "str"), ("42\n", "int")])
+def test_non_mapping_top_level(tmp_path: Path, text: str, kind: str) -> None:
+    path = write_spec(tmp_path, text)
+    msg = spec_error(path)
+    assert str(path) in msg
+    assert "mapping" in msg and kind in msg
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    msg = spec_error(tmp_path / "nope.yaml")
+    assert str(tmp_path / "nope.yaml") in msg
+
+
+def test_missing_required_keys_are_named(tmp_path: Path) -> None:
+    data = minimal()
+    del data["aspects"], data["judge"]
+    msg = spec_error(write_spec(tmp_path, data))
+    assert "aspects" in msg and "judge" in msg
+
+
+def test_unknown_engine_names_allowed_engines(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, minimal(judge={"engine": "openai", "model": "m"}))
+    msg = spec_error(path)
+    assert str(path) in msg
+    assert "openai" in msg
+    for engine in ("vllm", "http", "replay"):
+        assert engine in msg
+
+
+def test_unknown_scheduler_name_names_allowed(tmp_path: Path) -> None:
+    msg = spec_error(write_spec(tmp_path, minimal(scheduler={"name": "swiss"})))
+    assert "scheduler.name" in msg
+    for name in ("full", "random", "no_repeat", "symmetric"):
+        assert name in msg
+
+
+def test_duplicate_aspects(tmp_path: Path) -> None:
+    msg = spec_error(write_spec(tmp_path, minimal(aspects=["coherence", "coherence"])))
+    assert "aspects" in msg and "unique" in msg
