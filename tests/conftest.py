@@ -47,6 +47,16 @@ def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = Non
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout} s")
 
 
+def stop_process(proc: subprocess.Popen, timeout: float = 30) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
@@ -89,11 +99,7 @@ def s3_server(tmp_path_factory):
         client.head_bucket(Bucket="pairank")
         yield client
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, 20)
         log.close()
         for k, v in old.items():
             if v is None:

@@ -18,7 +18,7 @@ from operators.judges.vllm_judge import label_token_ids
 from operators.prompts import load_prompts
 from storage.fs import Location
 from storage.schemas import JUDGMENTS, REQUESTS, validate
-from tests.conftest import CPU_ENGINE_ENV, ROOT, wait_for_port
+from tests.conftest import CPU_ENGINE_ENV, ROOT, stop_process, wait_for_port
 
 pytestmark = pytest.mark.engine
 
@@ -114,11 +114,7 @@ def test_http_judge_against_vllm_openai_server(vllm_judge, default_model, tmp_pa
         bad = wrong.judge(requests_for(PAIRS[:1])).to_pylist()[0]
         assert bad["p_a"] is None and bad["error"].startswith("HTTP 404")
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_process(server)
         log.close()
 
 
