@@ -1,9 +1,8 @@
 """Job specs: typed, validated configuration; YAML only fills it in.
 
 Every field has a description; an unknown key is an error that lists the keys
-allowed at that place. Relative paths in a spec (input, output, prompts, a
-model folder) are resolved against the spec file's folder's parent when they
-start with ``configs/``-relative names (see :func:`load_spec`).
+allowed at that place. Relative paths in a spec (input, output, prompts, a replay
+source, a model folder) are relative to the spec file (see :func:`load_spec`).
 """
 
 from __future__ import annotations
@@ -26,7 +25,12 @@ class Labels(Strict):
 
 class PoolSpec(Strict):
     size: int = Field(1, ge=1, description="Judge actors in the pool (each holds one engine for the whole job).")
-    num_cpus: float = Field(1, gt=0, description="CPUs Ray reserves per judge actor.")
+    num_cpus: float = Field(
+        1,
+        gt=0,
+        description="CPUs Ray reserves per judge actor. Ray sets OMP_NUM_THREADS to this in the actor, so a CPU "
+        "engine should reserve every core it binds (VLLM_CPU_OMP_THREADS_BIND).",
+    )
     num_gpus: float = Field(0, ge=0, description="GPUs per judge actor (0 for the CPU build of vLLM).")
     batch_size: int = Field(64, ge=1, description="Requests per batch sent to one actor.")
 
@@ -46,7 +50,8 @@ class VllmJudgeSpec(Strict):
     labels: Labels = Field(default_factory=Labels, description="Label words the judge answers with.")
     env: dict[str, str] = Field(
         default_factory=dict,
-        description="Environment set in the judge actor before vLLM is imported (e.g. VLLM_CPU_KVCACHE_SPACE).",
+        description="Environment set in the judge actor before vLLM is imported (e.g. VLLM_CPU_KVCACHE_SPACE); "
+        "it overrides what Ray set for the actor.",
     )
     engine_kwargs: dict = Field(default_factory=dict, description="Extra keyword arguments to vllm.LLM.")
 

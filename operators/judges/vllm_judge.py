@@ -65,8 +65,10 @@ class VllmJudge(LabelProbabilityJudge):
         self._identity = vllm_identity(spec)
         model = resolve_model(spec.model)
         local = not isinstance(model, str)
-        for key, value in {**_ALWAYS_ENV, **(_LOCAL_ENV if local else {}), **spec.env}.items():
+        for key, value in {**_ALWAYS_ENV, **(_LOCAL_ENV if local else {})}.items():
             os.environ.setdefault(key, value)
+        # The spec's own settings win, also over what Ray set for the actor (e.g. OMP_NUM_THREADS).
+        os.environ.update(spec.env)
         try:
             from vllm import LLM, SamplingParams
         except ImportError as exc:  # pragma: no cover - depends on the install
@@ -93,9 +95,28 @@ class VllmJudge(LabelProbabilityJudge):
         return self._identity
 
     def score(self, prompts: list[str]) -> list[LabelScore]:
+        # A prompt too long for the engine would make vLLM reject the whole batch:
+        # it becomes an error row of its own and the rest are judged.
         started = time.perf_counter()
-        outputs = self.llm.generate(prompts, self.params, use_tqdm=False)
+        tokenizer = self.llm.get_tokenizer()
+        limit = self.spec.max_model_len - 1
+        lengths = [len(tokenizer.encode(p)) for p in prompts]
+        fits = [i for i, n in enumerate(lengths) if n <= limit]
+        outputs = self.llm.generate([prompts[i] for i in fits], self.params, use_tqdm=False) if fits else []
         share = (time.perf_counter() - started) / max(len(prompts), 1)
+        scores = [
+            LabelScore(
+                input_tokens=n,
+                seconds=share,
+                error=f"prompt is {n} tokens; judge.max_model_len {self.spec.max_model_len} leaves room for {limit}",
+            )
+            for n in lengths
+        ]
+        for i, score in zip(fits, self._read(outputs, share)):
+            scores[i] = score
+        return scores
+
+    def _read(self, outputs, share: float) -> list[LabelScore]:
         scores = []
         for out in outputs:
             completion = out.outputs[0] if out.outputs else None

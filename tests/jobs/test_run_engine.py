@@ -33,7 +33,7 @@ def write_spec(tmp_path: Path) -> Path:
         "prompts": str(ROOT / "configs/prompts/summarization"),
         "subset": {"contexts": 3, "candidates": 4},
         "judge": {"engine": "vllm", "model": "default", "env": CPU_ENGINE_ENV},
-        "pool": {"size": 1, "num_cpus": 1, "batch_size": 4},
+        "pool": {"size": 1, "num_cpus": 2, "batch_size": 4},
         "flush_rows": 4,
     }
     path = tmp_path / "killed.yaml"

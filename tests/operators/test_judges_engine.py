@@ -76,6 +76,13 @@ def test_vllm_judge_is_repeatable(vllm_judge):
     assert first == pytest.approx(again, abs=1e-6)
 
 
+def test_a_prompt_too_long_is_an_error_row_and_the_rest_of_the_batch_is_judged(vllm_judge):
+    long_text = " ".join(["word"] * 3000)
+    out = vllm_judge.judge(requests_for([PAIRS[0], ("long", long_text, "good", GOOD), PAIRS[1]])).to_pylist()
+    assert [r["error"] is None for r in out] == [True, False, True]
+    assert "judge.max_model_len 2048" in out[1]["error"] and out[1]["input_tokens"] > 2048
+
+
 def test_every_label_surface_form_is_one_token(vllm_judge):
     tokenizer = vllm_judge.llm.get_tokenizer()
     assert len(set(label_token_ids(tokenizer, ["A", " A"], "A"))) == 2
