@@ -12,11 +12,14 @@ def judge_pool_args(pool) -> dict:
     """``map_batches`` keyword arguments for a fixed pool of ``pool.size`` judge actors.
 
     >>> from types import SimpleNamespace as S
-    >>> judge_pool_args(S(size=2, num_cpus=1, num_gpus=0, batch_size=32))["concurrency"]
+    >>> strategy = judge_pool_args(S(size=2, num_cpus=1, num_gpus=0, batch_size=32))["compute"]
+    >>> (strategy.min_size, strategy.max_size)
     (2, 2)
     """
+    from ray.data import ActorPoolStrategy
+
     args = {
-        "concurrency": (pool.size, pool.size),
+        "compute": ActorPoolStrategy(min_size=pool.size, max_size=pool.size),
         "num_cpus": pool.num_cpus,
         "batch_size": pool.batch_size,
         "batch_format": "pyarrow",
