@@ -30,8 +30,13 @@ steady-state window, sampled once a second by the idle parent process from the e
 of the first batch to the end of the last (the arm's process, judge actor, raylet,
 GCS, other Ray processes, other processes, exited processes, hypervisor steal).
 
+Every arm starts only once the machine is idle (another engine or test run on the
+same 2 cores would ruin it); a repeat in which other load still showed up in either
+arm's steady window is flagged ``disturbed`` and run again (--retries).
+
 Run from the repository root:  .venv/bin/python bench/pipeline_overhead.py
-Knobs: --batch-size, --flush-rows, --pool-cpus, --repeats; --tag names the result
+Knobs: --batch-size, --flush-rows, --pool-cpus, --set KEY=VALUE (any spec override),
+--repeats; --tag names the result
 (bench/results/pipeline_overhead[-TAG].json).
 """
 
@@ -66,7 +71,7 @@ def job_spec(output: str, args):
         f"subset.candidates={args.candidates}",
         f"pool.batch_size={args.batch_size}",
         f"flush_rows={args.flush_rows}",
-        f"pool.num_cpus={args.pool_cpus}",
+        *([f"pool.num_cpus={args.pool_cpus}"] if args.pool_cpus else []),
         *args.set,
     ]
     return load_spec(C.ROOT / "configs" / "demo.yaml", overrides)
@@ -411,7 +416,7 @@ def run_arm(arm: str, args, tmp: str) -> dict:
 def passthrough(args) -> list[str]:
     return [
         "--contexts", str(args.contexts), "--candidates", str(args.candidates), "--batch-size", str(args.batch_size),
-        "--flush-rows", str(args.flush_rows), "--pool-cpus", str(args.pool_cpus), "--tag", args.tag,
+        "--flush-rows", str(args.flush_rows), "--pool-cpus", str(args.pool_cpus or 0), "--tag", args.tag,
     ] + [f"--set={x}" for x in args.set]  # fmt: skip
 
 
@@ -421,7 +426,7 @@ def main() -> None:
     ap.add_argument("--candidates", type=int, default=5, help="per context; full matrix, aspects of demo.yaml (2)")
     ap.add_argument("--batch-size", type=int, default=32, help="pool.batch_size (demo.yaml: 32)")
     ap.add_argument("--flush-rows", type=int, default=64, help="flush_rows (spec default: 64)")
-    ap.add_argument("--pool-cpus", type=float, default=1, help="pool.num_cpus (demo.yaml: 1)")
+    ap.add_argument("--pool-cpus", type=float, default=0, help="pool.num_cpus (0: demo.yaml's, now 2)")
     ap.add_argument("--repeats", type=int, default=2, help="bare/pipeline pairs, order alternating (ABBA)")
     ap.add_argument("--retries", type=int, default=2, help="re-run a repeat disturbed by other load up to this often")
     ap.add_argument("--tag", default="", help="result file suffix for a knob variant")
@@ -478,14 +483,15 @@ def main() -> None:
             pairs.append(pair)
 
     settings = {
-        "spec": "configs/demo.yaml with overrides: fresh temporary output root, subset, pool.batch_size, flush_rows, pool.num_cpus",
+        "spec": "configs/demo.yaml with overrides: fresh temporary output root, subset, pool.batch_size, flush_rows "
+        "(and pool.num_cpus when given)",
         "contexts": args.contexts,
         "candidates_per_context": args.candidates,
         "aspects": ["coherence", "fluency"],
         "scheduler": "full",
         "batch_size": args.batch_size,
         "flush_rows": args.flush_rows,
-        "pool_num_cpus": args.pool_cpus,
+        "pool_num_cpus": pairs[0]["pipeline"]["pool_num_cpus"],
         "pool_size": 1,
         "extra_overrides": args.set,
         "repeats": args.repeats,
