@@ -77,7 +77,9 @@ def judge_with_ray(
     buffer: list[pa.Table] = []
     buffered = judged = errors = 0
     started = time.perf_counter()
-    for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
+    # prefetch_batches=0: take each batch as soon as its actor finishes it (with prefetching the
+    # driver would see batch i only once batch i+1 exists, so a kill would lose one more batch).
+    for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None, prefetch_batches=0):
         batch = batch.select(JUDGMENTS.names).cast(JUDGMENTS)
         buffer.append(batch)
         buffered += batch.num_rows
