@@ -115,7 +115,6 @@ def build_report(
     for e in err:
         if e is not None:
             failures[e[:300]] += 1
-    seconds = [s for s in judgments.column("seconds").to_pylist()]
     return {
         "name": spec.get("name"),
         "settings": {
@@ -130,7 +129,7 @@ def build_report(
         "cost": {
             "input_tokens": int(sum(judgments.column("input_tokens").to_pylist())),
             "output_tokens": int(sum(judgments.column("output_tokens").to_pylist())),
-            "engine_seconds": float(sum(seconds)),
+            "engine_seconds": float(sum(judgments.column("seconds").to_pylist())),
             "wall_seconds": float(wall_seconds),
         },
         "spearman": spearman.to_pylist(),

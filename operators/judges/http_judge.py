@@ -112,9 +112,10 @@ class HttpJudge(LabelProbabilityJudge):
         else:
             la = [top.get(form) for form in self.spec.labels.a]
             lb = [top.get(form) for form in self.spec.labels.b]
+        found = any(v is not None for v in la + lb)
         return LabelScore(
-            logprob_a=logsumexp([v for v in la if v is not None]) if any(v is not None for v in la + lb) else None,
-            logprob_b=logsumexp([v for v in lb if v is not None]) if any(v is not None for v in la + lb) else None,
+            logprob_a=logsumexp([v for v in la if v is not None]) if found else None,
+            logprob_b=logsumexp([v for v in lb if v is not None]) if found else None,
             input_tokens=int(usage.get("prompt_tokens", 0)),
             output_tokens=int(usage.get("completion_tokens", 0)),
             seconds=seconds,

@@ -25,7 +25,7 @@ _LOCAL_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_HOST_IP"
 
 def vllm_identity(spec) -> dict:
     """The judge identity of a vLLM spec, computed without starting the engine."""
-    model = resolve_model(spec.model) if spec.model == "default" or os.path.exists(spec.model) else spec.model
+    model = resolve_model(spec.model)
     revision = spec.revision
     if revision is None and not isinstance(model, str):
         revision = folder_revision(model)
