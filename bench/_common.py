@@ -149,7 +149,7 @@ def cpu_snapshot(me_label: str = "driver (this process)", labels: dict[int, str]
             kind = labels[info["pid"]]
         elif info["pid"] == me:
             kind = me_label
-        elif "JudgeStage" in cmd or "MapWorker" in cmd:
+        elif "JudgeActor" in cmd or "JudgeStage" in cmd or "MapWorker" in cmd:
             kind = "judge actor"
         elif "raylet" in cmd:
             kind = "raylet"

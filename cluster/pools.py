@@ -1,30 +1,148 @@
-"""Actor-pool sizing for judge stages.
+"""Long-lived judge pools: engines start once and serve every round of a job.
 
-A judge engine is slow to start, so its pool is fixed-size (min = max): every
-actor starts its engine once and keeps it for the whole job. Only this module
-turns a pool spec into Ray Data's ``map_batches`` arguments.
+A judge engine is slow to start (about 20 s for the CPU build of vLLM, minutes
+for a large model on GPUs), and adaptive schedulers judge in many short rounds.
+So the engines live in a fixed set of Ray actors (:class:`JudgeActor`) created
+once per job, and each round streams its requests through a Ray Data pipeline
+whose map stage only forwards batches to those actors, the way Ray Data LLM
+forwards batches to a Serve deployment. Rebuilding the pipeline per round costs
+about a second; rebuilding engines would cost a start each.
+
+Routing: the round's requests arrive in prefix order (all pairs of a context
+together), are cut into blocks of ``pool.batch_size`` and the blocks are dealt
+to the actors in contiguous runs (block i of n goes to actor ``i * size // n``),
+so each engine sees whole contexts and its prefix cache stays warm, and every
+actor gets the same number of blocks, give or take one.
+
+The forwarding tasks reserve no CPU (``num_cpus=0``): the actors hold the
+node's CPUs, and a forwarder that waited for a CPU would wait for ever.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import time
+from collections.abc import Iterator
 
-def judge_pool_args(pool) -> dict:
-    """``map_batches`` keyword arguments for a fixed pool of ``pool.size`` judge actors.
+import pyarrow as pa
+import pyarrow.compute as pc
 
-    >>> from types import SimpleNamespace as S
-    >>> strategy = judge_pool_args(S(size=2, num_cpus=1, num_gpus=0, batch_size=32))["compute"]
-    >>> (strategy.min_size, strategy.max_size)
-    (2, 2)
+log = logging.getLogger(__name__)
+
+#: Column that tells a forwarder which actor judges a row (dropped before judging).
+SLOT = "__judge_slot"
+
+
+class JudgeActor:
+    """One judge engine in one Ray actor, for the life of the pool."""
+
+    def __init__(self, judge_spec):
+        from operators.judges import make_judge
+
+        started = time.perf_counter()
+        self.judge = make_judge(judge_spec)
+        self.stats = {"pid": os.getpid(), "start_seconds": time.perf_counter() - started, "batches": 0, "rows": 0}
+
+    def judge_batch(self, batch: pa.Table) -> pa.Table:
+        out = self.judge.judge(batch)
+        self.stats["batches"] += 1
+        self.stats["rows"] += batch.num_rows
+        return out
+
+    def info(self) -> dict:
+        return dict(self.stats)
+
+
+def _forward(batch: pa.Table, actors: list) -> pa.Table:
+    """Ray Data map stage: send each row group to the actor its slot names, wait, concatenate."""
+    import ray
+
+    slots = batch.column(SLOT)
+    refs = []
+    for slot in pc.unique(slots).to_pylist():
+        rows = batch.filter(pc.equal(slots, slot)).drop_columns([SLOT])
+        refs.append(actors[slot].judge_batch.remote(rows))
+    return pa.concat_tables(ray.get(refs))
+
+
+def deal_blocks(n_rows: int, batch_size: int, size: int) -> list[tuple[int, int, int]]:
+    """``(offset, length, actor)`` per block: contiguous runs of blocks per actor.
+
+    >>> deal_blocks(10, 3, 2)
+    [(0, 3, 0), (3, 3, 0), (6, 3, 1), (9, 1, 1)]
+    >>> [a for _, _, a in deal_blocks(5, 1, 3)]
+    [0, 0, 1, 1, 2]
     """
-    from ray.data import ActorPoolStrategy
+    offsets = list(range(0, n_rows, batch_size))
+    n = len(offsets)
+    return [(off, min(batch_size, n_rows - off), i * size // n) for i, off in enumerate(offsets)]
 
-    args = {
-        "compute": ActorPoolStrategy(min_size=pool.size, max_size=pool.size),
-        "num_cpus": pool.num_cpus,
-        "batch_size": pool.batch_size,
-        "batch_format": "pyarrow",
-        "zero_copy_batch": True,
-    }
-    if pool.num_gpus:
-        args["num_gpus"] = pool.num_gpus
-    return args
+
+class JudgePool:
+    """``pool.size`` judge actors, started on entry and stopped on exit.
+
+    ``judge(requests)`` streams one round through Ray Data and yields judgment
+    batches as the actors finish them; call it once per round, as often as needed.
+    """
+
+    def __init__(self, judge_spec, pool_spec):
+        self.judge_spec, self.pool_spec = judge_spec, pool_spec
+        self.actors: list = []
+
+    def __enter__(self) -> JudgePool:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        import ray
+
+        options = {"num_cpus": self.pool_spec.num_cpus, "max_concurrency": 1}
+        if self.pool_spec.num_gpus:
+            options["num_gpus"] = self.pool_spec.num_gpus
+        actor = ray.remote(JudgeActor).options(**options)
+        self.actors = [actor.remote(self.judge_spec) for _ in range(self.pool_spec.size)]
+        try:
+            ray.get([a.info.remote() for a in self.actors])  # engines are up once their constructors return
+        except Exception as exc:
+            self.stop()
+            raise RuntimeError(f"judge pool: an engine failed to start: {exc}") from exc
+
+    def stop(self) -> None:
+        import ray
+
+        for a in self.actors:
+            ray.kill(a)
+        self.actors = []
+
+    def info(self) -> list[dict]:
+        """Per actor: pid, engine start seconds, batches and rows judged so far."""
+        import ray
+
+        return ray.get([a.info.remote() for a in self.actors])
+
+    def judge(self, requests: pa.Table) -> Iterator[pa.Table]:
+        import ray
+
+        if not self.actors:
+            raise RuntimeError("judge pool is not started")
+        if requests.num_rows == 0:
+            return
+        blocks = [
+            requests.slice(off, length).append_column(SLOT, pa.array([actor] * length, pa.int64()))
+            for off, length, actor in deal_blocks(requests.num_rows, self.pool_spec.batch_size, len(self.actors))
+        ]
+        ds = ray.data.from_arrow(blocks).map_batches(
+            _forward,
+            fn_kwargs={"actors": self.actors},
+            batch_size=None,
+            batch_format="pyarrow",
+            zero_copy_batch=True,
+            num_cpus=0,
+            concurrency=min(2 * len(self.actors), len(blocks)),  # one batch in each engine, one queued behind it
+        )
+        # prefetch_batches=0: hand each batch over as soon as it is judged, so a kill loses the least.
+        yield from ds.iter_batches(batch_format="pyarrow", batch_size=None, prefetch_batches=0)

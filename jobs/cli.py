@@ -5,6 +5,8 @@
     pairank run configs/demo.yaml [--set output=s3://bucket/runs] [--set judge.model=/models/x]
     pairank import summeval ../shared/data/summeval data/summeval
     pairank model prepare          # convert the embedded Gemma-3-270M once, for the vllm judge
+    pairank plan --candidates 16 --noise 0.8 --position-bias 0.5 --target-spearman 0.9   # SIMULATED
+    pairank plan --from-judgments runs/x/judgments --target-spearman 0.9 --json          # measure, then plan
 """
 
 from __future__ import annotations
@@ -45,6 +47,30 @@ def cmd_model_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from jobs.plan import TIME_BUDGET_S, measure_judge, plan, render
+    from jobs.spec import SimulatedJudgeSpec
+    from operators.judges.replay_judge import read_judgments
+
+    given = {k: getattr(args, k) for k in ("scale", "noise", "position_bias", "intransitivity")}
+    measured = None
+    if args.from_judgments:
+        measured = measure_judge(read_judgments(args.from_judgments), args.model)
+        given = {k: measured[k] if v is None else v for k, v in given.items()}
+    judge = SimulatedJudgeSpec(seed=args.seed, **{k: v for k, v in given.items() if v is not None})
+    candidates = args.candidates or (measured["candidates"] if measured else 16)
+    schedulers = [n for part in args.schedulers or [] for n in part.split(",") if n]
+    budget = TIME_BUDGET_S if args.time_budget is None else args.time_budget or None
+    result = plan(
+        judge, candidates=candidates, contexts=args.contexts, target=args.target_spearman,
+        schedulers=schedulers or None, verdict=args.verdict, time_budget=budget,
+    )
+    if measured:
+        result["measured"] = {"source": args.from_judgments, **measured}
+    print(json.dumps(result, indent=2) if args.json else render(result))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pairank", description="Pairwise LLM-judge comparisons at cluster scale.")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -67,6 +93,32 @@ def parser() -> argparse.ArgumentParser:
     prep.add_argument("--dir", default=None, help="target folder (default: ~/.cache/pairank/models/gemma-3-270m)")
     prep.add_argument("--force", action="store_true", help="convert again even if prepared")
     prep.set_defaults(fn=cmd_model_prepare)
+
+    pl = sub.add_parser(
+        "plan",
+        help="SIMULATED: the comparisons each scheduler needs to reach a target Spearman",
+        description="Simulate a judge (operators.judges.simulated) on many contexts and report, per scheduler, the "
+        "comparisons per context and the mean Spearman vs latent quality. Unset judge coefficients take the "
+        "simulated judge's defaults, or the values measured with --from-judgments.",
+    )
+    pl.add_argument("--candidates", type=int, default=None, help="candidates per context (16, or the measured table's)")
+    pl.add_argument("--contexts", type=int, default=100, help="simulated contexts (default 100)")
+    pl.add_argument("--seed", type=int, default=0, help="seed of the simulation and the schedulers")
+    pl.add_argument("--scale", type=float, default=None, help="logit per unit of latent quality difference")
+    pl.add_argument("--noise", type=float, default=None, help="sd of the Gaussian noise on each comparison's logit")
+    pl.add_argument("--position-bias", type=float, default=None, help="logit added in favour of slot A")
+    pl.add_argument("--intransitivity", type=float, default=None, help="amplitude of the cyclic logit term")
+    pl.add_argument("--target-spearman", type=float, default=0.9, help="mean Spearman to reach (default 0.9)")
+    pl.add_argument("--schedulers", nargs="+", default=None, help="names to plan (default: every registered one)")
+    pl.add_argument("--verdict", choices=["soft", "hard"], default="soft", help="win ratios of static schedulers")
+    pl.add_argument(
+        "--time-budget", type=float, default=None,
+        help="seconds per adaptive scheduler: a slow one runs fewer contexts (0: every context; default 5)",
+    )
+    pl.add_argument("--from-judgments", default=None, metavar="PATH", help="measure the judge from this table or cache")
+    pl.add_argument("--model", default=None, help="with --from-judgments: use only this judge model's rows")
+    pl.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    pl.set_defaults(fn=cmd_plan)
     return p
 
 

@@ -49,6 +49,41 @@ def prefix_order(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=key)
 
 
+class RequestMaker:
+    """Keys and renders requests ``(aspect, context_id, a, b)`` of one run.
+
+    The key depends on the judge identity, the template, the aspect, the context
+    and both candidates (ids and texts), so a key answered once is never paid again.
+    """
+
+    def __init__(self, candidates: pa.Table, prompts: dict[str, PromptTemplate], judge: dict) -> None:
+        ids = candidates.column("candidate_id").to_pylist()
+        self.text = dict(zip(ids, candidates.column("text").to_pylist()))
+        self.context = dict(zip(candidates.column("context_id").to_pylist(), candidates.column("context").to_pylist()))
+        self.prompts, self.judge = prompts, judge
+
+    def key(self, aspect: str, ctx: str, a: str, b: str) -> str:
+        template = self.prompts[aspect]
+        return judgment_key(self.judge, template.hash, aspect, ctx, self.context[ctx], a, self.text[a], b, self.text[b])
+
+    def row(self, aspect: str, ctx: str, a: str, b: str, key: str | None = None) -> dict:
+        template = self.prompts[aspect]
+        return {
+            "key": key or self.key(aspect, ctx, a, b),
+            "context_id": ctx,
+            "aspect": aspect,
+            "candidate_a": a,
+            "candidate_b": b,
+            "prompt": template.render(self.context[ctx], self.text[a], self.text[b]),
+            "prompt_hash": template.hash,
+        }
+
+    def table(self, wanted: dict[str, tuple[str, str, str, str]]) -> pa.Table:
+        """REQUESTS rows for ``{key: (aspect, ctx, a, b)}``, in prefix order."""
+        rows = [self.row(*req, key=key) for key, req in wanted.items()]
+        return pa.Table.from_pylist(prefix_order(rows), schema=REQUESTS)
+
+
 def build_requests(
     candidates: pa.Table,
     aspects: list[str],
@@ -59,23 +94,11 @@ def build_requests(
     judge: dict,
 ) -> pa.Table:
     """REQUESTS rows for every context, aspect and scheduled pair, in prefix order."""
-    text = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("text").to_pylist()))
-    context = dict(zip(candidates.column("context_id").to_pylist(), candidates.column("context").to_pylist()))
-    rows = []
+    maker = RequestMaker(candidates, prompts, judge)
+    wanted = {}
     for aspect in aspects:
-        template = prompts[aspect]
         pairs = schedule(scheduler, contexts_of(candidates), comparisons, seed)
         for ctx, ctx_pairs in pairs.items():
             for a, b in ctx_pairs:
-                rows.append(
-                    {
-                        "key": judgment_key(judge, template.hash, aspect, ctx, context[ctx], a, text[a], b, text[b]),
-                        "context_id": ctx,
-                        "aspect": aspect,
-                        "candidate_a": a,
-                        "candidate_b": b,
-                        "prompt": template.render(context[ctx], text[a], text[b]),
-                        "prompt_hash": template.hash,
-                    }
-                )
-    return pa.Table.from_pylist(prefix_order(rows), schema=REQUESTS)
+                wanted[maker.key(aspect, ctx, a, b)] = (aspect, ctx, a, b)
+    return maker.table(wanted)

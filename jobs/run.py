@@ -3,8 +3,8 @@
 1. Read and validate the candidates (and human scores, if present) from the input.
 2. The scheduler makes requests; each carries a key of everything that
    determines its outcome, and requests already answered in the cache are dropped.
-3. The rest stream through Ray Data ``map_batches`` over a fixed pool of judge
-   actors (one engine per actor, started once). Judgments come back to the
+3. The rest stream through Ray Data to a fixed pool of long-lived judge actors
+   (one engine per actor, started once; see :mod:`cluster.pools`). Judgments come back to the
    driver and are appended to the cache as atomic Parquet parts every
    ``flush_rows`` rows, so a run killed midway keeps what it finished.
 4. Rankings, Spearman and position-bias tables and the report are written under
@@ -16,14 +16,16 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.requests import build_requests, contexts_of, subset
+from cluster.pools import JudgePool
+from jobs.requests import RequestMaker, build_requests, contexts_of, subset
 from jobs.spec import JobSpec
 from operators.judges import judge_identity
 from operators.prompts import load_prompts
@@ -58,43 +60,162 @@ def read_inputs(spec: JobSpec) -> tuple[pa.Table, pa.Table]:
     return candidates, human
 
 
-def judge_with_ray(
-    todo: pa.Table, spec: JobSpec, cache: JudgmentCache, progress: Callable[[str], None]
-) -> tuple[int, int]:
-    """Judge ``todo`` on the actor pool, appending to ``cache``; returns (judged, errors)."""
-    import ray
-
-    from cluster.pools import judge_pool_args
+@contextmanager
+def judge_pool(spec: JobSpec) -> Iterator[JudgePool]:
+    """The job's judge pool on the job's Ray: engines start once, on entry."""
     from cluster.runtime import ensure_ray
-    from operators.judges.stage import JudgeStage
 
     ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
-    size = spec.pool.batch_size
-    blocks = [todo.slice(i, size) for i in range(0, todo.num_rows, size)]
-    ds = ray.data.from_arrow(blocks).map_batches(
-        JudgeStage, fn_constructor_kwargs={"judge_spec": spec.judge}, **judge_pool_args(spec.pool)
-    )
+    with JudgePool(spec.judge, spec.pool) as pool:
+        yield pool
+
+
+def judge_into_cache(
+    pool: JudgePool,
+    todo: pa.Table,
+    cache: JudgmentCache,
+    flush_rows: int,
+    progress: Callable[[str], None],
+) -> pa.Table:
+    """Judge ``todo`` on ``pool``, appending a cache part every ``flush_rows``; returns the judgments."""
     buffer: list[pa.Table] = []
+    out: list[pa.Table] = []
     buffered = judged = errors = 0
     started = time.perf_counter()
-    # prefetch_batches=0: take each batch as soon as its actor finishes it (with prefetching the
-    # driver would see batch i only once batch i+1 exists, so a kill would lose one more batch).
-    for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None, prefetch_batches=0):
+    for batch in pool.judge(todo):
         batch = batch.select(JUDGMENTS.names).cast(JUDGMENTS)
         buffer.append(batch)
         buffered += batch.num_rows
         errors += batch.num_rows - pc.sum(pc.is_null(batch.column("error")).cast(pa.int64())).as_py()
-        if buffered >= spec.flush_rows:
-            cache.append(pa.concat_tables(buffer))
+        if buffered >= flush_rows:
+            out.append(pa.concat_tables(buffer))
+            cache.append(out[-1])
             judged += buffered
             buffer, buffered = [], 0
             rate = judged / max(time.perf_counter() - started, 1e-9)
             progress(f"judged {judged}/{todo.num_rows} ({errors} errors, {rate:.2f}/s)")
     if buffer:
-        cache.append(pa.concat_tables(buffer))
+        out.append(pa.concat_tables(buffer))
+        cache.append(out[-1])
         judged += buffered
         progress(f"judged {judged}/{todo.num_rows} ({errors} errors)")
-    return judged, errors
+    return pa.concat_tables(out) if out else JUDGMENTS.empty_table()
+
+
+def error_count(judgments: pa.Table) -> int:
+    return judgments.num_rows - judgments.column("error").null_count
+
+
+def judge_static(
+    spec: JobSpec, candidates: pa.Table, maker: RequestMaker, cache: JudgmentCache, progress: Callable[[str], None]
+) -> dict:
+    """A static schedule: every request known up front, judged in one stream."""
+    requests = build_requests(
+        candidates,
+        spec.aspects,
+        maker.prompts,
+        spec.scheduler.name,
+        spec.scheduler.comparisons,
+        spec.scheduler.seed,
+        maker.judge,
+    )
+    answered = cache.answered()
+    todo = requests.filter(pc.invert(pc.is_in(requests.column("key"), answered.column("key"))))
+    cached = requests.num_rows - todo.num_rows
+    progress(f"{requests.num_rows} comparisons ({cached} cached, {todo.num_rows} to judge)")
+    judged = errors = 0
+    if todo.num_rows:
+        with judge_pool(spec) as pool:
+            new = judge_into_cache(pool, todo, cache, spec.flush_rows, progress)
+        judged, errors = new.num_rows, error_count(new)
+    return {
+        "keys": set(requests.column("key").to_pylist()),
+        "counts": {"requests": requests.num_rows, "cached": cached, "judged_now": judged, "errors_now": errors},
+        "rankings": [],
+        "extra": {},
+    }
+
+
+def judge_adaptive(
+    spec: JobSpec, candidates: pa.Table, maker: RequestMaker, cache: JudgmentCache, progress: Callable[[str], None]
+) -> dict:
+    """An adaptive schedule: lockstep rounds of the driver over one warm pool."""
+    from jobs.driver import Driver, ranking_rows
+
+    driver = Driver(spec, candidates, maker, cache, judge_pool, progress)
+    progress(f"{spec.scheduler.name}: {len(driver.tasks)} machines (aspect x context x seed) in lockstep rounds")
+    result = driver.run()
+    system = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
+    unfinished = sorted({(t.aspect, t.context_id) for t in result.tasks if not t.machine.done})
+    return {
+        "keys": result.used_keys,
+        "counts": {
+            "requests": len(result.used_keys),
+            "cached": result.cache_hits,
+            "judged_now": result.judged,
+            "errors_now": result.errors,
+        },
+        "rankings": [ranking_rows(result.tasks, spec.scheduler, system)],
+        "extra": {
+            "adaptive": {
+                "stopped": result.stopped,
+                "rounds": result.rounds,
+                "machines": len(result.tasks),
+                "unfinished": [list(u) for u in unfinished[:50]],
+                "unfinished_count": len(unfinished),
+                "driver_seconds": round(sum(r["driver_seconds"] for r in result.rounds), 3),
+                "judge_seconds": round(sum(r["judge_seconds"] for r in result.rounds), 3),
+            }
+        },
+    }
+
+
+def quantile_rankings(rankings: pa.Table, human: pa.Table, target_spec) -> pa.Table:
+    """Every ranking's scores mapped onto the target distribution (methods suffixed ``_quantile``)."""
+    from operators.quantile import quantile_table, target_from_percentages, target_from_scores
+
+    if target_spec.percentages is not None:
+        return quantile_table(rankings, target_from_percentages(target_spec.percentages))
+    parts = []
+    for aspect in sorted(set(rankings.column("aspect").to_pylist())):
+        scores = human.filter(pc.equal(human.column("aspect"), aspect)).column("score").to_pylist()
+        if not scores:
+            raise ValueError(f"scoring.quantile.reference: the input has no human scores for aspect {aspect!r}")
+        mine = rankings.filter(pc.equal(rankings.column("aspect"), aspect))
+        parts.append(quantile_table(mine, target_from_scores(scores)))
+    return pa.concat_tables(parts)
+
+
+def consistency_sections(judgments: pa.Table, spearman: pa.Table, spec: JobSpec) -> dict:
+    """Intransitive triads of any full matrices judged, and the Spearman spread across seeds."""
+    from jobs.driver import method_name
+    from operators.transitivity import intransitive_triads, seed_spread
+
+    triads = intransitive_triads(judgments)
+    transitivity = []
+    for aspect in sorted(set(triads.column("aspect").to_pylist())):
+        rows = [r for r in triads.to_pylist() if r["aspect"] == aspect]
+        total, bad = sum(r["triads"] for r in rows), sum(r["intransitive"] for r in rows)
+        transitivity.append(
+            {
+                "aspect": aspect,
+                "contexts": len(rows),
+                "triads": total,
+                "intransitive": bad,
+                "fraction": bad / total if total else None,
+            }
+        )
+    seeds = []
+    sched = spec.scheduler
+    if sched.adaptive and sched.repeats > 1:
+        methods = {method_name(sched, s) for s in range(sched.seed, sched.seed + sched.repeats)}
+        groups: dict[tuple[str, str], list[float]] = {}
+        for r in spearman.to_pylist():
+            if r["method"] in methods and r["rho"] is not None:
+                groups.setdefault((r["aspect"], r["level"]), []).append(r["rho"])
+        for (aspect, level), values in sorted(groups.items()):
+            seeds.append({"aspect": aspect, "level": level, "method": sched.name, **seed_spread(values)})
+    return {"transitivity": transitivity, "seeds": seeds}
 
 
 def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunResult:
@@ -104,67 +225,57 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     candidates = subset(candidates, spec.subset.contexts, spec.subset.candidates)
     prompts = load_prompts(Path(spec.prompts), spec.aspects)
     identity = judge_identity(spec.judge)
-    requests = build_requests(
-        candidates,
-        spec.aspects,
-        prompts,
-        spec.scheduler.name,
-        spec.scheduler.comparisons,
-        spec.scheduler.seed,
-        identity,
-    )
+    maker = RequestMaker(candidates, prompts, identity)
     cache = JudgmentCache(layout.judgments)
-    answered = cache.answered()
-    have = pc.is_in(requests.column("key"), answered.column("key"))
-    todo = requests.filter(pc.invert(have))
-    cached = requests.num_rows - todo.num_rows
     n_ctx = len(contexts_of(candidates))
-    progress(
-        f"{spec.name}: {n_ctx} contexts, {candidates.num_rows} candidates, {len(spec.aspects)} aspects -> "
-        f"{requests.num_rows} comparisons ({cached} cached, {todo.num_rows} to judge)"
-    )
+    progress(f"{spec.name}: {n_ctx} contexts, {candidates.num_rows} candidates, {len(spec.aspects)} aspects")
     manifest = {
         "name": spec.name,
         "state": "judging",
         "started_at": dt.datetime.now(dt.timezone.utc).isoformat(),
         "spec": spec.model_dump(mode="json"),
         "judge": identity,
-        "requests": requests.num_rows,
-        "cached": cached,
     }
     layout.manifest.write_json(manifest)
-    judged = errors = 0
-    if todo.num_rows:
-        judged, errors = judge_with_ray(todo, spec, cache, progress)
+    judged_run = (judge_adaptive if spec.scheduler.adaptive else judge_static)(spec, candidates, maker, cache, progress)
 
     table = cache.read()
-    table = table.filter(pc.is_in(table.column("key"), requests.column("key")))
-    rankings = pa.concat_tables([rank_table(table, candidates, mode) for mode in spec.scoring.verdicts])
+    table = table.filter(pc.is_in(table.column("key"), pa.array(sorted(judged_run["keys"]), pa.string())))
+    scored = table
+    if spec.scoring.calibration == "batch":
+        from operators.calibration import calibrate_table
+
+        scored = calibrate_table(table, by=("aspect",)).select(JUDGMENTS.names)
+    rankings = pa.concat_tables(
+        judged_run["rankings"] + [rank_table(scored, candidates, mode) for mode in spec.scoring.verdicts]
+    )
     spearman = spearman_table(rankings, human, spec.report.bootstrap, spec.report.seed)
+    if spec.scoring.quantile is not None:
+        rankings = pa.concat_tables([rankings, quantile_rankings(rankings, human, spec.scoring.quantile)])
     bias = position_bias(table)
     layout.rankings.write_parquet(rankings)
     layout.spearman.write_parquet(spearman)
     layout.position_bias.write_parquet(bias)
+    counts = {"contexts": n_ctx, "candidates": candidates.num_rows, **judged_run["counts"]}
     report = build_report(
         spec.model_dump(mode="json"),
         identity,
         table,
         spearman,
         bias,
-        counts={
-            "contexts": n_ctx,
-            "candidates": candidates.num_rows,
-            "requests": requests.num_rows,
-            "cached": cached,
-            "judged_now": judged,
-            "errors_now": errors,
-        },
+        counts=counts,
         wall_seconds=time.perf_counter() - wall,
+        extra={**judged_run["extra"], **consistency_sections(table, spearman, spec)},
     )
     layout.report_json.write_json(report)
     layout.report_md.write_text(render_markdown(report))
     layout.manifest.write_json(
-        {**manifest, "state": "done", "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(), "judged": judged}
+        {
+            **manifest,
+            "state": "done",
+            "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+            "counts": counts,
+        }
     )
     progress(f"report: {layout.report_md.uri}")
-    return RunResult(layout, requests.num_rows, cached, judged, errors, report)
+    return RunResult(layout, counts["requests"], counts["cached"], counts["judged_now"], counts["errors_now"], report)

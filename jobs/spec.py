@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
 class Strict(BaseModel):
@@ -19,7 +19,9 @@ class Strict(BaseModel):
 
 
 class Labels(Strict):
-    a: list[str] = Field(["A", " A"], description="Surface forms of the label for slot A; their probabilities are summed.")
+    a: list[str] = Field(
+        ["A", " A"], description="Surface forms of the label for slot A; their probabilities are summed."
+    )
     b: list[str] = Field(["B", " B"], description="Surface forms of the label for slot B.")
 
 
@@ -42,7 +44,9 @@ class VllmJudgeSpec(Strict):
         description="'default' (the embedded Gemma-3-270M, converted by `pairank model prepare`), "
         "a local Hugging Face model folder, or a model name the cluster can load.",
     )
-    revision: str | None = Field(None, description="Model revision; for a local folder a content hash is used when unset.")
+    revision: str | None = Field(
+        None, description="Model revision; for a local folder a content hash is used when unset."
+    )
     dtype: str = Field("bfloat16", description="Weights and activations dtype.")
     max_model_len: int = Field(2048, ge=128, description="Longest prompt plus answer in tokens.")
     enforce_eager: bool = Field(True, description="Skip graph compilation (faster start on CPU).")
@@ -66,7 +70,8 @@ class HttpJudgeSpec(Strict):
     )
     labels: Labels = Field(default_factory=Labels, description="Label words the judge answers with.")
     label_token_ids: dict[str, list[int]] | None = Field(
-        None, description="Token ids of each label's surface forms, {'a': [...], 'b': [...]}; asked of /tokenize when unset."
+        None,
+        description="Token ids of each label's surface forms, {'a': [...], 'b': [...]}; asked of /tokenize when unset.",
     )
     timeout_s: float = Field(120, gt=0, description="Seconds to wait for one request.")
     concurrency: int = Field(8, ge=1, description="Requests in flight per actor.")
@@ -78,25 +83,144 @@ class ReplayJudgeSpec(Strict):
     model: str | None = Field(None, description="Use only the source's judgments of this model.")
 
 
-JudgeSpec = Annotated[Union[VllmJudgeSpec, HttpJudgeSpec, ReplayJudgeSpec], Field(discriminator="engine")]
+class SimulatedJudgeSpec(Strict):
+    engine: Literal["simulated"] = Field(
+        "simulated",
+        description="SIMULATED judge for planning and scale tests: p_a from latent qualities, noise, position bias and "
+        "intransitivity. Its judgments are labelled engine=simulated, model=simulated; never a quality claim.",
+    )
+    seed: int = Field(0, description="Seed of the latent qualities and the per-comparison noise.")
+    quality: str | None = Field(
+        None,
+        description="Latent quality source: unset draws a seeded standard normal per (context, candidate); a path to "
+        "a human_scores table uses each candidate's mean human score for the aspect (standardised per context).",
+    )
+    scale: float = Field(2.0, ge=0, description="Logit of P(A) per unit of latent quality difference.")
+    noise: float = Field(0.5, ge=0, description="Standard deviation of the Gaussian noise on each comparison's logit.")
+    position_bias: float = Field(0.0, description="Logit added in favour of slot A (negative favours slot B).")
+    intransitivity: float = Field(
+        0.0, ge=0, description="Amplitude of a cyclic (rock-paper-scissors) logit term; 0 is perfectly transitive."
+    )
+    seconds_per_comparison: float = Field(0.0, ge=0, description="Sleep per comparison, to mimic an engine's latency.")
+
+
+JudgeSpec = Annotated[
+    Union[VllmJudgeSpec, HttpJudgeSpec, ReplayJudgeSpec, SimulatedJudgeSpec], Field(discriminator="engine")
+]
+
+
+STATIC_SCHEDULERS = ("full", "random", "no_repeat", "symmetric")
+ADAPTIVE_SCHEDULERS = ("pairs_greedy", "pairs_beam", "pairs_anchors", "adaptive_symmetric")
+
+
+class BeamSpec(Strict):
+    size: int = Field(1000, ge=1, description="Partial merge paths kept per merge (paper: 1000).")
+    entropy_threshold: float = Field(
+        0.6,
+        ge=0,
+        description="U_h in nats: both choices of a step are kept only when its binary entropy exceeds this "
+        "(at most ln 2 = 0.693; 0.6 is the paper's value, a probability gap of about 0.21).",
+    )
+    score: Literal["sum", "mean"] = Field(
+        "sum", description="Path score: sum of log p of its choices (the transitive likelihood), or their mean."
+    )
+
+
+class AnchorSpec(Strict):
+    size: int | None = Field(
+        None, ge=2, description="Anchors ranked by PAIRS; unset: n = z^2 p(1-p) / margin^2 x deff, capped at N."
+    )
+    z: float = Field(1.96, gt=0, description="Sample-size formula: z of the confidence level.")
+    p: float = Field(0.5, gt=0, lt=1, description="Sample-size formula: expected proportion.")
+    margin: float = Field(0.1, gt=0, lt=1, description="Sample-size formula: margin of error e.")
+    deff: float = Field(1.0, gt=0, description="Sample-size formula: design effect.")
+    inner: Literal["pairs_greedy", "pairs_beam"] = Field("pairs_beam", description="How the anchors are ranked.")
+
+
+class SamplingSpec(Strict):
+    budget: int | None = Field(
+        None, ge=1, description="Unordered comparisons per context (unset: N ceil(log2 N), PAIRS-greedy's worst case)."
+    )
+    pairs_per_round: int | None = Field(None, ge=1, description="Pairs chosen per round (unset: ceil(N/2)).")
+    patience: int = Field(
+        2, ge=1, description="Stop when the posterior-mean ranking is unchanged for this many rounds."
+    )
+    confidence: float = Field(
+        0.95, gt=0.5, lt=1, description="Stop when every unasked pair's order is at least this certain."
+    )
 
 
 class SchedulerSpec(Strict):
-    name: Literal["full", "random", "no_repeat", "symmetric"] = Field(
+    name: Literal[
+        "full", "random", "no_repeat", "symmetric", "pairs_greedy", "pairs_beam", "pairs_anchors", "adaptive_symmetric"
+    ] = Field(
         "full",
-        description="full: all N(N-1) ordered pairs; random: R ordered pairs at random; no_repeat: R unordered pairs "
-        "in one random order each; symmetric: R/2 unordered pairs in both orders.",
+        description="Static: full (all N(N-1) ordered pairs), random (R ordered pairs at random), no_repeat (R "
+        "unordered pairs in one random order each), symmetric (R/2 unordered pairs in both orders). Adaptive, run "
+        "in lockstep rounds: pairs_greedy and pairs_beam (PAIRS merge sort), pairs_anchors (scaled PAIRS: rank "
+        "anchors, binary-insert the rest), adaptive_symmetric (Bradley-Terry uncertainty sampling).",
     )
-    comparisons: int | None = Field(None, ge=1, description="R, comparisons per context and aspect (partial schedulers).")
+    comparisons: int | None = Field(
+        None, ge=1, description="R, comparisons per context and aspect (partial schedulers)."
+    )
     seed: int = Field(0, description="Seed; the same seed gives the same requests.")
+    symmetric: bool = Field(
+        True,
+        description="Adaptive schedulers: make each comparison in both orders and use (p(a,b) + 1 - p(b,a)) / 2 "
+        "(small judges are position-biased); false asks one order.",
+    )
+    beam: BeamSpec = Field(default_factory=BeamSpec, description="pairs_beam (and beam-ranked anchors) settings.")
+    anchors: AnchorSpec = Field(default_factory=AnchorSpec, description="pairs_anchors settings.")
+    sampling: SamplingSpec = Field(default_factory=SamplingSpec, description="adaptive_symmetric settings.")
+    budget: int | None = Field(
+        None,
+        ge=1,
+        description="Adaptive: most comparisons (ordered pairs, cached or judged) the whole run may use; the run stops "
+        "before a round that would exceed it and ranks unfinished contexts by win ratio only.",
+    )
+    repeats: int = Field(
+        1,
+        ge=1,
+        description="Adaptive: run the scheduler with seeds seed .. seed+repeats-1 in the same rounds and report the "
+        "mean and standard error of Spearman across seeds (a transitivity check).",
+    )
+
+    @property
+    def adaptive(self) -> bool:
+        return self.name in ADAPTIVE_SCHEDULERS
 
 
 class SubsetSpec(Strict):
     contexts: int | None = Field(None, ge=1, description="Use only this many contexts (the first by id).")
-    candidates: int | None = Field(None, ge=2, description="Use only this many candidates per context (the first by id).")
+    candidates: int | None = Field(
+        None, ge=2, description="Use only this many candidates per context (the first by id)."
+    )
+
+
+class QuantileSpec(Strict):
+    percentages: dict[float, float] | None = Field(
+        None, description="Target distribution {score: share}, shares summing to 1, e.g. {1: 0.1, 2: 0.2, ...}."
+    )
+    reference: Literal["human"] | None = Field(
+        None, description="'human': the empirical distribution of the input's human scores for the aspect."
+    )
+
+    @model_validator(mode="after")
+    def _one_target(self) -> QuantileSpec:
+        if (self.percentages is None) == (self.reference is None):
+            raise ValueError("scoring.quantile: give exactly one of 'percentages' or 'reference'")
+        return self
 
 
 class ScoringSpec(Strict):
+    calibration: Literal["none", "batch"] = Field(
+        "none",
+        description="batch: Batch Calibration with a uniform prior; estimate the judge's P(A) prior from each round's "
+        "own comparisons (per aspect) and divide it out before scheduling and scoring. Stored p_a stays raw.",
+    )
+    quantile: QuantileSpec | None = Field(
+        None, description="Also turn each ranking into scores on a target distribution (quantile matching)."
+    )
     verdicts: list[Literal["hard", "soft"]] = Field(
         ["hard", "soft"],
         min_length=1,
@@ -118,7 +242,9 @@ class ClusterSpec(Strict):
 
 class JobSpec(Strict):
     name: str = Field(..., description="Run name; outputs go under <output>/runs/<name>/.")
-    input: str = Field(..., description="Folder (local or s3://) with candidates.parquet and optionally human_scores.parquet.")
+    input: str = Field(
+        ..., description="Folder (local or s3://) with candidates.parquet and optionally human_scores.parquet."
+    )
     output: str = Field(..., description="Storage root (local or s3://): the judgment cache and the runs live here.")
     aspects: list[str] = Field(..., min_length=1, description="Aspects to compare; each needs <prompts>/<aspect>.txt.")
     prompts: str = Field(..., description="Folder of prompt templates, one <aspect>.txt each.")
@@ -150,7 +276,10 @@ def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
         field = model.model_fields.get(part)
         if field is None:
             # Discriminated-union member names (e.g. 'vllm') appear in locations.
-            members = {m.model_fields["engine"].default: m for m in (VllmJudgeSpec, HttpJudgeSpec, ReplayJudgeSpec)}
+            members = {
+                m.model_fields["engine"].default: m
+                for m in (VllmJudgeSpec, HttpJudgeSpec, ReplayJudgeSpec, SimulatedJudgeSpec)
+            }
             if part in members:
                 model = members[part]
                 continue
@@ -228,7 +357,7 @@ def load_spec(path: str | Path, overrides: list[str] = ()) -> JobSpec:
     judge = data.get("judge")
     if isinstance(judge, dict):
         judge = dict(judge)
-        for key in ("source",):
+        for key in ("source", "quality"):
             if isinstance(judge.get(key), str):
                 judge[key] = _resolve(base, judge[key])
         model = judge.get("model")

@@ -54,7 +54,9 @@ def spearman_table(rankings: pa.Table, human: pa.Table, n_boot: int = 1000, seed
     truth = {
         (c, a): s
         for c, a, s in zip(
-            human.column("candidate_id").to_pylist(), human.column("aspect").to_pylist(), human.column("score").to_pylist()
+            human.column("candidate_id").to_pylist(),
+            human.column("aspect").to_pylist(),
+            human.column("score").to_pylist(),
         )
     }
     groups: dict[tuple[str, str], dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
@@ -108,8 +110,9 @@ def build_report(
     bias: pa.Table,
     counts: dict,
     wall_seconds: float,
+    extra: dict | None = None,
 ) -> dict:
-    """The report as plain data: settings, counts, cost, Spearman, bias, failures."""
+    """The report as plain data: settings, counts, cost, Spearman, bias, failures, and ``extra`` sections."""
     err = judgments.column("error").to_pylist()
     failures: dict[str, int] = defaultdict(int)
     for e in err:
@@ -136,6 +139,7 @@ def build_report(
         "position_bias": bias.to_pylist(),
         "failures": [{"error": k, "count": v} for k, v in sorted(failures.items(), key=lambda kv: -kv[1])[:20]],
         "distinct_failures": len(failures),
+        **(extra or {}),
     }
 
 
@@ -155,6 +159,15 @@ def render_markdown(report: dict) -> str:
     lines = [
         f"# pairank report: {report['name']}",
         "",
+        *(
+            [
+                "> **SIMULATED judge**: these judgments come from a simulation (latent qualities plus noise), "
+                "not from a model. Use them for planning only.",
+                "",
+            ]
+            if judge["engine"] == "simulated"
+            else []
+        ),
         f"- judge: {judge['engine']} `{judge['model']}` revision `{judge.get('revision') or '–'}`",
         f"- aspects: {', '.join(s['aspects'])}; scheduler: {s['scheduler']['name']}"
         + (f" (R={s['scheduler']['comparisons']})" if s["scheduler"].get("comparisons") else "")
@@ -184,9 +197,66 @@ def render_markdown(report: dict) -> str:
     lines += ["", "## Position bias", "", "| aspect | n | slot A wins | mean p_a |", "|---|---|---|---|"]
     for r in report["position_bias"]:
         lines.append(f"| {r['aspect']} | {r['n']} | {_fmt(r['slot_a_win_fraction'])} | {_fmt(r['mean_p_a'])} |")
+    lines += _adaptive_lines(report.get("adaptive"))
+    lines += _consistency_lines(report.get("transitivity"), report.get("seeds"))
     lines += ["", "## Failures", ""]
     if report["failures"]:
         lines += ["| error | count |", "|---|---|"] + [f"| {f['error']} | {f['count']} |" for f in report["failures"]]
     else:
         lines.append("None.")
     return "\n".join(lines) + "\n"
+
+
+def _adaptive_lines(adaptive: dict | None) -> list[str]:
+    if not adaptive:
+        return []
+    rounds = adaptive["rounds"]
+    lines = [
+        "",
+        "## Adaptive rounds",
+        "",
+        f"{len(rounds)} rounds over {adaptive['machines']} machines; stopped: {adaptive['stopped']}"
+        + (
+            f" ({adaptive['unfinished_count']} unfinished, ranked by win ratio only)"
+            if adaptive["unfinished_count"]
+            else ""
+        )
+        + f". Judge seconds {adaptive['judge_seconds']:.1f}, driver seconds {adaptive['driver_seconds']:.2f}.",
+        "",
+        "| round | asked | cached | judged | errors | contexts done | used in all |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    shown = rounds if len(rounds) <= 40 else rounds[:20] + rounds[-20:]
+    for r in shown:
+        lines.append(
+            f"| {r['round']} | {r['requests']} | {r['cache_hits']} | {r['judged']} | {r['errors']} "
+            f"| {r['contexts_done']} | {r['asked_total']} |"
+        )
+    return lines
+
+
+def _consistency_lines(transitivity: list | None, seeds: list | None) -> list[str]:
+    lines: list[str] = []
+    if transitivity:
+        lines += [
+            "",
+            "## Transitivity (full matrices)",
+            "",
+            "| aspect | contexts | triads | intransitive | fraction |",
+            "|---|---|---|---|---|",
+        ]
+        for r in transitivity:
+            lines.append(
+                f"| {r['aspect']} | {r['contexts']} | {r['triads']} | {r['intransitive']} | {_fmt(r['fraction'])} |"
+            )
+    if seeds:
+        lines += [
+            "",
+            "## Spread across seeds",
+            "",
+            "| aspect | level | seeds | mean rho | standard error |",
+            "|---|---|---|---|---|",
+        ]
+        for r in seeds:
+            lines.append(f"| {r['aspect']} | {r['level']} | {r['n']} | {_fmt(r['mean'])} | {_fmt(r['se'])} |")
+    return lines

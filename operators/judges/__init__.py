@@ -29,6 +29,12 @@ def _replay(spec) -> Judge:
     return ReplayJudge(spec)
 
 
+def _simulated(spec) -> Judge:
+    from operators.judges.simulated import SimulatedJudge
+
+    return SimulatedJudge(spec)
+
+
 def _vllm_identity(spec) -> dict:
     from operators.judges.vllm_judge import vllm_identity
 
@@ -47,12 +53,19 @@ def _replay_identity(spec) -> dict:
     return replay_identity(spec)
 
 
+def _simulated_identity(spec) -> dict:
+    from operators.judges.simulated import simulated_identity
+
+    return simulated_identity(spec)
+
+
 #: engine name -> (constructor, identity). Engines import lazily: vLLM is heavy
 #: and only the judge actors need it.
 JUDGES: dict[str, tuple[Callable[[object], Judge], Callable[[object], dict]]] = {
     "vllm": (_vllm, _vllm_identity),
     "http": (_http, _http_identity),
     "replay": (_replay, _replay_identity),
+    "simulated": (_simulated, _simulated_identity),
 }
 
 

@@ -1,0 +1,259 @@
+"""The adaptive driver: one scheduler machine per (aspect, context, seed), advanced in lockstep rounds.
+
+Each round the driver
+
+1. collects :meth:`next_requests` from every unfinished machine and keys them
+   (a pair asked by several machines, e.g. several seeds, is one request);
+2. stops if the round would take the run past ``scheduler.budget`` comparisons
+   (every distinct comparison the run uses counts, cached or judged, so a
+   resumed run stops where the first would have);
+3. answers what the judgment cache already holds and sends the rest through the
+   judge pool as one Ray Data stream; the pool is started on the first round
+   that needs it and stays up (engines warm) until the last round;
+4. appends the new judgments to the cache (atomic parts, every ``flush_rows``)
+   before any machine sees them, so a driver killed at any point loses at most
+   the batch in flight, and a re-run replays the finished rounds from the cache
+   without asking for them again;
+5. feeds each machine its answers with :meth:`observe`: p_a, or
+   (p(a, b) + 1 - p(b, a)) / 2 inside symmetric machines. A comparison the judge
+   failed on is answered 0.5 (no preference) and counted; it is retried on the
+   next run. With ``scoring.calibration: batch`` the answers are first
+   batch-calibrated per aspect (see :func:`calibrate_round`).
+
+Progress (round, contexts done, comparisons asked, cache hits, judged, errors,
+driver and judge seconds) is shown after every round and kept in the report.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from jobs.adaptive import AdaptiveScheduler, get_adaptive
+from jobs.requests import RequestMaker, contexts_of
+from jobs.spec import JobSpec, SchedulerSpec
+from storage.cache import JudgmentCache
+from storage.schemas import RANKINGS
+
+log = logging.getLogger(__name__)
+
+#: What a failed comparison tells a machine: nothing either way.
+NO_PREFERENCE = 0.5
+
+Request = tuple[str, str, str, str]  # (aspect, context_id, candidate_a, candidate_b)
+
+
+def make_machine(scheduler: SchedulerSpec, context_id: str, ids: list[str], seed: int) -> AdaptiveScheduler:
+    """The adaptive machine ``scheduler.name`` for one context, with the spec's options."""
+    cls = get_adaptive(scheduler.name)
+    beam = {
+        "beam_size": scheduler.beam.size,
+        "entropy_threshold": scheduler.beam.entropy_threshold,
+        "score": scheduler.beam.score,
+    }
+    if scheduler.name == "pairs_greedy":
+        return cls(context_id, ids, seed, symmetric=scheduler.symmetric)
+    if scheduler.name == "pairs_beam":
+        return cls(context_id, ids, seed, symmetric=scheduler.symmetric, **beam)
+    if scheduler.name == "pairs_anchors":
+        a = scheduler.anchors
+        return cls(
+            context_id, ids, seed, symmetric=scheduler.symmetric, anchors=a.size, z=a.z, p=a.p, margin=a.margin,
+            deff=a.deff, inner=a.inner, **beam,
+        )  # fmt: skip
+    if scheduler.name == "adaptive_symmetric":
+        s = scheduler.sampling
+        return cls(
+            context_id, ids, seed, budget=s.budget, pairs_per_round=s.pairs_per_round, patience=s.patience,
+            confidence=s.confidence,
+        )  # fmt: skip
+    raise ValueError(f"{scheduler.name!r} is not an adaptive scheduler")
+
+
+def calibrate_round(values: dict[str, float], aspect_of: dict[str, str], history: dict[str, list[float]]) -> dict:
+    """Batch-calibrate one round's answers per aspect.
+
+    The positional prior P(A) of an aspect is estimated from every comparison the
+    run has answered for that aspect so far, this round's included, and divided
+    out (uniform prior). A round of a small run may hold one comparison, too few
+    to estimate a prior from; with thousands of contexts in lockstep, each round
+    alone is already a large batch.
+    """
+    from operators.calibration import batch_calibrate
+
+    out: dict[str, float] = {}
+    by_aspect: dict[str, list[str]] = defaultdict(list)
+    for key in values:
+        by_aspect[aspect_of[key]].append(key)
+    for aspect, keys in by_aspect.items():
+        seen = history[aspect]
+        seen.extend(values[k] for k in keys)
+        _, prior = batch_calibrate(seen)
+        calibrated, _ = batch_calibrate([values[k] for k in keys], prior=prior)
+        out.update(zip(keys, map(float, calibrated)))
+    return out
+
+
+@dataclass
+class Task:
+    """One machine: an aspect, a context and a seed."""
+
+    aspect: str
+    context_id: str
+    seed: int
+    machine: AdaptiveScheduler
+    pairs: set = field(default_factory=set)  # ordered pairs it was answered
+
+
+@dataclass
+class DriverResult:
+    tasks: list[Task]
+    rounds: list[dict]
+    used_keys: set[str]
+    stopped: str  # "done" or "budget"
+    judged: int
+    errors: int
+    cache_hits: int
+
+
+class Driver:
+    """Runs the spec's adaptive scheduler over ``candidates`` to completion or budget."""
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        candidates: pa.Table,
+        maker: RequestMaker,
+        cache: JudgmentCache,
+        pool: Callable[[JobSpec], AbstractContextManager],
+        progress: Callable[[str], None] = log.info,
+    ) -> None:
+        self.spec, self.maker, self.cache, self.pool, self.progress = spec, maker, cache, pool, progress
+        sched = spec.scheduler
+        self.tasks = [
+            Task(aspect, ctx, seed, make_machine(sched, ctx, ids, seed))
+            for aspect in spec.aspects
+            for ctx, ids in sorted(contexts_of(candidates).items())
+            for seed in range(sched.seed, sched.seed + sched.repeats)
+        ]
+
+    def run(self) -> DriverResult:
+        from jobs.run import error_count, judge_into_cache
+
+        answered = self.cache.answered()
+        known: dict[str, float | None] = dict(
+            zip(answered.column("key").to_pylist(), answered.column("p_a").to_pylist())
+        )
+        history: dict[str, list[float]] = defaultdict(list)
+        used: set[str] = set()
+        rounds: list[dict] = []
+        judged = errors = hits = 0
+        stopped = "done"
+        budget = self.spec.scheduler.budget
+        with ExitStack() as stack:
+            pool = None
+            while True:
+                t0 = time.perf_counter()
+                active = [t for t in self.tasks if not t.machine.done]
+                if not active:
+                    break
+                asks: list[tuple[Task, list[tuple[tuple[str, str], str]]]] = []
+                wanted: dict[str, Request] = {}
+                for task in active:
+                    pairs = []
+                    for a, b in task.machine.next_requests():
+                        key = self.maker.key(task.aspect, task.context_id, a, b)
+                        wanted.setdefault(key, (task.aspect, task.context_id, a, b))
+                        pairs.append(((a, b), key))
+                    asks.append((task, pairs))
+                if not wanted:
+                    stuck = sorted({t.context_id for t in active})[:10]
+                    raise RuntimeError(f"adaptive driver: contexts not done but asking nothing: {stuck}")
+                new = [k for k in wanted if k not in used]
+                if budget is not None and len(used) + len(new) > budget:
+                    stopped = "budget"
+                    self.progress(
+                        f"budget: round {len(rounds) + 1} needs {len(new)} more comparisons; "
+                        f"{len(used)} of {budget} used; stopping"
+                    )
+                    break
+                used.update(new)
+                todo = {k: req for k, req in wanted.items() if k not in known}
+                round_hits = len(wanted) - len(todo)
+                t_judge = time.perf_counter()
+                round_errors = 0
+                if todo:
+                    if pool is None:
+                        pool = stack.enter_context(self.pool(self.spec))
+                    table = judge_into_cache(pool, self.maker.table(todo), self.cache, self.spec.flush_rows, log.debug)
+                    known.update(zip(table.column("key").to_pylist(), table.column("p_a").to_pylist()))
+                    round_errors = error_count(table)
+                judge_seconds = time.perf_counter() - t_judge
+                values = {k: NO_PREFERENCE if known.get(k) is None else known[k] for k in wanted}
+                if self.spec.scoring.calibration == "batch":
+                    ok = {k: v for k, v in values.items() if known.get(k) is not None}
+                    values.update(calibrate_round(ok, {k: wanted[k][0] for k in ok}, history))
+                for task, pairs in asks:
+                    if pairs:
+                        task.machine.observe({pair: values[key] for pair, key in pairs})
+                        task.pairs.update(pair for pair, _ in pairs)
+                judged += len(todo)
+                errors += round_errors
+                hits += round_hits
+                stats = {
+                    "round": len(rounds) + 1,
+                    "requests": len(wanted),
+                    "cache_hits": round_hits,
+                    "judged": len(todo),
+                    "errors": round_errors,
+                    "contexts_done": sum(t.machine.done for t in self.tasks),
+                    "asked_total": len(used),
+                    "judge_seconds": round(judge_seconds, 3),
+                    "driver_seconds": round(time.perf_counter() - t0 - judge_seconds, 3),
+                }
+                rounds.append(stats)
+                self.progress(
+                    f"round {stats['round']}: {stats['contexts_done']}/{len(self.tasks)} done, "
+                    f"{len(wanted)} asked ({round_hits} cached, {len(todo)} judged, {round_errors} errors), "
+                    f"{len(used)} used in all; judge {judge_seconds:.1f}s, driver {stats['driver_seconds']:.2f}s"
+                )
+        return DriverResult(self.tasks, rounds, used, stopped, judged, errors, hits)
+
+
+def method_name(scheduler: SchedulerSpec, seed: int) -> str:
+    """The rankings method of a scheduler run: its name, plus the seed for repeats."""
+    return scheduler.name if seed == scheduler.seed else f"{scheduler.name}@seed{seed}"
+
+
+def ranking_rows(tasks: Iterable[Task], scheduler: SchedulerSpec, system: dict[str, str]) -> pa.Table:
+    """RANKINGS rows of every finished machine: rank = position, score = 1 - position / (N - 1)."""
+    rows = []
+    for task in tasks:
+        if not task.machine.done:
+            continue
+        order = task.machine.ranking()
+        count: dict[str, int] = defaultdict(int)
+        for a, b in task.pairs:
+            count[a] += 1
+            count[b] += 1
+        n = len(order)
+        for pos, cid in enumerate(order):
+            rows.append(
+                {
+                    "context_id": task.context_id,
+                    "aspect": task.aspect,
+                    "candidate_id": cid,
+                    "system": system.get(cid, ""),
+                    "method": method_name(scheduler, task.seed),
+                    "score": 1.0 - pos / (n - 1) if n > 1 else 1.0,
+                    "rank": pos + 1,
+                    "n_comparisons": count[cid],
+                }
+            )
+    return pa.Table.from_pylist(rows, schema=RANKINGS)

@@ -1,0 +1,272 @@
+"""The SIMULATED judge: verdicts drawn from a model, never from a language model.
+
+For planning, scale tests and benchmarks. Its rows say ``engine=simulated,
+model=simulated``; they are never a claim about any real judge's quality.
+
+The model, for candidate ``a`` in slot A and ``b`` in slot B of one context::
+
+    logit = scale * (q_a - q_b) + position_bias + intransitivity * sin(phase_a - phase_b) + noise * eps
+    p_a   = sigmoid(logit)
+
+* ``q`` is the latent quality: a standard normal per (seed, context, candidate),
+  the same for every aspect; or, with ``quality`` set to a human scores table,
+  the candidate's mean human score for the aspect, z-scored within its context.
+* ``phase`` is uniform on [0, 2 pi) per (seed, context, candidate); the sine term
+  is antisymmetric, so it bends the preferences into cycles (rock-paper-scissors)
+  without favouring either slot.
+* ``eps`` is a standard normal per (seed, context, aspect, a, b): the same
+  request always gets the same answer (the judgment cache and resumed runs rely
+  on that), while (a, b) and (b, a) get independent draws.
+
+Every draw comes from a hash of its key (blake2b of each string, folded with
+splitmix64), so it is the same in every process and Python version::
+
+    >>> round(latent_quality(0, "doc-1", "x"), 6) == round(latent_quality(0, "doc-1", "x"), 6)
+    True
+    >>> float(simulated_p_a(1.0, 0.0, scale=2.0, noise=0.0, position_bias=0.0, intransitivity=0.0,
+    ...                     phase_a=0.0, phase_b=0.0, eps=0.0)) == float(1 / (1 + np.exp(-2.0)))
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+from scipy.special import expit, log_expit, ndtri
+
+from operators.judges.base import Judge, LabelScore, check_columns, judgment_rows
+from storage.fs import Location
+from storage.keys import canonical_json
+from storage.schemas import HUMAN_SCORES, validate
+
+#: Columns of a request batch this judge reads (it never reads the prompt).
+COLUMNS = {
+    "key": "stable judgment key",
+    "context_id": "input id",
+    "aspect": "aspect compared",
+    "candidate_a": "candidate in slot A",
+    "candidate_b": "candidate in slot B",
+    "prompt_hash": "template hash",
+}
+
+#: The spec fields that determine an outcome (``seconds_per_comparison`` does not).
+SETTINGS = ("seed", "quality", "scale", "noise", "position_bias", "intransitivity")
+
+
+# ---------------------------------------------------------------------------
+# seeded draws
+
+
+def _hash64(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def _codes(column) -> np.ndarray:
+    """The 64-bit blake2b hash of each string of ``column``, each distinct string hashed once."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else pa.array(column, type=pa.string())
+    encoded = array.dictionary_encode()
+    table = np.array([_hash64(s) for s in encoded.dictionary.to_pylist()], dtype=np.uint64)
+    return table[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser: a bijection of uint64 that mixes every bit (arithmetic wraps)."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _uniforms(seed: int, tag: str, *columns) -> np.ndarray:
+    """One uniform in (0, 1) per row of ``columns`` (sequences or Arrow arrays of strings).
+
+    The key of a row is (tag, seed, its strings); each string is hashed with
+    blake2b and the hashes are folded in order with :func:`_splitmix64`.
+    """
+    h = np.full(len(columns[0]), _hash64(f"{tag}\x00{seed}"), dtype=np.uint64)
+    for column in columns:
+        h = _splitmix64(h ^ _codes(column))
+    return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53  # 53 random bits
+
+
+def latent_qualities(seed: int, context_ids: Sequence[str], candidate_ids: Sequence[str]) -> np.ndarray:
+    """Seeded standard normal latent quality per (context, candidate)."""
+    return ndtri(_uniforms(seed, "quality", context_ids, candidate_ids))
+
+
+def latent_quality(seed: int, context_id: str, candidate_id: str) -> float:
+    """The latent quality of one candidate (see :func:`latent_qualities`)."""
+    return float(latent_qualities(seed, [context_id], [candidate_id])[0])
+
+
+def phases(seed: int, context_ids: Sequence[str], candidate_ids: Sequence[str]) -> np.ndarray:
+    """Seeded phase in [0, 2 pi) per (context, candidate), for the intransitive term."""
+    return 2.0 * np.pi * _uniforms(seed, "phase", context_ids, candidate_ids)
+
+
+def comparison_noise(
+    seed: int, context_ids: Sequence[str], aspects: Sequence[str], a: Sequence[str], b: Sequence[str]
+) -> np.ndarray:
+    """Seeded standard normal per ordered comparison (context, aspect, a, b)."""
+    return ndtri(_uniforms(seed, "noise", context_ids, aspects, a, b))
+
+
+# ---------------------------------------------------------------------------
+# the model (scalars or numpy arrays alike)
+
+
+def simulated_logit(q_a, q_b, *, scale, noise, position_bias, intransitivity, phase_a, phase_b, eps):
+    """``scale (q_a - q_b) + position_bias + intransitivity sin(phase_a - phase_b) + noise eps``."""
+    q_a, q_b, phase_a, phase_b, eps = (np.asarray(x, dtype=np.float64) for x in (q_a, q_b, phase_a, phase_b, eps))
+    return scale * (q_a - q_b) + position_bias + intransitivity * np.sin(phase_a - phase_b) + noise * eps
+
+
+def simulated_p_a(q_a, q_b, *, scale, noise, position_bias, intransitivity, phase_a, phase_b, eps):
+    """P(A) = sigmoid(:func:`simulated_logit`).
+
+    >>> kw = {"scale": 2.0, "noise": 0.0, "intransitivity": 0.0, "phase_a": 0.0, "phase_b": 0.0, "eps": 0.0}
+    >>> float(simulated_p_a(0.0, 0.0, position_bias=0.0, **kw)), float(simulated_p_a(0.0, 0.0, position_bias=1.0, **kw))
+    (0.5, 0.7310585786300049)
+    >>> simulated_p_a(np.array([1.0, -1.0]), 0.0, position_bias=0.0, **kw).round(3).tolist()
+    [0.881, 0.119]
+    """
+    return expit(
+        simulated_logit(
+            q_a, q_b, scale=scale, noise=noise, position_bias=position_bias, intransitivity=intransitivity,
+            phase_a=phase_a, phase_b=phase_b, eps=eps,
+        )
+    )
+
+
+def model_of(spec) -> dict:
+    """The model's coefficients from a :class:`jobs.spec.SimulatedJudgeSpec`."""
+    return {k: float(getattr(spec, k)) for k in ("scale", "noise", "position_bias", "intransitivity")}
+
+
+def simulate_matrices(
+    seed: int, context_ids: Sequence[str], candidate_ids: Sequence[str], aspect: str, **model: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Latent qualities ``q[c, i]`` and every ``P[c, i, j]`` = p_a of (i in A, j in B).
+
+    The same candidate ids in every context; ``model`` holds scale, noise,
+    position_bias and intransitivity. The diagonal is 0.5 and means nothing.
+
+    >>> q, p = simulate_matrices(0, ["c"], ["x", "y"], "a", scale=1.0, noise=0.0, position_bias=0.0, intransitivity=0.0)
+    >>> p.shape, bool((p[0, 0, 1] > 0.5) == (q[0, 0] > q[0, 1])), round(float(p[0, 0, 1] + p[0, 1, 0]), 12)
+    ((1, 2, 2), True, 1.0)
+    """
+    n_c, n = len(context_ids), len(candidate_ids)
+    ctx_col = np.repeat(np.asarray(context_ids, dtype=object), n)
+    cand_col = np.tile(np.asarray(candidate_ids, dtype=object), n_c)
+    q = latent_qualities(seed, ctx_col, cand_col).reshape(n_c, n)
+    phase = phases(seed, ctx_col, cand_col).reshape(n_c, n)
+    ctx_pairs = np.repeat(np.asarray(context_ids, dtype=object), n * n)
+    a = np.tile(np.repeat(np.asarray(candidate_ids, dtype=object), n), n_c)
+    b = np.tile(np.asarray(candidate_ids, dtype=object), n_c * n)
+    eps = comparison_noise(seed, ctx_pairs, [aspect] * len(a), a, b).reshape(n_c, n, n)
+    q_a, q_b = q[:, :, None], q[:, None, :]  # (C, N, 1) against (C, 1, N): slot A on rows, B on columns
+    p = simulated_p_a(q_a, q_b, phase_a=phase[:, :, None], phase_b=phase[:, None, :], eps=eps, **model)
+    idx = np.arange(n)
+    p[:, idx, idx] = 0.5
+    return q, p
+
+
+# ---------------------------------------------------------------------------
+# quality from human scores
+
+
+def human_quality(uri: str) -> dict[tuple[str, str], float]:
+    """``{(candidate_id, aspect): z}``: mean human score, z-scored within (context, aspect).
+
+    ``uri`` is a human_scores parquet or a folder holding ``human_scores.parquet``;
+    the contexts come from the ``candidates.parquet`` beside it (the layout
+    ``pairank import`` writes). A context whose scores are all equal gets 0.
+    """
+    loc = Location.of(uri)
+    scores_loc = loc.join("human_scores.parquet") if loc.is_dir() else loc
+    folder = loc if loc.is_dir() else Location(loc.fs, posixpath.dirname(loc.path), posixpath.dirname(loc.uri))
+    cand_loc = folder.join("candidates.parquet")
+    if not scores_loc.exists():
+        raise FileNotFoundError(f"simulated judge quality: {scores_loc}: no human scores table")
+    if not cand_loc.exists():
+        raise FileNotFoundError(
+            f"simulated judge quality: {cand_loc}: no candidates table beside {scores_loc} "
+            "(it gives each candidate's context)"
+        )
+    scores = validate(scores_loc.read_parquet(), HUMAN_SCORES, scores_loc.uri)
+    cands = cand_loc.read_parquet().select(["context_id", "candidate_id"]).to_pydict()
+    context_of = dict(zip(cands["candidate_id"], cands["context_id"]))
+    sums: dict[tuple[str, str], list[float]] = {}
+    for cid, aspect, score in zip(*(scores.column(c).to_pylist() for c in ("candidate_id", "aspect", "score"))):
+        if cid not in context_of:
+            raise ValueError(f"simulated judge quality: candidate {cid!r} of {scores_loc} is not in {cand_loc}")
+        sums.setdefault((cid, aspect), []).append(score)
+    groups: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    for (cid, aspect), values in sums.items():
+        groups.setdefault((context_of[cid], aspect), []).append((cid, float(np.mean(values))))
+    out: dict[tuple[str, str], float] = {}
+    for (_, aspect), members in groups.items():
+        means = np.array([m for _, m in members])
+        sd = means.std()
+        for cid, m in members:
+            out[(cid, aspect)] = float((m - means.mean()) / sd) if sd > 0 else 0.0
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the judge
+
+
+def simulated_identity(spec) -> dict:
+    """engine and model "simulated"; revision a short hash of the settings that determine outcomes."""
+    sampling = {k: getattr(spec, k) for k in SETTINGS}
+    revision = hashlib.sha256(canonical_json(sampling).encode("utf-8")).hexdigest()[:12]
+    return {"engine": "simulated", "model": "simulated", "revision": revision, "sampling": sampling}
+
+
+class SimulatedJudge(Judge):
+    """A :class:`Judge` that answers from the model above; ``sleep`` is injected for tests."""
+
+    engine = "simulated"
+
+    def __init__(self, spec, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.spec = spec
+        self.sleep = sleep
+        self.human = human_quality(spec.quality) if spec.quality else None
+
+    def identity(self) -> dict:
+        return simulated_identity(self.spec)
+
+    def _quality(self, ctx: list[str], aspect: list[str], ids: list[str]) -> tuple[np.ndarray, list[str | None]]:
+        if self.human is None:
+            return latent_qualities(self.spec.seed, ctx, ids), [None] * len(ids)
+        q = [self.human.get((cid, asp)) for cid, asp in zip(ids, aspect)]
+        missing = "simulated: no human score of candidate {!r} for aspect {!r} in " + str(self.spec.quality)
+        errors = [None if v is not None else missing.format(cid, asp) for v, cid, asp in zip(q, ids, aspect)]
+        return np.array([np.nan if v is None else v for v in q]), errors
+
+    def judge(self, requests: pa.Table) -> pa.Table:
+        check_columns(requests, COLUMNS, "SimulatedJudge")
+        columns = ("context_id", "aspect", "candidate_a", "candidate_b")
+        ctx, aspect, a, b = (requests.column(c).to_pylist() for c in columns)
+        seed, seconds = self.spec.seed, float(self.spec.seconds_per_comparison)
+        q_a, err_a = self._quality(ctx, aspect, a)
+        q_b, err_b = self._quality(ctx, aspect, b)
+        logit = simulated_logit(
+            q_a, q_b, phase_a=phases(seed, ctx, a), phase_b=phases(seed, ctx, b),
+            eps=comparison_noise(seed, ctx, aspect, a, b), **model_of(self.spec),
+        )
+        scores = [
+            LabelScore(seconds=seconds, error=ea or eb)
+            if ea or eb
+            else LabelScore(logprob_a=float(log_expit(x)), logprob_b=float(log_expit(-x)), seconds=seconds)
+            for x, ea, eb in zip(logit, err_a, err_b)
+        ]
+        if seconds > 0 and scores:
+            self.sleep(seconds * len(scores))
+        return judgment_rows(requests, scores, self.identity())
