@@ -191,6 +191,51 @@ def _read(known: Mapping[Pair, float], x: str, y: str, symmetric: bool) -> float
     return symmetric_p(p_xy, p_yx)
 
 
+class _Ledger:
+    """What a machine asked for and was answered: the bookkeeping every machine shares.
+
+    ``_p`` holds each answer given (a pair answered twice keeps its first value)
+    and ``_asked`` each pair requested. A machine sets ``context_id``,
+    ``symmetric`` and ``_ids`` (its candidates) and calls :meth:`_open_ledger`.
+    """
+
+    context_id: str
+    symmetric: bool
+    _ids: AbstractSet[str]
+
+    def _open_ledger(self) -> None:
+        self._p: dict[Pair, float] = {}
+        self._asked: set[Pair] = set()
+
+    @property
+    def asked(self) -> int:
+        return len(self._asked)
+
+    @property
+    def pending(self) -> frozenset[Pair]:
+        return frozenset(pair for pair in self._asked if pair not in self._p)
+
+    def _ask(self, pairs: Iterable[Pair]) -> list[Pair]:
+        """The comparisons ``pairs`` need (both orders when symmetric) that were never asked nor answered; now asked."""
+        out: list[Pair] = []
+        for x, y in pairs:
+            for pair in ((x, y), (y, x)) if self.symmetric else ((x, y),):
+                if pair not in self._asked and pair not in self._p:
+                    self._asked.add(pair)
+                    out.append(pair)
+        return out
+
+    def _record(self, p_a: Mapping[Pair, float]) -> dict[Pair, float]:
+        """Check all of ``p_a``, then keep each answer not already known; returns the checked answers."""
+        checked = _checked(self.context_id, self._ids, p_a)
+        for pair, value in checked.items():
+            self._p.setdefault(pair, value)
+        return checked
+
+    def _lookup(self, x: str, y: str) -> float | None:
+        return _read(self._p, x, y, self.symmetric)
+
+
 def _check_int(value: object, what: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{what}: expected an integer >= {minimum}, found {value!r}")
@@ -368,7 +413,7 @@ class _BeamMerge:
 # the machines
 
 
-class _PairsMachine:
+class _PairsMachine(_Ledger):
     """Merge sort over the PAIRS split tree; subclasses choose the merge."""
 
     def __init__(self, context_id: str, ids: Sequence[str], seed: int, symmetric: bool = False) -> None:
@@ -378,8 +423,7 @@ class _PairsMachine:
         #: The candidates in the seeded order the sort starts from.
         self.order: list[str] = _seeded(ids, rng(seed, context_id))
         self._ids = frozenset(ids)
-        self._p: dict[Pair, float] = {}
-        self._asked: set[Pair] = set()
+        self._open_ledger()
         self._blocked: list[Pair] = []
         self._ranking: list[str] | None = None
         # Merge tree: node (lo, hi) over self.order; a leaf is one candidate.
@@ -414,9 +458,6 @@ class _PairsMachine:
 
     # -- judgments
 
-    def _lookup(self, x: str, y: str) -> float | None:
-        return _read(self._p, x, y, self.symmetric)
-
     def _advance(self) -> None:
         """Run every active merge as far as the known judgments allow."""
         progressed = True
@@ -445,29 +486,14 @@ class _PairsMachine:
     # -- the protocol
 
     @property
-    def asked(self) -> int:
-        return len(self._asked)
-
-    @property
-    def pending(self) -> frozenset[Pair]:
-        return frozenset(pair for pair in self._asked if pair not in self._p)
-
-    @property
     def done(self) -> bool:
         return self._ranking is not None
 
     def next_requests(self) -> list[Pair]:
-        out: list[Pair] = []
-        for x, y in self._blocked:
-            for pair in ((x, y), (y, x)) if self.symmetric else ((x, y),):
-                if pair not in self._asked and pair not in self._p:
-                    self._asked.add(pair)
-                    out.append(pair)
-        return out
+        return self._ask(self._blocked)
 
     def observe(self, p_a: Mapping[Pair, float]) -> None:
-        for pair, value in _checked(self.context_id, self._ids, p_a).items():
-            self._p.setdefault(pair, value)
+        self._record(p_a)
         if self._ranking is None:
             self._advance()
 
@@ -613,7 +639,7 @@ class _Insertion:
         return None
 
 
-class AnchorInsertion:
+class AnchorInsertion(_Ledger):
     """Scaled PAIRS: sort a sample of anchors with PAIRS, place the others by binary search.
 
     The scaling variant of PAIRS (Liu et al. 2024; ``merge_sort_with_scale`` in
@@ -701,8 +727,7 @@ class AnchorInsertion:
         self._ids = set(ids)
         self._is_anchor = frozenset(self.anchors)
         self._pos = {c: k for k, c in enumerate(self.order)}
-        self._p: dict[Pair, float] = {}
-        self._asked: set[Pair] = set()
+        self._open_ledger()
         self._searches = {c: _Insertion(len(self.anchors)) for c in self.order[len(self.anchors) :]}
         self._waiting: list[Pair] = []
         self._advance()
@@ -730,36 +755,19 @@ class AnchorInsertion:
         lookup = self._lookup
         self._waiting = [pair for c, s in self._searches.items() if (pair := s.advance(c, anchors, lookup))]
 
-    def _lookup(self, x: str, y: str) -> float | None:
-        return _read(self._p, x, y, self.symmetric)
-
     # -- the protocol
-
-    @property
-    def asked(self) -> int:
-        return len(self._asked)
-
-    @property
-    def pending(self) -> frozenset[Pair]:
-        return frozenset(pair for pair in self._asked if pair not in self._p)
 
     @property
     def done(self) -> bool:
         return self._inner.done and all(s.gap is not None for s in self._searches.values())
 
     def next_requests(self) -> list[Pair]:
-        out = self._inner.next_requests()
-        for c, x in self._waiting:
-            for pair in ((c, x), (x, c)) if self.symmetric else ((c, x),):
-                if pair not in self._asked and pair not in self._p:
-                    out.append(pair)
-        self._asked.update(out)
-        return out
+        anchor_pairs = self._inner.next_requests()  # the inner sort keeps its own ledger; record them here too
+        self._asked.update(anchor_pairs)
+        return anchor_pairs + self._ask(self._waiting)
 
     def observe(self, p_a: Mapping[Pair, float]) -> None:
-        checked = _checked(self.context_id, self._ids, p_a)
-        for pair, value in checked.items():
-            self._p.setdefault(pair, value)
+        checked = self._record(p_a)
         self._inner.observe({pair: v for pair, v in checked.items() if self._is_anchor.issuperset(pair)})
         self._advance()
 
@@ -803,30 +811,30 @@ def bt_laplace(
     (True, True)
     """
     theta = np.zeros(n)
-    w, l = np.asarray(winners, dtype=np.intp), np.asarray(losers, dtype=np.intp)
+    win, lose = np.asarray(winners, dtype=np.intp), np.asarray(losers, dtype=np.intp)
     y = np.asarray(y, dtype=float)
     eye = alpha * np.eye(n)
     for _ in range(iters):
-        s = 1.0 / (1.0 + np.exp(-(theta[w] - theta[l])))
+        s = 1.0 / (1.0 + np.exp(-(theta[win] - theta[lose])))
         grad = -alpha * theta
-        np.add.at(grad, w, y - s)
-        np.add.at(grad, l, s - y)
-        hess = _bt_hessian(n, w, l, s * (1.0 - s), eye)
+        np.add.at(grad, win, y - s)
+        np.add.at(grad, lose, s - y)
+        hess = _bt_hessian(n, win, lose, s * (1.0 - s), eye)
         step = np.clip(np.linalg.solve(hess, grad), -5.0, 5.0)
         theta += step
         if np.max(np.abs(step)) < 1e-10:
             break
-    s = 1.0 / (1.0 + np.exp(-(theta[w] - theta[l])))
-    return theta, np.linalg.inv(_bt_hessian(n, w, l, s * (1.0 - s), eye))
+    s = 1.0 / (1.0 + np.exp(-(theta[win] - theta[lose])))
+    return theta, np.linalg.inv(_bt_hessian(n, win, lose, s * (1.0 - s), eye))
 
 
-def _bt_hessian(n: int, w: np.ndarray, l: np.ndarray, v: np.ndarray, eye: np.ndarray) -> np.ndarray:
+def _bt_hessian(n: int, win: np.ndarray, lose: np.ndarray, v: np.ndarray, eye: np.ndarray) -> np.ndarray:
     """Minus the Hessian of the log-posterior: the prior's precision plus each comparison's s(1 - s)."""
     h = eye.copy()
-    np.add.at(h, (w, w), v)
-    np.add.at(h, (l, l), v)
-    np.add.at(h, (w, l), -v)
-    np.add.at(h, (l, w), -v)
+    np.add.at(h, (win, win), v)
+    np.add.at(h, (lose, lose), v)
+    np.add.at(h, (win, lose), -v)
+    np.add.at(h, (lose, win), -v)
     return h
 
 
@@ -847,7 +855,7 @@ def _both_orders(pairs: Iterable[Pair]) -> list[Pair]:
     return [order for a, b in pairs for order in ((a, b), (b, a))]
 
 
-class AdaptiveSymmetric:
+class AdaptiveSymmetric(_Ledger):
     """Adaptive symmetric sampling: ask the pairs whose order the posterior is least sure of.
 
     Each chosen unordered pair is asked in both orders in the same round (a
@@ -931,8 +939,7 @@ class AdaptiveSymmetric:
         self._ids = frozenset(ids)
         self._index = {c: k for k, c in enumerate(sorted(ids))}
         self._pos = {c: k for k, c in enumerate(self.order)}
-        self._p: dict[Pair, float] = {}
-        self._asked: set[Pair] = set()
+        self._open_ledger()
         self._used = 0  # unordered pairs asked
         self._round: list[Pair] | None = None  # the open round's unordered pairs
         #: Rounds fully answered so far.
@@ -1033,27 +1040,14 @@ class AdaptiveSymmetric:
     # -- the protocol
 
     @property
-    def asked(self) -> int:
-        return len(self._asked)
-
-    @property
-    def pending(self) -> frozenset[Pair]:
-        return frozenset(pair for pair in self._asked if pair not in self._p)
-
-    @property
     def done(self) -> bool:
         return self._ranking is not None
 
     def next_requests(self) -> list[Pair]:
-        if self._round is None:
-            return []
-        out = [pair for pair in _both_orders(self._round) if pair not in self._asked and pair not in self._p]
-        self._asked.update(out)
-        return out
+        return [] if self._round is None else self._ask(self._round)  # symmetric: both orders of each pair
 
     def observe(self, p_a: Mapping[Pair, float]) -> None:
-        for pair, value in _checked(self.context_id, self._ids, p_a).items():
-            self._p.setdefault(pair, value)
+        self._record(p_a)
         self._advance()
 
     def ranking(self) -> list[str]:
