@@ -104,12 +104,88 @@ class Tracker:
         return [r for r in rounds if r]
 
 
-def run_one(name: str, ids: list[str], seed: int, p_fn, ctx: str = "ctx"):
-    m = CONFIGS[name](ctx, ids, seed)
+def run_config(factory, ids: list[str], seed: int, p_fn, ctx: str = "ctx"):
+    """One machine of ``factory`` run to the end on its own; (machine, tracker, stats)."""
+    m = factory(ctx, ids, seed)
     judge = Tracker(p_fn)
     stats = run_lockstep([m], judge)
     assert m.done and stats["done"]
     return m, judge, stats
+
+
+def run_one(name: str, ids: list[str], seed: int, p_fn, ctx: str = "ctx"):
+    return run_config(CONFIGS[name], ids, seed, p_fn, ctx)
+
+
+# ---------------------------------------------------------------------------
+# protocol checks every machine must pass (test_adaptive_more.py runs them on its machines too)
+
+
+def check_invariants(m, judge: Tracker, stats: dict, ids: list[str], symmetric: bool) -> None:
+    """A permutation of its candidates, every pair asked once and answered, nothing left to ask."""
+    assert sorted(m.ranking()) == ids
+    assert sorted(m.order) == ids
+    assert m.asked == len(judge.seen) == stats["comparisons"]
+    assert not m.pending
+    assert m.next_requests() == []
+    assert isinstance(m, AdaptiveScheduler)
+    if symmetric:  # both orders of each comparison, in the same round
+        for r in judge.rounds:
+            assert {(a, b) for _, b, a in r} == {(a, b) for _, a, b in r}
+
+
+def check_late_and_partial_answers(factory, n: int) -> None:
+    """observe may carry a subset of what was asked; the rest can come later."""
+    ids = cands(n)
+    p_fn = random_judge(1)
+    full, full_judge, _ = run_config(factory, ids, 5, p_fn)
+    m = factory("ctx", ids, 5)
+    asked: list[tuple[str, str]] = []
+    step = 0
+    while not m.done:
+        new = m.next_requests()
+        assert not set(new) & set(asked), "a pair was asked again"
+        asked += new
+        pending = sorted(m.pending)
+        assert set(new) <= set(pending)
+        assert pending, "not done, nothing pending and nothing new"
+        # Answer about a third of what is pending, chosen by a fixed rule.
+        step += 1
+        part = [pair for k, pair in enumerate(pending) if (k + step) % 3 == 0] or pending[:1]
+        m.observe({pair: p_fn("ctx", *pair) for pair in part})
+    assert m.ranking() == full.ranking()
+    assert set(asked) == {(a, b) for r in full_judge.rounds for _, a, b in r}
+
+
+def check_known_judgments_reused(factory, n: int) -> None:
+    """A machine given every judgment up front asks for nothing and ranks as a fresh run does."""
+    ids = cands(n)
+    p_fn = random_judge(2)
+    full, judge, _ = run_config(factory, ids, 3, p_fn)
+    warm = factory("ctx", ids, 3)
+    warm.observe({(a, b): p_fn("ctx", a, b) for r in judge.rounds for _, a, b in r})
+    assert warm.done and warm.asked == 0 and warm.next_requests() == []
+    assert warm.ranking() == full.ranking()
+
+
+def check_reproducible(factory, contexts: dict[str, list[str]]) -> None:
+    """Same seed, same requests round by round, alone or with other contexts, ids in any order."""
+    p_fn = random_judge(3)
+    together = [factory(ctx, ids, 7) for ctx, ids in contexts.items()]
+    judge = Tracker(p_fn)
+    run_lockstep(together, judge)
+    again = Tracker(p_fn)
+    run_lockstep([factory(ctx, ids, 7) for ctx, ids in contexts.items()], again)
+    assert again.rounds == judge.rounds
+    for m in together:
+        # Alone, and with its ids in another order: the same requests, round by round.
+        alone = factory(m.context_id, list(reversed(contexts[m.context_id])), 7)
+        solo = Tracker(p_fn)
+        run_lockstep([alone], solo)
+        assert alone.ranking() == m.ranking()
+        assert solo.of(m.context_id) == judge.of(m.context_id)
+    # Lockstep rounds are the longest context's rounds: contexts never wait on each other.
+    assert len(judge.rounds) == max(len(judge.of(ctx)) for ctx in contexts)
 
 
 def spearman(ranking: list[str], scores: dict[str, float]) -> float:
@@ -144,16 +220,7 @@ def test_doctests() -> None:
 @given(name=st.sampled_from(NAMES), n=st.integers(1, 40), seed=st.integers(0, 2**32), judge_seed=st.integers(0, 9))
 def test_ranking_is_a_permutation_and_no_pair_is_asked_twice(name, n, seed, judge_seed) -> None:
     ids = cands(n)
-    m, judge, stats = run_one(name, ids, seed, random_judge(judge_seed))
-    assert sorted(m.ranking()) == ids
-    assert sorted(m.order) == ids
-    assert m.asked == len(judge.seen) == stats["comparisons"]
-    assert not m.pending
-    assert m.next_requests() == []
-    assert isinstance(m, AdaptiveScheduler)
-    if name.endswith("_sym"):  # both orders of each comparison, in the same round
-        for r in judge.rounds:
-            assert {(a, b) for _, b, a in r} == {(a, b) for _, a, b in r}
+    check_invariants(*run_one(name, ids, seed, random_judge(judge_seed)), ids, symmetric=name.endswith("_sym"))
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
@@ -309,22 +376,7 @@ def test_greedy_matches_the_plain_algorithm_and_degenerate_beams(n, seed) -> Non
 def test_same_seed_same_requests_and_rankings_independent_of_other_contexts() -> None:
     contexts = {f"q{i}": cands(5 + 3 * i) for i in range(6)}
     for name in NAMES:
-        p_fn = random_judge(3)
-        together = [CONFIGS[name](ctx, ids, 7) for ctx, ids in contexts.items()]
-        judge = Tracker(p_fn)
-        run_lockstep(together, judge)
-        again = Tracker(p_fn)
-        run_lockstep([CONFIGS[name](ctx, ids, 7) for ctx, ids in contexts.items()], again)
-        assert again.rounds == judge.rounds
-        for m in together:
-            # Alone, and with its ids in another order: the same requests, round by round.
-            alone = CONFIGS[name](m.context_id, list(reversed(contexts[m.context_id])), 7)
-            solo = Tracker(p_fn)
-            run_lockstep([alone], solo)
-            assert alone.ranking() == m.ranking()
-            assert solo.of(m.context_id) == judge.of(m.context_id)
-        # Lockstep rounds are the longest context's rounds: contexts never wait on each other.
-        assert len(judge.rounds) == max(len(judge.of(ctx)) for ctx in contexts)
+        check_reproducible(CONFIGS[name], contexts)
 
 
 def test_seed_and_context_change_the_start_order() -> None:
@@ -336,37 +388,12 @@ def test_seed_and_context_change_the_start_order() -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_late_and_partial_answers_give_the_same_result(name: str) -> None:
-    """observe may carry a subset of what was asked; the rest can come later."""
-    ids = cands(14)
-    p_fn = random_judge(1)
-    full, full_judge, _ = run_one(name, ids, 5, p_fn)
-    m = CONFIGS[name]("ctx", ids, 5)
-    asked: list[tuple[str, str]] = []
-    step = 0
-    while not m.done:
-        new = m.next_requests()
-        assert not set(new) & set(asked), "a pair was asked again"
-        asked += new
-        pending = sorted(m.pending)
-        assert set(new) <= set(pending)
-        assert pending, "not done, nothing pending and nothing new"
-        # Answer about a third of what is pending, chosen by a fixed rule.
-        step += 1
-        part = [pair for k, pair in enumerate(pending) if (k + step) % 3 == 0] or pending[:1]
-        m.observe({pair: p_fn("ctx", *pair) for pair in part})
-    assert m.ranking() == full.ranking()
-    assert set(asked) == {(a, b) for r in full_judge.rounds for _, a, b in r}
+    check_late_and_partial_answers(CONFIGS[name], 14)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_known_judgments_are_reused_not_asked(name: str) -> None:
-    ids = cands(10)
-    p_fn = random_judge(2)
-    full, judge, _ = run_one(name, ids, 3, p_fn)
-    warm = CONFIGS[name]("ctx", ids, 3)
-    warm.observe({(a, b): p_fn("ctx", a, b) for r in judge.rounds for _, a, b in r})
-    assert warm.done and warm.asked == 0 and warm.next_requests() == []
-    assert warm.ranking() == full.ranking()
+    check_known_judgments_reused(CONFIGS[name], 10)
 
 
 # ---------------------------------------------------------------------------

@@ -29,11 +29,16 @@ from tests.jobs.test_adaptive import (
     Tracker,
     _unit,
     cands,
+    check_invariants,
+    check_known_judgments_reused,
+    check_late_and_partial_answers,
+    check_reproducible,
     hard_judge,
     logit_judge,
     n_log_n,
     random_judge,
     rank_scores,
+    run_config,
     spearman,
 )
 
@@ -50,11 +55,7 @@ SYMMETRIC = ["anchors_sym", "adaptive_sym"]
 
 
 def run_one(name: str, ids: list[str], seed: int, p_fn, ctx: str = "ctx"):
-    m = CONFIGS[name](ctx, ids, seed)
-    judge = Tracker(p_fn)
-    stats = run_lockstep([m], judge)
-    assert m.done and stats["done"]
-    return m, judge, stats
+    return run_config(CONFIGS[name], ids, seed, p_fn, ctx)
 
 
 def run(m, p_fn) -> Tracker:
@@ -82,23 +83,11 @@ def ceil_log2(n: int) -> int:
 # invariants of both machines
 
 
-def check_invariants(name: str, m, judge: Tracker, stats: dict, ids: list[str]) -> None:
-    assert sorted(m.ranking()) == ids
-    assert sorted(m.order) == ids
-    assert m.asked == len(judge.seen) == stats["comparisons"]
-    assert not m.pending
-    assert m.next_requests() == []
-    assert isinstance(m, AdaptiveScheduler)
-    if name in SYMMETRIC:  # both orders of each comparison, in the same round
-        for r in judge.rounds:
-            assert {(a, b) for _, b, a in r} == {(a, b) for _, a, b in r}
-
-
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(name=st.sampled_from(ANCHORS), n=st.integers(1, 40), seed=st.integers(0, 2**32), judge_seed=st.integers(0, 9))
 def test_anchor_ranking_is_a_permutation_and_no_pair_is_asked_twice(name, n, seed, judge_seed) -> None:
     ids = cands(n)
-    check_invariants(name, *run_one(name, ids, seed, random_judge(judge_seed)), ids)
+    check_invariants(*run_one(name, ids, seed, random_judge(judge_seed)), ids, symmetric=name in SYMMETRIC)
 
 
 @settings(max_examples=12, deadline=None, derandomize=True)
@@ -106,42 +95,19 @@ def test_anchor_ranking_is_a_permutation_and_no_pair_is_asked_twice(name, n, see
 def test_adaptive_ranking_is_a_permutation_and_no_pair_is_asked_twice(n, seed, judge_seed) -> None:
     ids = cands(n)
     m, judge, stats = run_one("adaptive_sym", ids, seed, random_judge(judge_seed))
-    check_invariants("adaptive_sym", m, judge, stats, ids)
+    check_invariants(m, judge, stats, ids, symmetric=True)
     unordered = [frozenset((a, b)) for r in judge.rounds for _, a, b in r if a < b]
     assert len(unordered) == len(set(unordered)) == m.asked // 2 <= m.budget
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_late_and_partial_answers_give_the_same_result(name: str) -> None:
-    """observe may carry a subset of what was asked; the rest can come later."""
-    ids = cands(9)
-    p_fn = random_judge(1)
-    full, full_judge, _ = run_one(name, ids, 5, p_fn)
-    m = CONFIGS[name]("ctx", ids, 5)
-    asked: list[tuple[str, str]] = []
-    step = 0
-    while not m.done:
-        new = m.next_requests()
-        assert not set(new) & set(asked), "a pair was asked again"
-        asked += new
-        pending = sorted(m.pending)
-        assert set(new) <= set(pending) and pending
-        step += 1
-        part = [pair for k, pair in enumerate(pending) if (k + step) % 3 == 0] or pending[:1]
-        m.observe({pair: p_fn("ctx", *pair) for pair in part})
-    assert m.ranking() == full.ranking()
-    assert set(asked) == {(a, b) for r in full_judge.rounds for _, a, b in r}
+    check_late_and_partial_answers(CONFIGS[name], 9)
 
 
 @pytest.mark.parametrize("name", ANCHORS)
 def test_anchor_insertion_reuses_known_judgments(name: str) -> None:
-    ids = cands(12)
-    p_fn = random_judge(2)
-    full, judge, _ = run_one(name, ids, 3, p_fn)
-    warm = CONFIGS[name]("ctx", ids, 3)
-    warm.observe({(a, b): p_fn("ctx", a, b) for r in judge.rounds for _, a, b in r})
-    assert warm.done and warm.asked == 0 and warm.next_requests() == []
-    assert warm.ranking() == full.ranking()
+    check_known_judgments_reused(CONFIGS[name], 12)
 
 
 def test_adaptive_never_asks_a_known_order() -> None:
@@ -169,22 +135,8 @@ def test_adaptive_never_asks_a_known_order() -> None:
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_reproducible_and_independent_of_id_order_and_other_contexts(name: str) -> None:
-    p_fn = random_judge(3)
-    contexts = {f"q{i}": cands(4 + 2 * i) for i in range(3)}
-    together = [CONFIGS[name](ctx, ids, 7) for ctx, ids in contexts.items()]
-    judge = Tracker(p_fn)
-    run_lockstep(together, judge)
     np.random.seed(12345)  # the machines must not depend on numpy's global generator
-    again = Tracker(p_fn)
-    run_lockstep([CONFIGS[name](ctx, ids, 7) for ctx, ids in contexts.items()], again)
-    assert again.rounds == judge.rounds
-    for m in together:
-        alone = CONFIGS[name](m.context_id, list(reversed(contexts[m.context_id])), 7)
-        solo = Tracker(p_fn)
-        run_lockstep([alone], solo)
-        assert alone.ranking() == m.ranking()
-        assert solo.of(m.context_id) == judge.of(m.context_id)
-    assert len(judge.rounds) == max(len(judge.of(ctx)) for ctx in contexts)
+    check_reproducible(CONFIGS[name], {f"q{i}": cands(4 + 2 * i) for i in range(3)})
 
 
 def test_adaptive_leaves_numpys_global_generator_as_it_was() -> None:
