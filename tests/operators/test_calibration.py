@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -12,6 +10,7 @@ from hypothesis import strategies as st
 
 from operators.calibration import batch_calibrate, calibrate_table
 from storage.schemas import JUDGMENTS, validate
+from tests.operators.rows import judgment
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
@@ -99,33 +98,6 @@ def test_bad_values_are_named(values, index, found) -> None:
 
 
 # --- calibrate_table ----------------------------------------------------------------------------
-
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-
-
-def judgment(ctx: str, aspect: str, a: str, b: str, p: float | None, error: str | None = None) -> dict:
-    return {
-        "key": f"{ctx}/{aspect}/{a}/{b}",
-        "engine": "replay",
-        "model": "m",
-        "revision": "r",
-        "prompt_hash": "h",
-        "sampling": "{}",
-        "context_id": ctx,
-        "aspect": aspect,
-        "candidate_a": a,
-        "candidate_b": b,
-        "p_a": p,
-        "logprob_a": None,
-        "logprob_b": None,
-        "label": None if error else ("A" if p > 0.5 else "B" if p < 0.5 else "tie"),
-        "raw_text": None,
-        "input_tokens": 10,
-        "output_tokens": 1,
-        "seconds": 0.01,
-        "error": error,
-        "created_at": T0,
-    }
 
 
 def judgments_table() -> pa.Table:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 
 import pyarrow as pa
@@ -12,6 +11,7 @@ from hypothesis import strategies as st
 
 from operators.scores import comparison_counts, min_ranks, rank_table, verdict, win_ratios
 from storage.schemas import CANDIDATES, JUDGMENTS, RANKINGS
+from tests.operators.rows import judgment
 
 IDS = ["a", "b", "c", "d", "e", "f"]
 
@@ -133,33 +133,6 @@ def test_min_ranks_is_a_competition_ranking(scores) -> None:
 
 # --- rank_table on a judgments table ------------------------------------------------------------
 
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-
-
-def judgment(ctx: str, aspect: str, a: str, b: str, p: float | None, error: str | None = None) -> dict:
-    return {
-        "key": f"{ctx}/{aspect}/{a}/{b}",
-        "engine": "replay",
-        "model": "m",
-        "revision": "r",
-        "prompt_hash": "h",
-        "sampling": "{}",
-        "context_id": ctx,
-        "aspect": aspect,
-        "candidate_a": a,
-        "candidate_b": b,
-        "p_a": p,
-        "logprob_a": None,
-        "logprob_b": None,
-        "label": None if error else ("A" if p > 0.5 else "B" if p < 0.5 else "tie"),
-        "raw_text": None,
-        "input_tokens": 10,
-        "output_tokens": 1,
-        "seconds": 0.01,
-        "error": error,
-        "created_at": T0,
-    }
-
 
 def candidates_table() -> pa.Table:
     rows = [
@@ -170,7 +143,10 @@ def candidates_table() -> pa.Table:
         ("d2", "y2", "sysY"),
     ]
     return pa.Table.from_pylist(
-        [{"context_id": c, "context": f"doc {c}", "candidate_id": i, "system": s, "text": f"text {i}"} for c, i, s in rows],
+        [
+            {"context_id": c, "context": f"doc {c}", "candidate_id": i, "system": s, "text": f"text {i}"}
+            for c, i, s in rows
+        ],
         schema=CANDIDATES,
     )
 
@@ -208,7 +184,9 @@ def test_rank_table_one_row_per_candidate_with_system(mode: str) -> None:
         ("d2", "coherence", "y2"),
     }
     by_key = {(r["context_id"], r["aspect"], r["candidate_id"]): r for r in rows}
-    system = dict(zip(candidates_table().column("candidate_id").to_pylist(), candidates_table().column("system").to_pylist()))
+    system = dict(
+        zip(candidates_table().column("candidate_id").to_pylist(), candidates_table().column("system").to_pylist())
+    )
     for (ctx, aspect, cid), r in by_key.items():
         assert r["system"] == system[cid]
         assert r["method"] == f"win_ratio_{mode}"
@@ -217,7 +195,11 @@ def test_rank_table_one_row_per_candidate_with_system(mode: str) -> None:
     # (error rows ignored), with counts of the verdict rows only.
     ok = [j for j in judgments_table().to_pylist() if j["error"] is None]
     for ctx, aspect in {(k[0], k[1]) for k in keys}:
-        comps = [(j["candidate_a"], j["candidate_b"], j["p_a"]) for j in ok if (j["context_id"], j["aspect"]) == (ctx, aspect)]
+        comps = [
+            (j["candidate_a"], j["candidate_b"], j["p_a"])
+            for j in ok
+            if (j["context_id"], j["aspect"]) == (ctx, aspect)
+        ]
         scores = win_ratios(comps, mode)
         ranks = min_ranks(scores)
         counts = comparison_counts(comps)

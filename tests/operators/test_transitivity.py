@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 import math
 
@@ -15,33 +14,11 @@ from hypothesis import strategies as st
 from operators.reports import spearman_table
 from operators.transitivity import TRIADS, cyclic_triads, intransitive_triads, seed_spread, spearman_by_seed
 from storage.schemas import HUMAN_SCORES, JUDGMENTS, RANKINGS
-
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+from tests.operators.rows import judgment as row
 
 
 def judgment(ctx: str, a: str, b: str, p: float | None, aspect: str = "coherence", error: str | None = None) -> dict:
-    return {
-        "key": f"{ctx}/{aspect}/{a}/{b}",
-        "engine": "replay",
-        "model": "m",
-        "revision": "r",
-        "prompt_hash": "h",
-        "sampling": "{}",
-        "context_id": ctx,
-        "aspect": aspect,
-        "candidate_a": a,
-        "candidate_b": b,
-        "p_a": p,
-        "logprob_a": None,
-        "logprob_b": None,
-        "label": None if error else ("A" if p > 0.5 else "B" if p < 0.5 else "tie"),
-        "raw_text": None,
-        "input_tokens": 10,
-        "output_tokens": 1,
-        "seconds": 0.01,
-        "error": error,
-        "created_at": T0,
-    }
+    return row(ctx, aspect, a, b, p, error)
 
 
 def full_matrix(ctx: str, better: dict[tuple[str, str], float], **kw) -> list[dict]:
