@@ -141,21 +141,26 @@ def summeval_tables(shared_data):
     return imported.candidates, imported.human_scores
 
 
-@pytest.fixture
-def tiny_input(tmp_path, summeval_tables):
-    """A local input folder: 2 SummEval articles x 3 summaries, with human scores."""
+def write_input(folder: Path, tables, contexts: int, per_context: int):
+    """An input folder with the first ``contexts`` articles x ``per_context`` summaries and their human scores."""
     import pyarrow.compute as pc
 
     from jobs.requests import subset
     from storage.fs import Location
 
-    candidates, human = summeval_tables
-    small = subset(candidates, 2, 3)
+    candidates, human = tables
+    small = subset(candidates, contexts, per_context)
     human = human.filter(pc.is_in(human.column("candidate_id"), small.column("candidate_id")))
-    folder = Location.of(str(tmp_path / "input"))
-    folder.join("candidates.parquet").write_parquet(small)
-    folder.join("human_scores.parquet").write_parquet(human)
-    return folder
+    out = Location.of(str(folder))
+    out.join("candidates.parquet").write_parquet(small)
+    out.join("human_scores.parquet").write_parquet(human)
+    return out
+
+
+@pytest.fixture
+def tiny_input(tmp_path, summeval_tables):
+    """A local input folder: 2 SummEval articles x 3 summaries, with human scores."""
+    return write_input(tmp_path / "input", summeval_tables, 2, 3)
 
 
 def pytest_collection_modifyitems(config, items):

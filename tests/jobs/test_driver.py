@@ -16,7 +16,6 @@ from collections import Counter, defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
-import pyarrow.compute as pc
 import pytest
 import yaml
 
@@ -29,7 +28,7 @@ from operators.judges.simulated import latent_quality
 from operators.prompts import load_prompts
 from storage.cache import JudgmentCache
 from storage.fs import Location
-from tests.conftest import ROOT
+from tests.conftest import ROOT, write_input
 
 PROMPTS = str(ROOT / "configs/prompts/summarization")
 
@@ -37,15 +36,7 @@ PROMPTS = str(ROOT / "configs/prompts/summarization")
 @pytest.fixture
 def six_input(tmp_path, summeval_tables):
     """3 SummEval articles x 6 summaries, with human scores."""
-    from jobs.requests import subset
-
-    candidates, human = summeval_tables
-    small = subset(candidates, 3, 6)
-    human = human.filter(pc.is_in(human.column("candidate_id"), small.column("candidate_id")))
-    folder = Location.of(str(tmp_path / "input"))
-    folder.join("candidates.parquet").write_parquet(small)
-    folder.join("human_scores.parquet").write_parquet(human)
-    return folder
+    return write_input(tmp_path / "input", summeval_tables, 3, 6)
 
 
 def spec_for(input_folder, output, **over) -> dict:
