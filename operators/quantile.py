@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from operators.checks import finite_vector
 from storage.schemas import RANKINGS
 
 #: Columns of the rankings table this operator reads.
@@ -104,12 +105,7 @@ def target_from_scores(scores: Sequence[float]) -> Target:
     >>> target_from_scores([3, 1, 3, 5])
     Target(values=(1.0, 3.0, 5.0), cdf=(0.25, 0.75, 1.0))
     """
-    x = np.asarray(scores, dtype=float)
-    if x.ndim != 1 or x.size == 0:
-        raise ValueError(f"scores: expected a non-empty 1-d sequence of numbers, found shape {x.shape}")
-    bad = np.flatnonzero(~np.isfinite(x))
-    if bad.size:
-        raise ValueError(f"scores at index {int(bad[0])}: expected a finite number, found {float(x[bad[0]])!r}")
+    x = finite_vector(scores, "scores")
     values, counts = np.unique(x, return_counts=True)
     return _target(dict(zip(values.tolist(), (counts / x.size).tolist())))
 

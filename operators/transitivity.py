@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
+from operators.checks import finite_vector
 from operators.reports import spearman_table
 
 #: Columns of the judgments table this operator reads.
@@ -152,12 +153,7 @@ def intransitive_triads(judgments: pa.Table, mode: str = "symmetric") -> pa.Tabl
 
 def seed_spread(values: Sequence[float]) -> dict:
     """Mean, standard error (sample sd / sqrt(n), ddof=1; None for n < 2) and n of ``values``."""
-    x = np.asarray(values, dtype=float)
-    if x.ndim != 1 or x.size == 0:
-        raise ValueError(f"values: expected a non-empty 1-d sequence of numbers, found shape {x.shape}")
-    bad = np.flatnonzero(~np.isfinite(x))
-    if bad.size:
-        raise ValueError(f"values at index {int(bad[0])}: expected a finite number, found {float(x[bad[0]])!r}")
+    x = finite_vector(values, "values")
     se = float(x.std(ddof=1) / math.sqrt(x.size)) if x.size >= 2 else None
     return {"mean": round(float(x.mean()), 12), "se": None if se is None else round(se, 12), "n": int(x.size)}
 
