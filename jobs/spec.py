@@ -151,9 +151,7 @@ class SamplingSpec(Strict):
 
 
 class SchedulerSpec(Strict):
-    name: Literal[
-        "full", "random", "no_repeat", "symmetric", "pairs_greedy", "pairs_beam", "pairs_anchors", "adaptive_symmetric"
-    ] = Field(
+    name: Literal[STATIC_SCHEDULERS + ADAPTIVE_SCHEDULERS] = Field(
         "full",
         description="Static: full (all N(N-1) ordered pairs), random (R ordered pairs at random), no_repeat (R "
         "unordered pairs in one random order each), symmetric (R/2 unordered pairs in both orders). Adaptive, run "
