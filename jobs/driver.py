@@ -18,7 +18,7 @@ Each round the driver
    (p(a, b) + 1 - p(b, a)) / 2 inside symmetric machines. A comparison the judge
    failed on is answered 0.5 (no preference) and counted; it is retried on the
    next run. With ``scoring.calibration: batch`` the answers are first
-   batch-calibrated per aspect (see :func:`calibrate_round`).
+   batch-calibrated per aspect (see :class:`RoundCalibration`).
 
 Progress (round, contexts done, comparisons asked, cache hits, judged, errors,
 driver and judge seconds) is shown after every round and kept in the report.
@@ -34,9 +34,11 @@ from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from jobs.adaptive import AdaptiveScheduler, get_adaptive
 from jobs.requests import RequestMaker, contexts_of
+from jobs.run import error_count, judge_into_cache
 from jobs.spec import JobSpec, SchedulerSpec
 from storage.cache import JudgmentCache
 from storage.schemas import RANKINGS
@@ -76,28 +78,34 @@ def make_machine(scheduler: SchedulerSpec, context_id: str, ids: list[str], seed
     raise ValueError(f"{scheduler.name!r} is not an adaptive scheduler")
 
 
-def calibrate_round(values: dict[str, float], aspect_of: dict[str, str], history: dict[str, list[float]]) -> dict:
-    """Batch-calibrate one round's answers per aspect.
+class RoundCalibration:
+    """Batch-calibrates each round's answers per aspect.
 
-    The positional prior P(A) of an aspect is estimated from every comparison the
-    run has answered for that aspect so far, this round's included, and divided
-    out (uniform prior). A round of a small run may hold one comparison, too few
-    to estimate a prior from; with thousands of contexts in lockstep, each round
-    alone is already a large batch.
+    The positional prior P(A) of an aspect is the mean of every answer the run
+    has had for that aspect so far, this round's included (a running sum), and is
+    divided out (uniform prior). A round of a small run may hold one comparison,
+    too few to estimate a prior from; with thousands of contexts in lockstep,
+    each round alone is already a large batch.
     """
-    from operators.calibration import batch_calibrate
 
-    out: dict[str, float] = {}
-    by_aspect: dict[str, list[str]] = defaultdict(list)
-    for key in values:
-        by_aspect[aspect_of[key]].append(key)
-    for aspect, keys in by_aspect.items():
-        seen = history[aspect]
-        seen.extend(values[k] for k in keys)
-        _, prior = batch_calibrate(seen)
-        calibrated, _ = batch_calibrate([values[k] for k in keys], prior=prior)
-        out.update(zip(keys, map(float, calibrated)))
-    return out
+    def __init__(self) -> None:
+        self._sum: dict[str, float] = defaultdict(float)
+        self._count: dict[str, int] = defaultdict(int)
+
+    def __call__(self, values: dict[str, float], aspect_of: dict[str, str]) -> dict[str, float]:
+        from operators.calibration import batch_calibrate
+
+        by_aspect: dict[str, list[str]] = defaultdict(list)
+        for key in values:
+            by_aspect[aspect_of[key]].append(key)
+        out: dict[str, float] = {}
+        for aspect, keys in by_aspect.items():
+            ps = [values[k] for k in keys]
+            self._sum[aspect] += sum(ps)
+            self._count[aspect] += len(ps)
+            calibrated, _ = batch_calibrate(ps, prior=self._sum[aspect] / self._count[aspect])
+            out.update(zip(keys, map(float, calibrated)))
+        return out
 
 
 @dataclass
@@ -117,6 +125,7 @@ class DriverResult:
     rounds: list[dict]
     used_keys: set[str]
     stopped: str  # "done" or "budget"
+    judgments: pa.Table  # one row per used key: the cache's verdicts and this run's new judgments
     judged: int
     errors: int
     cache_hits: int
@@ -144,13 +153,12 @@ class Driver:
         ]
 
     def run(self) -> DriverResult:
-        from jobs.run import error_count, judge_into_cache
-
         answered = self.cache.answered()
         known: dict[str, float | None] = dict(
             zip(answered.column("key").to_pylist(), answered.column("p_a").to_pylist())
         )
-        history: dict[str, list[float]] = defaultdict(list)
+        calibrate = RoundCalibration()
+        new_tables: list[pa.Table] = []
         used: set[str] = set()
         rounds: list[dict] = []
         judged = errors = hits = 0
@@ -192,13 +200,14 @@ class Driver:
                     if pool is None:
                         pool = stack.enter_context(self.pool(self.spec))
                     table = judge_into_cache(pool, self.maker.table(todo), self.cache, self.spec.flush_rows, log.debug)
+                    new_tables.append(table)
                     known.update(zip(table.column("key").to_pylist(), table.column("p_a").to_pylist()))
                     round_errors = error_count(table)
                 judge_seconds = time.perf_counter() - t_judge
                 values = {k: NO_PREFERENCE if known.get(k) is None else known[k] for k in wanted}
                 if self.spec.scoring.calibration == "batch":
                     ok = {k: v for k, v in values.items() if known.get(k) is not None}
-                    values.update(calibrate_round(ok, {k: wanted[k][0] for k in ok}, history))
+                    values.update(calibrate(ok, {k: wanted[k][0] for k in ok}))
                 for task, pairs in asks:
                     if pairs:
                         task.machine.observe({pair: values[key] for pair, key in pairs})
@@ -223,7 +232,9 @@ class Driver:
                     f"{len(wanted)} asked ({round_hits} cached, {len(todo)} judged, {round_errors} errors), "
                     f"{len(used)} used in all; judge {judge_seconds:.1f}s, driver {stats['driver_seconds']:.2f}s"
                 )
-        return DriverResult(self.tasks, rounds, used, stopped, judged, errors, hits)
+        reused = answered.filter(pc.is_in(answered.column("key"), pa.array(sorted(used), pa.string())))
+        judgments = pa.concat_tables([reused, *new_tables])
+        return DriverResult(self.tasks, rounds, used, stopped, judgments, judged, errors, hits)
 
 
 def method_name(scheduler: SchedulerSpec, seed: int) -> str:

@@ -120,16 +120,17 @@ def judge_static(
         maker.judge,
     )
     answered = cache.answered()
+    answered = answered.filter(pc.is_in(answered.column("key"), requests.column("key")))
     todo = requests.filter(pc.invert(pc.is_in(requests.column("key"), answered.column("key"))))
     cached = requests.num_rows - todo.num_rows
     progress(f"{requests.num_rows} comparisons ({cached} cached, {todo.num_rows} to judge)")
-    judged = errors = 0
+    new = JUDGMENTS.empty_table()
     if todo.num_rows:
         with judge_pool(spec) as pool:
             new = judge_into_cache(pool, todo, cache, spec.flush_rows, progress)
-        judged, errors = new.num_rows, error_count(new)
+    judged, errors = new.num_rows, error_count(new)
     return {
-        "keys": set(requests.column("key").to_pylist()),
+        "judgments": pa.concat_tables([answered, new]),
         "counts": {"requests": requests.num_rows, "cached": cached, "judged_now": judged, "errors_now": errors},
         "rankings": [],
         "extra": {},
@@ -148,7 +149,7 @@ def judge_adaptive(
     system = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
     unfinished = sorted({(t.aspect, t.context_id) for t in result.tasks if not t.machine.done})
     return {
-        "keys": result.used_keys,
+        "judgments": result.judgments,
         "counts": {
             "requests": len(result.used_keys),
             "cached": result.cache_hits,
@@ -191,10 +192,10 @@ def consistency_sections(judgments: pa.Table, spearman: pa.Table, spec: JobSpec)
     from jobs.driver import method_name
     from operators.transitivity import intransitive_triads, seed_spread
 
-    triads = intransitive_triads(judgments)
+    triads = intransitive_triads(judgments).to_pylist()
     transitivity = []
-    for aspect in sorted(set(triads.column("aspect").to_pylist())):
-        rows = [r for r in triads.to_pylist() if r["aspect"] == aspect]
+    for aspect in sorted({r["aspect"] for r in triads}):
+        rows = [r for r in triads if r["aspect"] == aspect]
         total, bad = sum(r["triads"] for r in rows), sum(r["intransitive"] for r in rows)
         transitivity.append(
             {
@@ -239,8 +240,7 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     layout.manifest.write_json(manifest)
     judged_run = (judge_adaptive if spec.scheduler.adaptive else judge_static)(spec, candidates, maker, cache, progress)
 
-    table = cache.read()
-    table = table.filter(pc.is_in(table.column("key"), pa.array(sorted(judged_run["keys"]), pa.string())))
+    table = judged_run["judgments"]  # one row per comparison the run used: no second read of the cache
     scored = table
     if spec.scoring.calibration == "batch":
         from operators.calibration import calibrate_table

@@ -12,14 +12,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import yaml
 
-from jobs.driver import Driver, calibrate_round
+from jobs.driver import Driver, RoundCalibration
 from jobs.requests import RequestMaker, contexts_of
 from jobs.run import judge_pool, read_inputs, run_job
 from jobs.spec import load_spec, parse_spec
@@ -147,13 +147,13 @@ def test_budget_stops_before_a_round_and_a_bigger_budget_resumes(ray_local, six_
 
 
 def test_batch_calibration_removes_the_slot_prior_of_each_aspect():
-    history: dict[str, list[float]] = defaultdict(list)
+    calibrate = RoundCalibration()
     values = {"k1": 0.9, "k2": 0.7, "k3": 0.6, "k4": 0.3}
-    out = calibrate_round(values, dict.fromkeys(values, "x"), history)
+    out = calibrate(values, dict.fromkeys(values, "x"))
     assert abs(sum(out.values()) / len(out) - 0.5) < 0.05 < abs(sum(values.values()) / 4 - 0.5)
     assert sorted(out, key=out.get) == sorted(values, key=values.get)  # order kept
     # later rounds use the aspect's whole history, so one lone comparison is not forced to 0.5
-    lone = calibrate_round({"k5": 0.8}, {"k5": "x"}, history)
+    lone = calibrate({"k5": 0.8}, {"k5": "x"})
     assert lone["k5"] > 0.6
 
 
