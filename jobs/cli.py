@@ -4,9 +4,11 @@
 
     pairank run configs/demo.yaml [--set output=s3://bucket/runs] [--set judge.model=/models/x]
     pairank import summeval ../shared/data/summeval data/summeval
+    pairank import llmbar ../shared/data/llmbar data/llmbar --skip-invalid   # + published verdicts
     pairank model prepare          # convert the embedded Gemma-3-270M once, for the vllm judge
     pairank plan --candidates 16 --noise 0.8 --position-bias 0.5 --target-spearman 0.9   # SIMULATED
     pairank plan --from-judgments runs/x/judgments --target-spearman 0.9 --json          # measure, then plan
+    pairank winrate --input data/x --judgments runs/store/judgments --baseline M0 --prior in_dist
 """
 
 from __future__ import annotations
@@ -34,8 +36,49 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from storage.importers import run_import
 
-    counts = run_import(args.set_name, args.src, args.dst)
+    counts = run_import(args.set_name, args.src, args.dst, skip_invalid=args.skip_invalid)
+    for message in counts["skipped"]:
+        print(f"pairank: skipped: {message}", file=sys.stderr)
     print(json.dumps(counts, indent=2, default=str))
+    return 0
+
+
+def cmd_winrate(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+
+    from jobs.run import read_labels, winrate_tables
+    from jobs.spec import WinRateSpec
+    from operators.judges.replay_judge import read_judgments
+    from operators.reports import winrate_lines
+    from storage.fs import Location
+    from storage.schemas import CANDIDATES, HUMAN_SCORES, validate
+
+    folder = Location.of(args.input)
+    cand = folder.join("candidates.parquet")
+    if not cand.exists():
+        raise FileNotFoundError(f"{cand.uri}: no candidates table (import a data set with `pairank import`)")
+    candidates = validate(cand.read_parquet(), CANDIDATES, cand.uri)
+    scores = folder.join("human_scores.parquet")
+    human = validate(scores.read_parquet(), HUMAN_SCORES, scores.uri) if scores.exists() else HUMAN_SCORES.empty_table()
+    sources = args.judgments or [folder.join("judgments.parquet").uri]
+    judgments = pa.concat_tables([read_judgments(s) for s in sources])
+    ws = WinRateSpec(
+        baseline=args.baseline, systems=args.systems, methods=args.methods, prior=args.prior,
+        gold_fraction=args.gold_fraction, ood=args.ood, seed=args.seed,
+    )
+    aspects = args.aspects or sorted(set(judgments.column("aspect").to_pylist()))
+    rates, judges = winrate_tables(
+        ws, args.baseline, aspects, judgments, candidates, human, read_labels(folder), _progress
+    )
+    if args.out:
+        out = Location.of(args.out)
+        out.join("winrates.parquet").write_parquet(rates)
+        out.join("winrate_judges.parquet").write_parquet(judges)
+        _progress(f"wrote {out.join('winrates.parquet').uri} and winrate_judges.parquet")
+    if args.json:
+        print(json.dumps({"winrates": rates.to_pylist(), "judges": judges.to_pylist()}, indent=2, default=str))
+    else:
+        print("\n".join(winrate_lines(rates.to_pylist(), judges.to_pylist())).strip())
     return 0
 
 
@@ -85,7 +128,37 @@ def parser() -> argparse.ArgumentParser:
     imp.add_argument("set_name", metavar="set", help="summeval, newsroom, topicalchat, hanna or llmbar")
     imp.add_argument("src", help="source folder (as in shared/data)")
     imp.add_argument("dst", help="destination folder, local or s3://")
+    imp.add_argument(
+        "--skip-invalid", action="store_true",
+        help="leave out source records that fail their checks, reporting each (llmbar only)",
+    )
     imp.set_defaults(fn=cmd_import)
+
+    wr = sub.add_parser(
+        "winrate",
+        help="win rates of systems against a baseline from existing judgments (observed, BWRS, Dawid-Skene)",
+        description="Every judge identity in the judgments is one judge (annotator). The truth of a pair comes from "
+        "the input's pairwise_labels.parquet, else its human_scores.parquet.",
+    )
+    wr.add_argument("--input", required=True, help="folder with candidates.parquet (+ pairwise labels / human scores)")
+    wr.add_argument(
+        "--judgments", action="append", metavar="PATH",
+        help="judgments table or cache folder (repeatable; default: <input>/judgments.parquet)",
+    )
+    wr.add_argument("--baseline", required=True, help="baseline system")
+    wr.add_argument("--systems", nargs="+", default=None, help="systems to estimate (default: all others)")
+    wr.add_argument("--aspects", nargs="+", default=None, help="aspects (default: every aspect judged)")
+    wr.add_argument(
+        "--methods", nargs="+", default=["human", "observed", "bwrs", "dawid_skene"],
+        choices=["human", "observed", "bwrs", "dawid_skene", "dawid_skene_em"], help="estimators",
+    )
+    wr.add_argument("--prior", choices=["none", "in_dist", "ood"], default="none", help="judge-accuracy prior")
+    wr.add_argument("--gold-fraction", type=float, default=0.1, help="in_dist: fraction of labelled pairs revealed")
+    wr.add_argument("--ood", default=None, help="ood: labelled set judged by the same judges")
+    wr.add_argument("--seed", type=int, default=0, help="seed of the gold choice, tie coin and samplers")
+    wr.add_argument("--out", default=None, help="folder for winrates.parquet and winrate_judges.parquet")
+    wr.add_argument("--json", action="store_true", help="print JSON instead of Markdown tables")
+    wr.set_defaults(fn=cmd_winrate)
 
     model = sub.add_parser("model", help="judge models")
     msub = model.add_subparsers(dest="model_command", required=True)

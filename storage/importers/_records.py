@@ -17,14 +17,14 @@ import json
 import math
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Union
 
 import pyarrow as pa
 from pyarrow.fs import FileSelector, FileType
 
 from storage.fs import Location
-from storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS, TableError, empty, validate
+from storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, PAIRWISE_LABELS, TableError, empty, validate
 
 TEXT = "a non-empty text"
 NUMBER = "a finite number"
@@ -35,11 +35,17 @@ Shape = Mapping[str, Union[str, "Shape"]]
 
 @dataclass(frozen=True)
 class ImportedSet:
-    """What an importer returns; a table a set does not have is empty (with its schema)."""
+    """What an importer returns; a table a set does not have is empty (with its schema).
+
+    ``judgments`` holds published LLM-judge verdicts where the set has them;
+    ``skipped`` the messages of source records left out as invalid (when asked to).
+    """
 
     candidates: pa.Table
     human_scores: pa.Table
     pairwise_labels: pa.Table
+    judgments: pa.Table = field(default_factory=lambda: empty(JUDGMENTS))
+    skipped: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,7 +102,7 @@ def check(value: Any, shape: Shape, source: str, row: int, prefix: str = "") -> 
     """``value`` checked against ``shape``: exactly its fields, each of its kind; numbers as float."""
     if not isinstance(value, dict):
         expected = f"a JSON object with fields {list(shape)}"
-        raise TableError(source, row, prefix.rstrip(".") or None, expected, _show(value))
+        raise TableError(source, row, prefix.rstrip(".") or None, expected, show(value))
     missing = [k for k in shape if k not in value]
     if missing:
         raise TableError(source, row, prefix + missing[0], f"fields {list(shape)}", f"no field {missing[0]!r}")
@@ -110,7 +116,7 @@ def check(value: Any, shape: Shape, source: str, row: int, prefix: str = "") -> 
             out[name] = check(v, kind, source, row, column + ".")
         elif kind == TEXT:
             if not isinstance(v, str) or not v.strip():
-                raise TableError(source, row, column, TEXT, _show(v))
+                raise TableError(source, row, column, TEXT, show(v))
             out[name] = v
         elif kind == NUMBER:
             out[name] = number(v, source, row, column)
@@ -129,7 +135,7 @@ def number(value: Any, source: str, row: int | None, column: str) -> float:
         else:
             if math.isfinite(x):
                 return x
-    raise TableError(source, row, column, NUMBER, _show(value))
+    raise TableError(source, row, column, NUMBER, show(value))
 
 
 def check_unique(records: Iterable[Record], fields: Sequence[str]) -> None:
@@ -199,6 +205,6 @@ def subfolders(loc: Location) -> list[Location]:
     return [loc.join(n) for n in names]
 
 
-def _show(value: Any, limit: int = 80) -> str:
+def show(value: Any, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

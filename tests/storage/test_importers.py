@@ -121,21 +121,14 @@ def test_llmbar_recurses_over_subsets() -> None:
 
 
 @needs_data
-def test_llmbar_processed_blank_output_is_reported() -> None:
-    with pytest.raises(TableError) as e:
-        get_importer("llmbar")(Location.of(str(DATA / "llmbar/Processed/LLMEval^2")))
-    msg = str(e.value)
-    assert "LLMEval^2/dataset.json" in msg and "row 169:" in msg and "`output_2`" in msg
-
-
-@needs_data
 def test_run_import_writes_parquet(tmp_path: Path) -> None:
     counts = run_import("summeval", str(DATA / "summeval"), str(tmp_path / "summeval"))
     assert counts == {"contexts": 100, "candidates": 1600, "human_scores": 6400, "pairwise_labels": 0,
-                      "dst": str(tmp_path / "summeval")}
+                      "judgments": 0, "skipped": [], "dst": str(tmp_path / "summeval")}
     assert pq.read_table(tmp_path / "summeval/candidates.parquet").schema.equals(CANDIDATES)
     assert pq.read_table(tmp_path / "summeval/human_scores.parquet").num_rows == 6400
     assert not (tmp_path / "summeval/pairwise_labels.parquet").exists()
+    assert not (tmp_path / "summeval/judgments.parquet").exists()
 
     # A file path is taken as its folder.
     counts = run_import("llmbar", str(DATA / "llmbar/LLMBar/Natural/dataset.json"), str(tmp_path / "natural"))
