@@ -8,6 +8,7 @@
     pairank model prepare          # convert the embedded Gemma-3-270M once, for the vllm judge
     pairank plan --candidates 16 --noise 0.8 --position-bias 0.5 --target-spearman 0.9   # SIMULATED
     pairank plan --from-judgments runs/x/judgments --target-spearman 0.9 --json          # measure, then plan
+    pairank meta-eval --input data/llmbar [--judgments runs/store/judgments] [--out runs/meta_eval]
     pairank winrate --input data/x --judgments runs/store/judgments --baseline M0 --prior in_dist
 """
 
@@ -159,6 +160,10 @@ def parser() -> argparse.ArgumentParser:
     wr.add_argument("--out", default=None, help="folder for winrates.parquet and winrate_judges.parquet")
     wr.add_argument("--json", action="store_true", help="print JSON instead of Markdown tables")
     wr.set_defaults(fn=cmd_winrate)
+
+    from jobs.meta_eval import cli_parser as meta_eval_parser
+
+    meta_eval_parser(sub)
 
     model = sub.add_parser("model", help="judge models")
     msub = model.add_subparsers(dest="model_command", required=True)

@@ -92,12 +92,14 @@ def build_requests(
     comparisons: int | None,
     seed: int,
     judge: dict,
+    baseline: str | None = None,
 ) -> pa.Table:
     """REQUESTS rows for every context, aspect and scheduled pair, in prefix order."""
     maker = RequestMaker(candidates, prompts, judge)
+    systems = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
     wanted = {}
     for aspect in aspects:
-        pairs = schedule(scheduler, contexts_of(candidates), comparisons, seed)
+        pairs = schedule(scheduler, contexts_of(candidates), comparisons, seed, systems, baseline)
         for ctx, ctx_pairs in pairs.items():
             for a, b in ctx_pairs:
                 wanted[maker.key(aspect, ctx, a, b)] = (aspect, ctx, a, b)

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from cluster.pools import JudgePool
 from jobs.requests import RequestMaker, build_requests, contexts_of, subset
-from jobs.spec import JobSpec
+from jobs.spec import JobSpec, WinRateSpec
 from operators.judges import judge_identity
 from operators.prompts import load_prompts
 from operators.reports import build_report, position_bias, render_markdown, spearman_table
@@ -34,7 +34,7 @@ from operators.scores import rank_table
 from storage.cache import JudgmentCache
 from storage.fs import Location
 from storage.layout import RunLayout
-from storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, validate
+from storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, PAIRWISE_LABELS, WINRATE_JUDGES, WINRATES, validate
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,14 @@ def read_inputs(spec: JobSpec) -> tuple[pa.Table, pa.Table]:
     scores = folder.join("human_scores.parquet")
     human = validate(scores.read_parquet(), HUMAN_SCORES, scores.uri) if scores.exists() else HUMAN_SCORES.empty_table()
     return candidates, human
+
+
+def read_labels(folder: Location) -> pa.Table:
+    """The folder's pairwise labels, or an empty table."""
+    labels = folder.join("pairwise_labels.parquet")
+    if not labels.exists():
+        return PAIRWISE_LABELS.empty_table()
+    return validate(labels.read_parquet(), PAIRWISE_LABELS, labels.uri)
 
 
 @contextmanager
@@ -118,6 +126,7 @@ def judge_static(
         spec.scheduler.comparisons,
         spec.scheduler.seed,
         maker.judge,
+        spec.scheduler.baseline,
     )
     answered = cache.answered()
     answered = answered.filter(pc.is_in(answered.column("key"), requests.column("key")))
@@ -135,6 +144,77 @@ def judge_static(
         "rankings": [],
         "extra": {},
     }
+
+
+def winrate_tables(
+    ws: WinRateSpec,
+    baseline: str,
+    aspects: list[str],
+    judgments: pa.Table,
+    candidates: pa.Table,
+    human: pa.Table,
+    labels: pa.Table,
+    progress: Callable[[str], None],
+) -> tuple[pa.Table, pa.Table]:
+    """WINRATES and WINRATE_JUDGES for every aspect and system against ``baseline``.
+
+    Every judge identity in ``judgments`` is a judge; the truth comes from
+    ``labels`` (pairwise) or ``human`` (scores) of the input.
+    """
+    from operators.votes import human_truth, pair_votes, system_pairs
+    from operators.winrate_table import WinRateOptions, win_rates
+
+    present = sorted(set(candidates.column("system").to_pylist()))
+    if baseline not in present:
+        raise ValueError(f"winrate.baseline {baseline!r} is not a system of the input; systems: {', '.join(present)}")
+    systems = ws.systems or [s for s in present if s != baseline]
+    unknown = [s for s in systems if s not in present]
+    if unknown:
+        raise ValueError(f"winrate.systems {unknown} are not systems of the input; systems: {', '.join(present)}")
+    ood = ood_accuracies(ws.ood, aspects, ws.seed) if ws.prior == "ood" else {}
+    rows, judge_rows = [], []
+    for aspect in aspects:
+        mine = judgments.filter(pc.equal(judgments.column("aspect"), aspect))
+        for system in systems:
+            pairs = system_pairs(candidates, system, baseline)
+            votes = pair_votes(mine, pairs, human_truth(pairs, aspect, human, labels), ws.seed)
+            options = WinRateOptions(
+                methods=tuple(ws.methods), prior=ws.prior, gold_fraction=ws.gold_fraction, ood=ood.get(aspect),
+                draws=ws.draws, seed=ws.seed, mass=ws.mass, ds=ws.dawid_skene.model_dump(),
+            )
+            progress(f"win rate of {system} against {baseline} ({aspect}): {votes.n_pairs} pairs")
+            r, j = win_rates(votes, aspect, system, baseline, options)
+            rows += r
+            judge_rows += j
+    return pa.Table.from_pylist(rows, schema=WINRATES), pa.Table.from_pylist(judge_rows, schema=WINRATE_JUDGES)
+
+
+def ood_accuracies(folder: str, aspects: list[str], seed: int) -> dict[str, dict]:
+    """Per aspect, each judge's accuracies on another labelled set: ``{aspect: {judge: Accuracy}}``.
+
+    The set's pairwise labels give the truth (class 0: the candidate listed first is
+    better); its judgments (``judgments.parquet`` or a ``judgments/`` cache) the votes.
+    Judgments without an aspect of the job are not used.
+    """
+    from operators.judges.replay_judge import read_judgments
+    from operators.votes import labelled_pairs, pair_votes
+    from operators.winrate import accuracies
+
+    loc = Location.of(folder)
+    labels = read_labels(loc)
+    if not labels.num_rows:
+        raise ValueError(f"winrate.ood: {loc.join('pairwise_labels.parquet').uri} has no labelled pairs")
+    source = loc.join("judgments") if loc.join("judgments").is_dir() else loc.join("judgments.parquet")
+    if not source.exists():
+        raise ValueError(f"winrate.ood: {loc.uri} has neither judgments.parquet nor a judgments/ folder")
+    table = read_judgments(source.uri)
+    pairs, truth = labelled_pairs(labels)
+    out = {}
+    for aspect in aspects:
+        mine = table.filter(pc.equal(table.column("aspect"), aspect))
+        votes = pair_votes(mine, pairs, truth, seed)
+        out[aspect] = {name: accuracies(votes.votes[:, j], truth) for j, name in enumerate(votes.judges)}
+    return out
 
 
 def judge_adaptive(
@@ -253,6 +333,17 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     if spec.scoring.quantile is not None:
         rankings = pa.concat_tables([rankings, quantile_rankings(rankings, human, spec.scoring.quantile)])
     bias = position_bias(table)
+    extra = {**judged_run["extra"], **consistency_sections(table, spearman, spec)}
+    if spec.winrate is not None:
+        baseline = spec.winrate.baseline or spec.scheduler.baseline
+        labels = read_labels(Location.of(spec.input))
+        winrates, winrate_judges = winrate_tables(
+            spec.winrate, baseline, spec.aspects, table, candidates, human, labels, progress
+        )
+        layout.winrates.write_parquet(winrates)
+        layout.winrate_judges.write_parquet(winrate_judges)
+        extra["winrates"] = winrates.to_pylist()
+        extra["winrate_judges"] = winrate_judges.to_pylist()
     layout.rankings.write_parquet(rankings)
     layout.spearman.write_parquet(spearman)
     layout.position_bias.write_parquet(bias)
@@ -265,7 +356,7 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
         bias,
         counts=counts,
         wall_seconds=time.perf_counter() - wall,
-        extra={**judged_run["extra"], **consistency_sections(table, spearman, spec)},
+        extra=extra,
     )
     layout.report_json.write_json(report)
     layout.report_md.write_text(render_markdown(report))

@@ -9,6 +9,13 @@ in the job or in what order they come::
     [('x', 'y'), ('x', 'z'), ('y', 'x'), ('y', 'z'), ('z', 'x'), ('z', 'y')]
     >>> sorted(symmetric(["x", "y", "z"], 2, rng(0, "c")))  # one unordered pair, both orders
     [('x', 'y'), ('y', 'x')]
+
+``one_vs_n`` needs each candidate's system: it pairs the baseline system's
+candidate with every other candidate of the context, in both orders (for win
+rates against a baseline, :mod:`operators.winrate`)::
+
+    >>> one_vs_n({"x": "base", "y": "s1", "z": "s2"}, "base")
+    [('y', 'x'), ('x', 'y'), ('z', 'x'), ('x', 'z')]
 """
 
 from __future__ import annotations
@@ -66,6 +73,20 @@ def symmetric(ids: Sequence[str], r: int | None, gen: np.random.Generator) -> li
     return out
 
 
+def one_vs_n(systems: dict[str, str], baseline: str) -> list[Pair]:
+    """Each candidate against the baseline's, in both orders; no pairs if the baseline did not answer."""
+    base = sorted(cid for cid, sys in systems.items() if sys == baseline)
+    if len(base) > 1:
+        raise ValueError(f"one_vs_n: baseline {baseline!r} has {len(base)} candidates in one context: {base}")
+    if not base:
+        return []
+    out = []
+    for cid in sorted(systems):
+        if cid != base[0]:
+            out += [(cid, base[0]), (base[0], cid)]
+    return out
+
+
 def _need(r: int | None) -> int:
     if r is None:
         raise ValueError("partial schedulers need `comparisons` (R) per context")
@@ -88,8 +109,25 @@ def get_scheduler(name: str):
         raise ValueError(f"unknown scheduler {name!r}; available: {', '.join(sorted(SCHEDULERS))}") from None
 
 
-def schedule(name: str, contexts: dict[str, Sequence[str]], r: int | None, seed: int) -> dict[str, list[Pair]]:
-    """Pairs for every context: ``{context_id: [(a, b), ...]}``."""
+def schedule(
+    name: str,
+    contexts: dict[str, Sequence[str]],
+    r: int | None,
+    seed: int,
+    systems: dict[str, str] | None = None,
+    baseline: str | None = None,
+) -> dict[str, list[Pair]]:
+    """Pairs for every context: ``{context_id: [(a, b), ...]}``.
+
+    ``one_vs_n`` needs ``systems`` (candidate id -> system) and ``baseline``.
+    """
+    if name == "one_vs_n":
+        if baseline is None or systems is None:
+            raise ValueError("scheduler one_vs_n needs a baseline system (scheduler.baseline)")
+        if baseline not in set(systems.values()):
+            raise ValueError(f"scheduler one_vs_n: no candidate of baseline system {baseline!r}; "
+                             f"systems: {', '.join(sorted(set(systems.values())))}")
+        return {ctx: one_vs_n({c: systems[c] for c in ids}, baseline) for ctx, ids in contexts.items()}
     fn = get_scheduler(name)
     if name != "full":
         _need(r)

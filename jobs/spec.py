@@ -81,6 +81,11 @@ class ReplayJudgeSpec(Strict):
     engine: Literal["replay"] = Field("replay", description="Answers from an existing judgments table.")
     source: str = Field(..., description="Folder (or file) of judgments Parquet, local or s3://.")
     model: str | None = Field(None, description="Use only the source's judgments of this model.")
+    mode: str | None = Field(
+        None,
+        description="Use only the source's judgments whose sampling JSON has this \"mode\" (e.g. an LLMBar "
+        "prompting mode, as the llmbar importer records it: Vanilla, CoT, Swap, ...).",
+    )
 
 
 class SimulatedJudgeSpec(Strict):
@@ -109,7 +114,7 @@ JudgeSpec = Annotated[
 ]
 
 
-STATIC_SCHEDULERS = ("full", "random", "no_repeat", "symmetric")
+STATIC_SCHEDULERS = ("full", "random", "no_repeat", "symmetric", "one_vs_n")
 ADAPTIVE_SCHEDULERS = ("pairs_greedy", "pairs_beam", "pairs_anchors", "adaptive_symmetric")
 
 
@@ -154,7 +159,8 @@ class SchedulerSpec(Strict):
     name: Literal[STATIC_SCHEDULERS + ADAPTIVE_SCHEDULERS] = Field(
         "full",
         description="Static: full (all N(N-1) ordered pairs), random (R ordered pairs at random), no_repeat (R "
-        "unordered pairs in one random order each), symmetric (R/2 unordered pairs in both orders). Adaptive, run "
+        "unordered pairs in one random order each), symmetric (R/2 unordered pairs in both orders), one_vs_n (every system against `baseline`, both orders). "
+        "Adaptive, run "
         "in lockstep rounds: pairs_greedy and pairs_beam (PAIRS merge sort), pairs_anchors (scaled PAIRS: rank "
         "anchors, binary-insert the rest), adaptive_symmetric (Bradley-Terry uncertainty sampling).",
     )
@@ -162,6 +168,7 @@ class SchedulerSpec(Strict):
         None, ge=1, description="R, comparisons per context and aspect (partial schedulers)."
     )
     seed: int = Field(0, description="Seed; the same seed gives the same requests.")
+    baseline: str | None = Field(None, description="one_vs_n: the baseline system every other system is paired with.")
     symmetric: bool = Field(
         True,
         description="Adaptive schedulers: make each comparison in both orders and use (p(a,b) + 1 - p(b,a)) / 2 "
@@ -186,6 +193,12 @@ class SchedulerSpec(Strict):
     @property
     def adaptive(self) -> bool:
         return self.name in ADAPTIVE_SCHEDULERS
+
+    @model_validator(mode="after")
+    def _baseline(self) -> SchedulerSpec:
+        if self.name == "one_vs_n" and not self.baseline:
+            raise ValueError("scheduler one_vs_n needs `baseline` (the system every other system is compared with)")
+        return self
 
 
 class SubsetSpec(Strict):
@@ -226,6 +239,49 @@ class ScoringSpec(Strict):
     )
 
 
+class DawidSkeneSpec(Strict):
+    draws: int = Field(1000, ge=10, description="Posterior draws per chain.")
+    tune: int = Field(1000, ge=10, description="Tuning steps per chain.")
+    chains: int = Field(2, ge=1, description="Chains (r_hat needs at least 2).")
+    cores: int = Field(2, ge=1, description="Processes sampling chains in parallel.")
+    rhat_max: float = Field(1.01, gt=1, description="Refuse to report when any split R-hat exceeds this.")
+    ess_min: float = Field(1000, gt=0, description="Refuse to report when any bulk ESS is below this.")
+    sampler: Literal["nutpie", "pymc"] = Field("nutpie", description="NUTS implementation.")
+
+
+class WinRateSpec(Strict):
+    baseline: str | None = Field(None, description="Baseline system (unset: scheduler.baseline).")
+    systems: list[str] | None = Field(None, description="Systems to estimate (unset: every other system).")
+    methods: list[Literal["human", "observed", "bwrs", "dawid_skene", "dawid_skene_em"]] = Field(
+        ["human", "observed", "bwrs", "dawid_skene"],
+        min_length=1,
+        description="human (win rate over the human-labelled pairs, the reference), observed (each judge's raw win "
+        "rate), bwrs (Bayesian Win Rate Sampling; needs prior in_dist or ood), dawid_skene (Bayesian, PyMC), "
+        "dawid_skene_em (crowd-kit's EM, a cross-check; pip install crowd-kit).",
+    )
+    prior: Literal["none", "in_dist", "ood"] = Field(
+        "none",
+        description="Judge-accuracy prior: none (no human labels), in_dist (reveal gold_fraction of the input's "
+        "labelled pairs), ood (accuracies measured on the labelled set in `ood`).",
+    )
+    gold_fraction: float = Field(0.1, gt=0, le=1, description="in_dist: fraction of labelled pairs revealed (seeded).")
+    ood: str | None = Field(
+        None,
+        description="ood: folder with candidates.parquet, pairwise_labels.parquet and the same judges' judgments "
+        "(judgments.parquet or a judgments/ cache folder); accuracies are matched by judge name.",
+    )
+    draws: int = Field(10000, ge=100, description="BWRS draws per judge.")
+    seed: int = Field(0, description="Seed of the gold choice, the tie coin and the samplers.")
+    mass: float = Field(0.95, gt=0, lt=1, description="Credible interval mass.")
+    dawid_skene: DawidSkeneSpec = Field(default_factory=DawidSkeneSpec, description="Dawid-Skene sampler settings.")
+
+    @model_validator(mode="after")
+    def _ood_source(self) -> WinRateSpec:
+        if self.prior == "ood" and not self.ood:
+            raise ValueError("winrate.prior ood needs `ood` (a labelled set judged by the same judges)")
+        return self
+
+
 class ReportSpec(Strict):
     bootstrap: int = Field(1000, ge=0, description="Bootstrap resamples for the sample-level Spearman interval.")
     seed: int = Field(0, description="Bootstrap seed.")
@@ -251,9 +307,18 @@ class JobSpec(Strict):
     subset: SubsetSpec = Field(default_factory=SubsetSpec, description="Restrict the input (for demos and smoke runs).")
     pool: PoolSpec = Field(default_factory=PoolSpec, description="The judge actor pool.")
     scoring: ScoringSpec = Field(default_factory=ScoringSpec, description="How verdicts become scores.")
+    winrate: WinRateSpec | None = Field(
+        None, description="Also estimate each system's win rate against a baseline (observed, BWRS, Dawid-Skene)."
+    )
     report: ReportSpec = Field(default_factory=ReportSpec, description="Report settings.")
     cluster: ClusterSpec = Field(default_factory=ClusterSpec, description="Where Ray runs.")
     flush_rows: int = Field(64, ge=1, description="Judgments written per cache part (smaller: less lost if killed).")
+
+    @model_validator(mode="after")
+    def _winrate_baseline(self) -> JobSpec:
+        if self.winrate is not None and not (self.winrate.baseline or self.scheduler.baseline):
+            raise ValueError("winrate needs a baseline: set winrate.baseline or scheduler.baseline")
+        return self
 
     @field_validator("aspects")
     @classmethod
@@ -352,6 +417,8 @@ def load_spec(path: str | Path, overrides: list[str] = ()) -> JobSpec:
     for key in ("input", "output", "prompts"):
         if isinstance(data.get(key), str):
             data[key] = _resolve(base, data[key])
+    if isinstance(data.get("winrate"), dict) and isinstance(data["winrate"].get("ood"), str):
+        data["winrate"] = {**data["winrate"], "ood": _resolve(base, data["winrate"]["ood"])}
     judge = data.get("judge")
     if isinstance(judge, dict):
         judge = dict(judge)

@@ -199,6 +199,7 @@ def render_markdown(report: dict) -> str:
         lines.append(f"| {r['aspect']} | {r['n']} | {_fmt(r['slot_a_win_fraction'])} | {_fmt(r['mean_p_a'])} |")
     lines += _adaptive_lines(report.get("adaptive"))
     lines += _consistency_lines(report.get("transitivity"), report.get("seeds"))
+    lines += winrate_lines(report.get("winrates"), report.get("winrate_judges"))
     lines += ["", "## Failures", ""]
     if report["failures"]:
         lines += ["| error | count |", "|---|---|"] + [f"| {f['error']} | {f['count']} |" for f in report["failures"]]
@@ -259,4 +260,45 @@ def _consistency_lines(transitivity: list | None, seeds: list | None) -> list[st
         ]
         for r in seeds:
             lines.append(f"| {r['aspect']} | {r['level']} | {r['n']} | {_fmt(r['mean'])} | {_fmt(r['se'])} |")
+    return lines
+
+
+def winrate_lines(winrates: list | None, judges: list | None) -> list[str]:
+    """Markdown of the win-rate rows (WINRATES) and the judges behind them (WINRATE_JUDGES)."""
+    if not winrates:
+        return []
+    lines = [
+        "",
+        "## Win rates against the baseline",
+        "",
+        "Class 0 = the system's output is better. `human` is the win rate over human-labelled pairs (the reference); "
+        "`observed` is a judge's raw rate; `bwrs` and `dawid_skene` correct it for the judge's accuracies. "
+        "Tied swap-and-sum votes are broken by a seeded coin.",
+        "",
+        "| aspect | system | baseline | method | prior | judge | estimate | mode | interval | pairs | judges | gold "
+        "| status |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in winrates:
+        ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["ci_low"] is not None else "–"
+        lines.append(
+            f"| {r['aspect']} | {r['system']} | {r['baseline']} | {r['method']} | {r['prior'] or '–'} "
+            f"| {r['judge'] or '–'} | {_fmt(r['estimate'])} | {_fmt(r['mode'])} | {ci} | {r['n_pairs']} "
+            f"| {r['n_judges']} | {r['n_gold']} | {r['status']} |"
+        )
+    if judges:
+        lines += [
+            "",
+            "Judges (q0: agreement where the system truly wins; q1: where the baseline does; a judge below chance "
+            "is reported, never inverted):",
+            "",
+            "| aspect | system | judge | votes | ties | k | q0 (n) | q1 (n) | DS q0 | DS q1 | below chance |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in judges:
+            lines.append(
+                f"| {r['aspect']} | {r['system']} | {r['judge']} | {r['n_votes']} | {r['n_ties']} | {_fmt(r['k'])} "
+                f"| {_fmt(r['q0'])} ({r['n_q0']}) | {_fmt(r['q1'])} ({r['n_q1']}) | {_fmt(r['ds_q0'])} "
+                f"| {_fmt(r['ds_q1'])} | {'**yes**' if r['below_chance'] else 'no'} |"
+            )
     return lines

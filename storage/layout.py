@@ -6,6 +6,7 @@
     <output>/runs/<name>/manifest.json    the spec, the counts and the state of the run
     <output>/runs/<name>/rankings.parquet
     <output>/runs/<name>/spearman.parquet, position_bias.parquet
+    <output>/runs/<name>/winrates.parquet, winrate_judges.parquet   (when the spec asks for win rates)
     <output>/runs/<name>/report.md, report.json
 """
 
@@ -56,3 +57,11 @@ class RunLayout:
     @property
     def report_json(self) -> Location:
         return self.run.join("report.json")
+
+    @property
+    def winrates(self) -> Location:
+        return self.run.join("winrates.parquet")
+
+    @property
+    def winrate_judges(self) -> Location:
+        return self.run.join("winrate_judges.parquet")

@@ -124,6 +124,89 @@ POSITION_BIAS = pa.schema(
     ]
 )
 
+WINRATES = pa.schema(
+    [
+        _field("aspect", pa.string(), "Aspect judged."),
+        _field("system", pa.string(), "System whose win rate against the baseline is estimated."),
+        _field("baseline", pa.string(), "Baseline system."),
+        _field("method", pa.string(), "human, observed, bwrs, dawid_skene or dawid_skene_em (see operators.winrate)."),
+        _field("prior", pa.string(), "Accuracy prior: none, in_dist or ood ('' where the method has none)."),
+        _field("judge", pa.string(), "Judge the row is about, or '*' for all judges pooled."),
+        _field("estimate", pa.float64(), "Posterior mean (point estimate for EM); null when refused.", nullable=True),
+        _field("mode", pa.float64(), "Posterior mode (KDE of the draws for sampled methods).", nullable=True),
+        _field("ci_low", pa.float64(), "Lower end of the credible interval.", nullable=True),
+        _field("ci_high", pa.float64(), "Upper end of the credible interval.", nullable=True),
+        _field("mass", pa.float64(), "Probability mass of the credible interval."),
+        _field("n_pairs", pa.int64(), "Pairs (contexts with both systems) with at least one vote or label."),
+        _field("n_judges", pa.int64(), "Judges whose votes went into the row."),
+        _field("n_gold", pa.int64(), "Human-labelled pairs the method used (accuracies or observed latent labels)."),
+        _field("n_ties", pa.int64(), "Tied swap-and-sum votes broken by the seeded coin."),
+        _field("draws_kept", pa.int64(), "BWRS: draws kept; sampled methods: posterior draws.", nullable=True),
+        _field("draws_dropped", pa.int64(), "BWRS: draws dropped (below chance or outside (0, 1)).", nullable=True),
+        _field("rhat", pa.float64(), "Dawid-Skene: worst split R-hat.", nullable=True),
+        _field("ess_bulk", pa.float64(), "Dawid-Skene: smallest bulk effective sample size.", nullable=True),
+        _field("status", pa.string(), "'ok', or why no estimate (or a caveat) is given."),
+    ]
+)
+
+WINRATE_JUDGES = pa.schema(
+    [
+        _field("aspect", pa.string(), "Aspect judged."),
+        _field("system", pa.string(), "System compared with the baseline."),
+        _field("baseline", pa.string(), "Baseline system."),
+        _field("judge", pa.string(), "Judge name (model/mode or model@prompt)."),
+        _field("n_votes", pa.int64(), "Pairs the judge voted on."),
+        _field("n_ties", pa.int64(), "Tied votes broken by the coin."),
+        _field("k", pa.float64(), "Observed win rate of the system: votes for it / votes.", nullable=True),
+        _field("q0", pa.float64(), "Agreement on pairs the system truly wins (human labels used).", nullable=True),
+        _field("q1", pa.float64(), "Agreement on pairs the baseline truly wins (human labels used).", nullable=True),
+        _field("n_q0", pa.int64(), "Labelled pairs behind q0."),
+        _field("n_q1", pa.int64(), "Labelled pairs behind q1."),
+        _field("ds_q0", pa.float64(), "Dawid-Skene posterior mean of q0.", nullable=True),
+        _field("ds_q1", pa.float64(), "Dawid-Skene posterior mean of q1.", nullable=True),
+        _field("below_chance", pa.bool_(), "q0 + q1 < 1 (labels, else Dawid-Skene): reported, never inverted."),
+    ]
+)
+
+
+META_EVAL = pa.schema(
+    [
+        _field("subset", pa.string(), "Context id up to its last '/' (LLMBar/Natural); '' for bare ids (one subset)."),
+        _field("aspect", pa.string(), "Aspect judged."),
+        _field("judge", pa.string(), "Judge name (model/mode or model@prompt; see operators.votes.judge_name)."),
+        _field("engine", pa.string(), "Judge identity: engine."),
+        _field("model", pa.string(), "Judge identity: model."),
+        _field("revision", pa.string(), "Judge identity: model revision."),
+        _field("prompt_hash", pa.string(), "Judge identity: prompt template hash."),
+        _field("sampling", pa.string(), "Judge identity: sampling settings as canonical JSON."),
+        _field("n_pairs", pa.int64(), "Labelled A/B pairs the judge judged in either order, error rows included."),
+        _field("n_original", pa.int64(), "Of these, pairs judged in the labelled order (error rows included)."),
+        _field("n_swapped", pa.int64(), "Of these, pairs judged in the swapped order (error rows included)."),
+        _field("n_correct_False", pa.int64(), "Pairs right in the original order.", nullable=True),
+        _field("n_correct_True", pa.int64(), "Pairs right in the swapped order.", nullable=True),
+        _field("n_correct_both", pa.int64(), "Pairs right in both orders.", nullable=True),
+        _field("n_equal", pa.int64(), "Pairs whose orders pick the same output (two no-verdicts too).", nullable=True),
+        _field("correct_False", pa.string(), "Accuracy in the original order: 'n / total = x%'.", nullable=True),
+        _field("correct_True", pa.string(), "Accuracy in the swapped order: 'n / total = x%'.", nullable=True),
+        _field("correct_average", pa.string(), "Mean of the two accuracies: 'x%'.", nullable=True),
+        _field("correct_both", pa.string(), "Right in both orders: 'n / total = x%'.", nullable=True),
+        _field("equal", pa.string(), "Positional agreement (n_equal): 'n / total = x%'.", nullable=True),
+        _field(
+            "kappa_False", pa.float64(),
+            "LLMBar's kappa of the original order: Cohen's kappa of (picks output 1 ? 1 : 0) against the label "
+            "(1 or 2), so only 'both say 1' agrees; not the usual verdict-vs-label kappa. Null where undefined.",
+            nullable=True,
+        ),
+        _field("kappa_True", pa.float64(), "The same for the swapped order.", nullable=True),
+        _field("kappa_average", pa.float64(), "(kappa_False + kappa_True) / 2.", nullable=True),
+        _field(
+            "kappa_agreement", pa.float64(),
+            "Cohen's kappa between the two orders' 'picks output 1' (a missing verdict counts as not 1).",
+            nullable=True,
+        ),
+    ]
+)
+
 
 @dataclass(frozen=True)
 class TableError(ValueError):

@@ -1,14 +1,17 @@
 """The replay judge: answers from a judgments table that already exists.
 
 A request is answered by the source row with the same context, aspect and
-candidates in the same slots (optionally only rows of one model). A request the
-source cannot answer, or answers ambiguously (several models, no filter), is an
-error row: replay never guesses.
+candidates in the same slots (optionally only rows of one model, and only rows
+whose sampling JSON has one ``mode``, e.g. an LLMBar prompting mode). A request
+the source cannot answer, or answers ambiguously (several models or modes, no
+filter), is an error row: replay never guesses. The mode is part of the replay
+identity, so each mode gets its own judgment keys.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,7 +24,23 @@ from storage.schemas import JUDGMENTS, validate
 
 
 def replay_identity(spec) -> dict:
-    return {"engine": "replay", "model": spec.model or "", "revision": "", "sampling": {"source": spec.source}}
+    sampling = {"source": spec.source}
+    if spec.mode is not None:
+        sampling["mode"] = spec.mode
+    return {"engine": "replay", "model": spec.model or "", "revision": "", "sampling": sampling}
+
+
+def sampling_mode(sampling: str | None) -> str | None:
+    """The ``mode`` of a judgment's sampling JSON, or None.
+
+    >>> sampling_mode('{"mode":"CoT"}'), sampling_mode("{}"), sampling_mode("not json")
+    ('CoT', None, None)
+    """
+    try:
+        value = json.loads(sampling or "{}")
+    except json.JSONDecodeError:
+        return None
+    return value.get("mode") if isinstance(value, dict) else None
 
 
 def read_judgments(source: str) -> pa.Table:
@@ -40,6 +59,14 @@ class ReplayJudge(Judge):
         table = table.filter(pc.is_null(table.column("error")))
         if spec.model is not None:
             table = table.filter(pc.equal(table.column("model"), spec.model))
+        if spec.mode is not None:
+            keep = [sampling_mode(s) == spec.mode for s in table.column("sampling").to_pylist()]
+            table = table.filter(pa.array(keep, pa.bool_()))
+        # error rows carry the source's model and revision where it has one of each, so that they keep the
+        # judge identity of the answered rows (operators.votes, operators.meta_eval group by it)
+        models, revisions = (set(table.column(c).to_pylist()) for c in ("model", "revision"))
+        self.model = spec.model or (models.pop() if len(models) == 1 else "")
+        self.revision = revisions.pop() if len(revisions) == 1 else ""
         self.index: dict[tuple, list[dict]] = {}
         for row in table.to_pylist():
             k = (row["context_id"], row["aspect"], row["candidate_a"], row["candidate_b"])
@@ -56,7 +83,7 @@ class ReplayJudge(Judge):
         for req in requests.to_pylist():
             k = (req["context_id"], req["aspect"], req["candidate_a"], req["candidate_b"])
             found = self.index.get(k, [])
-            models = sorted({r["model"] for r in found})
+            judges = sorted({r["model"] + (f"/{m}" if (m := sampling_mode(r["sampling"])) else "") for r in found})
             base = {
                 "key": req["key"],
                 "engine": "replay",
@@ -90,6 +117,6 @@ class ReplayJudge(Judge):
             if not found:
                 why = f"replay: {self.spec.source} has no judgment of ({', '.join(k)})"
             else:
-                why = f"replay: {len(found)} judgments of ({', '.join(k)}) from models {models}; set judge.model"
-            rows.append({**base, "model": self.spec.model or "", "revision": "", "error": why})
+                why = f"replay: {len(found)} judgments of ({', '.join(k)}) from {judges}; set judge.model or judge.mode"
+            rows.append({**base, "model": self.model, "revision": self.revision, "error": why})
         return pa.Table.from_pylist(rows, schema=JUDGMENTS)
