@@ -276,15 +276,15 @@ def winrate_lines(winrates: list | None, judges: list | None) -> list[str]:
         "Tied swap-and-sum votes are broken by a seeded coin.",
         "",
         "| aspect | system | baseline | method | prior | judge | estimate | mode | interval | pairs | judges | gold "
-        "| status |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| ties | status |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in winrates:
         ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["ci_low"] is not None else "–"
         lines.append(
             f"| {r['aspect']} | {r['system']} | {r['baseline']} | {r['method']} | {r['prior'] or '–'} "
             f"| {r['judge'] or '–'} | {_fmt(r['estimate'])} | {_fmt(r['mode'])} | {ci} | {r['n_pairs']} "
-            f"| {r['n_judges']} | {r['n_gold']} | {r['status']} |"
+            f"| {r['n_judges']} | {r['n_gold']} | {r['n_ties']} | {r['status']} |"
         )
     if judges:
         lines += [

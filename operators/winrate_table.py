@@ -124,7 +124,7 @@ def win_rates(
                          **{**common, "n_judges": n_judges},
                          status="ok" if c.n else "no votes"))
     if "bwrs" in options.methods:
-        rows.append(_bwrs_row(where, votes, q, options, common))
+        rows.append(_bwrs_row(where, votes, q, options, common, gold))
     ds = None
     if "dawid_skene" in options.methods:
         ds, row = _dawid_skene_row(where, votes, q, gold, options, common)
@@ -148,7 +148,9 @@ def _accuracies(votes: PairVotes, options: WinRateOptions, gold: np.ndarray | No
     return {}
 
 
-def _bwrs_row(where: dict, votes: PairVotes, q: dict[str, Accuracy], options: WinRateOptions, common: dict) -> dict:
+def _bwrs_row(
+    where: dict, votes: PairVotes, q: dict[str, Accuracy], options: WinRateOptions, common: dict, gold
+) -> dict:
     names = [n for n in votes.judges if n in q and (q[n].q0.n or q[n].q1.n)]
     if options.prior == "none" or not names:
         why = ("needs judge accuracies: set prior in_dist or ood" if options.prior == "none"
@@ -164,7 +166,8 @@ def _bwrs_row(where: dict, votes: PairVotes, q: dict[str, Accuracy], options: Wi
     skipped = len(votes.judges) - len(names)
     if skipped:
         status += f"; {skipped} judge(s) without {options.prior} accuracies left out"
-    n_gold = sum(q[n].q0.n + q[n].q1.n for n in names) // max(1, len(names))
+    # Labelled pairs behind the accuracies: those revealed (in_dist) or the other set's.
+    n_gold = int(gold.sum()) if gold is not None else max(q[n].q0.n + q[n].q1.n for n in names)
     return _row(where, "bwrs", options.prior, "*", r.summary,
                 **{**common, "n_judges": len(names), "n_gold": n_gold},
                 draws_kept=int(r.draws.size), draws_dropped=r.dropped, status=status)
