@@ -240,7 +240,7 @@ class ScoringSpec(Strict):
 
 
 class DawidSkeneSpec(Strict):
-    draws: int = Field(1000, ge=10, description="Posterior draws per chain.")
+    draws: int = Field(4000, ge=10, description="Posterior draws per chain (4000 x 2 chains keeps bulk ESS above 1000).")
     tune: int = Field(1000, ge=10, description="Tuning steps per chain.")
     chains: int = Field(2, ge=1, description="Chains (r_hat needs at least 2).")
     cores: int = Field(2, ge=1, description="Processes sampling chains in parallel.")
