@@ -75,6 +75,26 @@ def requests_for(candidates, aspects: list[str], judge_spec):
     return build_requests(candidates, aspects, prompts, "full", None, 0, judge_identity(judge_spec))
 
 
+def run_child(script: str, case: dict, env: dict) -> dict:
+    """Run ``script --child <case JSON>`` in a fresh interpreter; its JSON result is the last stdout line.
+
+    ``process_wall_seconds`` is added; a failing child prints its output tails and stops the benchmark.
+    """
+    import time
+
+    started = time.time()
+    proc = subprocess.run(
+        [sys.executable, script, "--child", json.dumps(case)], cwd=ROOT, env={**os.environ, **env},
+        capture_output=True, text=True, check=False,
+    )
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
+        raise SystemExit(f"case {case} failed (exit {proc.returncode})")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["process_wall_seconds"] = round(time.time() - started, 1)
+    return result
+
+
 def machine() -> dict:
     info = {
         "host": platform.node(),

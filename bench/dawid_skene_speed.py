@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -115,19 +113,10 @@ def run_case(case: dict) -> dict:
 
 def child(case: dict, compiledir: Path) -> dict:
     """Run a case in a fresh interpreter with pytensor's cache in ``compiledir``; JSON on the last stdout line."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTENSOR_FLAGS": f"base_compiledir={compiledir}"}
-    busy0, started = C.machine_cpu(), time.time()
-    proc = subprocess.run(
-        [sys.executable, __file__, "--child", json.dumps(case)], cwd=C.ROOT, env=env, capture_output=True, text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
-        raise SystemExit(f"case {case} failed (exit {proc.returncode})")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    wall = time.time() - started
+    busy0 = C.machine_cpu()
+    result = C.run_child(__file__, case, {"PYTHONUNBUFFERED": "1", "PYTENSOR_FLAGS": f"base_compiledir={compiledir}"})
+    wall = result["process_wall_seconds"]
     busy1 = C.machine_cpu()
-    result["process_wall_seconds"] = round(wall, 1)
     result["machine_cores_busy"] = round((busy1[0] - busy0[0]) / wall, 2)
     result["machine_steal_cores"] = round((busy1[1] - busy0[1]) / wall, 2)
     return result

@@ -57,7 +57,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -246,18 +245,7 @@ def judge_parts(spec, maker, tasks, folder: Path) -> dict:
 
 def child(case: dict) -> dict:
     """Run a case in a fresh interpreter; its JSON comes back on the last stdout line."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "RAY_DEDUP_LOGS": "0"}
-    started = time.time()
-    proc = subprocess.run(
-        [sys.executable, __file__, "--child", json.dumps(case)], cwd=C.ROOT, env=env, capture_output=True, text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
-        raise SystemExit(f"case {case} failed (exit {proc.returncode})")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    result["process_wall_seconds"] = round(time.time() - started, 1)
-    return result
+    return C.run_child(__file__, case, {"PYTHONUNBUFFERED": "1", "RAY_DEDUP_LOGS": "0"})
 
 
 # ---------------------------------------------------------------- summary

@@ -47,20 +47,14 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_winrate(args: argparse.Namespace) -> int:
     import pyarrow as pa
 
-    from jobs.run import read_labels, winrate_tables
+    from jobs.run import read_input_folder, read_labels, winrate_tables
     from jobs.spec import WinRateSpec
     from operators.judges.replay_judge import read_judgments
     from operators.reports import winrate_lines
     from storage.fs import Location
-    from storage.schemas import CANDIDATES, HUMAN_SCORES, validate
 
     folder = Location.of(args.input)
-    cand = folder.join("candidates.parquet")
-    if not cand.exists():
-        raise FileNotFoundError(f"{cand.uri}: no candidates table (import a data set with `pairank import`)")
-    candidates = validate(cand.read_parquet(), CANDIDATES, cand.uri)
-    scores = folder.join("human_scores.parquet")
-    human = validate(scores.read_parquet(), HUMAN_SCORES, scores.uri) if scores.exists() else HUMAN_SCORES.empty_table()
+    candidates, human = read_input_folder(folder)
     sources = args.judgments or [folder.join("judgments.parquet").uri]
     judgments = pa.concat_tables([read_judgments(s) for s in sources])
     ws = WinRateSpec(
@@ -116,6 +110,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from jobs.meta_eval import add_judgments_option
+    from jobs.meta_eval import cli_parser as meta_eval_parser
+
     p = argparse.ArgumentParser(prog="pairank", description="Pairwise LLM-judge comparisons at cluster scale.")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = p.add_subparsers(dest="command", required=True)
@@ -142,10 +139,7 @@ def parser() -> argparse.ArgumentParser:
         "the input's pairwise_labels.parquet, else its human_scores.parquet.",
     )
     wr.add_argument("--input", required=True, help="folder with candidates.parquet (+ pairwise labels / human scores)")
-    wr.add_argument(
-        "--judgments", action="append", metavar="PATH",
-        help="judgments table or cache folder (repeatable; default: <input>/judgments.parquet)",
-    )
+    add_judgments_option(wr)
     wr.add_argument("--baseline", required=True, help="baseline system")
     wr.add_argument("--systems", nargs="+", default=None, help="systems to estimate (default: all others)")
     wr.add_argument("--aspects", nargs="+", default=None, help="aspects (default: every aspect judged)")
@@ -161,7 +155,6 @@ def parser() -> argparse.ArgumentParser:
     wr.add_argument("--json", action="store_true", help="print JSON instead of Markdown tables")
     wr.set_defaults(fn=cmd_winrate)
 
-    from jobs.meta_eval import cli_parser as meta_eval_parser
 
     meta_eval_parser(sub)
 

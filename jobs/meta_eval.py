@@ -99,11 +99,16 @@ def cli_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "statistics.json (see operators.meta_eval).",
     )
     p.add_argument("--input", required=True, help="folder with candidates.parquet and pairwise_labels.parquet")
-    p.add_argument(
-        "--judgments", action="append", metavar="PATH",
-        help="judgments table or cache folder (repeatable; default: <input>/judgments.parquet)",
-    )
+    add_judgments_option(p)
     p.add_argument("--out", default=None, help="folder for meta_eval.parquet and meta_eval.md")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of a Markdown table")
     p.set_defaults(fn=cmd_meta_eval)
     return p
+
+
+def add_judgments_option(p) -> None:
+    """The repeatable ``--judgments PATH`` option of the commands that read existing judgments."""
+    p.add_argument(
+        "--judgments", action="append", metavar="PATH",
+        help="judgments table or cache folder (repeatable; default: <input>/judgments.parquet)",
+    )

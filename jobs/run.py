@@ -50,7 +50,11 @@ class RunResult:
 
 
 def read_inputs(spec: JobSpec) -> tuple[pa.Table, pa.Table]:
-    folder = Location.of(spec.input)
+    return read_input_folder(Location.of(spec.input))
+
+
+def read_input_folder(folder: Location) -> tuple[pa.Table, pa.Table]:
+    """The folder's candidates and human scores (empty when it has none), validated."""
     cand = folder.join("candidates.parquet")
     if not cand.exists():
         raise FileNotFoundError(f"{cand}: no candidates table (import a data set with `pairank import`)")

@@ -163,8 +163,16 @@ def tiny_input(tmp_path, summeval_tables):
     return write_input(tmp_path / "input", summeval_tables, 2, 3)
 
 
+#: Test modules that start the vLLM engine in the pytest process itself. They run first:
+#: vLLM 0.32's kernel dispatcher scans every loaded module when the engine starts and
+#: fails on llvmlite's function wrappers, which PyMC/nutpie (the Dawid-Skene tests) load.
+#: pairank's judges run in Ray actors, separate processes, so runs are not affected.
+IN_PROCESS_ENGINE_MODULES = ("test_judges_engine.py",)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `gpu` run only where a CUDA device is present."""
+    """In-process engine tests first (see IN_PROCESS_ENGINE_MODULES); `gpu` tests only where CUDA is present."""
+    items.sort(key=lambda item: item.path.name not in IN_PROCESS_ENGINE_MODULES)
     try:
         import torch
 
