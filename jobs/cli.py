@@ -47,11 +47,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_winrate(args: argparse.Namespace) -> int:
     import pyarrow as pa
 
-    from jobs.run import read_input_folder, read_labels, winrate_tables
+    from jobs.run import read_input_folder, winrate_tables
     from jobs.spec import WinRateSpec
     from operators.judges.replay_judge import read_judgments
     from operators.reports import winrate_lines
     from storage.fs import Location
+    from storage.inputs import read_labels
 
     folder = Location.of(args.input)
     candidates, human = read_input_folder(folder)

@@ -32,16 +32,15 @@ if TYPE_CHECKING:
 def read_input(input_folder: str) -> tuple[pa.Table, pa.Table]:
     """The folder's candidates and pairwise labels, validated; every label must name two of its candidates."""
     from storage.fs import Location
-    from storage.schemas import CANDIDATES, PAIRWISE_LABELS, TableError, validate
+    from storage.inputs import read_candidates, read_labels
+    from storage.schemas import TableError
 
     folder = Location.of(input_folder)
     cand, lab = folder.join("candidates.parquet"), folder.join("pairwise_labels.parquet")
-    if not cand.exists():
-        raise FileNotFoundError(f"{cand.uri}: no candidates table (import a data set with `pairank import`)")
+    candidates = read_candidates(folder)
     if not lab.exists():
         raise FileNotFoundError(f"{lab.uri}: no pairwise labels; meta-eval compares judges with human A/B labels")
-    candidates = validate(cand.read_parquet(), CANDIDATES, cand.uri)
-    labels = validate(lab.read_parquet(), PAIRWISE_LABELS, lab.uri)
+    labels = read_labels(folder)
     known = set(candidates.column("candidate_id").to_pylist())
     for column in ("candidate_a", "candidate_b"):
         for row, cid in enumerate(labels.column(column).to_pylist()):

@@ -33,8 +33,9 @@ from operators.reports import build_report, position_bias, render_markdown, spea
 from operators.scores import rank_table
 from storage.cache import JudgmentCache
 from storage.fs import Location
+from storage.inputs import read_candidates, read_human_scores, read_labels
 from storage.layout import RunLayout
-from storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, PAIRWISE_LABELS, WINRATE_JUDGES, WINRATES, validate
+from storage.schemas import JUDGMENTS, WINRATE_JUDGES, WINRATES
 
 log = logging.getLogger(__name__)
 
@@ -55,21 +56,7 @@ def read_inputs(spec: JobSpec) -> tuple[pa.Table, pa.Table]:
 
 def read_input_folder(folder: Location) -> tuple[pa.Table, pa.Table]:
     """The folder's candidates and human scores (empty when it has none), validated."""
-    cand = folder.join("candidates.parquet")
-    if not cand.exists():
-        raise FileNotFoundError(f"{cand}: no candidates table (import a data set with `pairank import`)")
-    candidates = validate(cand.read_parquet(), CANDIDATES, cand.uri)
-    scores = folder.join("human_scores.parquet")
-    human = validate(scores.read_parquet(), HUMAN_SCORES, scores.uri) if scores.exists() else HUMAN_SCORES.empty_table()
-    return candidates, human
-
-
-def read_labels(folder: Location) -> pa.Table:
-    """The folder's pairwise labels, or an empty table."""
-    labels = folder.join("pairwise_labels.parquet")
-    if not labels.exists():
-        return PAIRWISE_LABELS.empty_table()
-    return validate(labels.read_parquet(), PAIRWISE_LABELS, labels.uri)
+    return read_candidates(folder), read_human_scores(folder)
 
 
 @contextmanager
@@ -176,16 +163,16 @@ def winrate_tables(
     if unknown:
         raise ValueError(f"winrate.systems {unknown} are not systems of the input; systems: {', '.join(present)}")
     ood = ood_accuracies(ws.ood, aspects, ws.seed) if ws.prior == "ood" else {}
+    pairs_of = {system: system_pairs(candidates, system, baseline) for system in systems}
     rows, judge_rows = [], []
     for aspect in aspects:
         mine = judgments.filter(pc.equal(judgments.column("aspect"), aspect))
-        for system in systems:
-            pairs = system_pairs(candidates, system, baseline)
+        options = WinRateOptions(
+            methods=tuple(ws.methods), prior=ws.prior, gold_fraction=ws.gold_fraction, ood=ood.get(aspect),
+            draws=ws.draws, seed=ws.seed, mass=ws.mass, ds=ws.dawid_skene.model_dump(),
+        )
+        for system, pairs in pairs_of.items():
             votes = pair_votes(mine, pairs, human_truth(pairs, aspect, human, labels), ws.seed)
-            options = WinRateOptions(
-                methods=tuple(ws.methods), prior=ws.prior, gold_fraction=ws.gold_fraction, ood=ood.get(aspect),
-                draws=ws.draws, seed=ws.seed, mass=ws.mass, ds=ws.dawid_skene.model_dump(),
-            )
             progress(f"win rate of {system} against {baseline} ({aspect}): {votes.n_pairs} pairs")
             r, j = win_rates(votes, aspect, system, baseline, options)
             rows += r

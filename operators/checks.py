@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
+import pyarrow as pa
+
+
+def require_columns(table: pa.Table, columns: Iterable[str], what: str) -> None:
+    """A ValueError naming ``what`` and the columns of ``columns`` that ``table`` lacks.
+
+    >>> require_columns(pa.table({"a": [1]}), ["a", "b"], "the judgments table")
+    Traceback (most recent call last):
+    ...
+    ValueError: the judgments table lacks columns ['b']; it needs ['a', 'b']
+    """
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{what} lacks columns {missing}; it needs {sorted(columns)}")
 
 
 def finite_vector(values: Sequence[float], what: str) -> np.ndarray:

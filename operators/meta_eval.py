@@ -53,12 +53,12 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from operators.votes import JUDGE_COLUMNS, judge_names
+from operators.checks import require_columns
+from operators.votes import JUDGE_COLUMNS, VOTE_COLUMNS, judge_names
 from storage.schemas import LABELS, META_EVAL, TableError
 
-#: Columns of the judgments table the meta-evaluation reads.
-JUDGMENT_COLUMNS = JUDGE_COLUMNS + ("context_id", "aspect", "candidate_a", "candidate_b", "label", "error",
-                                    "created_at")
+#: Columns of the judgments table the meta-evaluation reads (those votes are made from).
+JUDGMENT_COLUMNS = VOTE_COLUMNS
 #: Columns of the pairwise labels table it reads.
 LABEL_COLUMNS = ("context_id", "candidate_a", "candidate_b", "preferred")
 ORIGINAL, SWAPPED = 0, 1
@@ -117,15 +117,9 @@ def cohen_kappa(y1: Sequence, y2: Sequence) -> float | None:
     return float(1 - np.sum(weights * confusion) / denominator)
 
 
-def _need(table: pa.Table, columns: Sequence[str], what: str) -> None:
-    missing = [c for c in columns if c not in table.column_names]
-    if missing:
-        raise ValueError(f"meta_eval: the {what} table lacks columns {missing}; it needs {list(columns)}")
-
-
 def labelled_index(labels: pa.Table) -> tuple[list[tuple[str, str]], dict[tuple[str, str, str], tuple[int, int]]]:
     """(subset, preferred) of each A/B label, and (context, slot A, slot B) -> (label number, order)."""
-    _need(labels, LABEL_COLUMNS, "pairwise labels")
+    require_columns(labels, LABEL_COLUMNS, "meta_eval: the pairwise labels table")
     pairs: list[tuple[str, str]] = []
     index: dict[tuple[str, str, str], tuple[int, int]] = {}
     seen: dict[tuple[str, str, str], int] = {}
@@ -145,7 +139,7 @@ def labelled_index(labels: pa.Table) -> tuple[list[tuple[str, str]], dict[tuple[
 
 def meta_eval(judgments: pa.Table, labels: pa.Table) -> pa.Table:
     """META_EVAL rows per (subset, aspect, judge), sorted; see the module docstring."""
-    _need(judgments, JUDGMENT_COLUMNS, "judgments")
+    require_columns(judgments, JUDGMENT_COLUMNS, "meta_eval: the judgments table")
     pairs, index = labelled_index(labels)
     rows = judgments.select(list(JUDGMENT_COLUMNS)).to_pylist()
     for i, r in enumerate(rows):

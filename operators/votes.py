@@ -21,7 +21,6 @@ an equal score or a ``tie`` label leaves the truth unknown (``NO_VOTE``).
 from __future__ import annotations
 
 import hashlib
-import json
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,7 +29,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from operators.checks import require_columns
 from operators.winrate import BASELINE, NO_VOTE, SYSTEM, tie_break
+from storage.keys import sampling_mode
 
 JUDGE_COLUMNS = ("engine", "model", "revision", "prompt_hash", "sampling")
 VOTE_COLUMNS = JUDGE_COLUMNS + ("context_id", "aspect", "candidate_a", "candidate_b", "label", "error", "created_at")
@@ -48,11 +49,7 @@ def judge_name(identity: dict) -> str:
     'gemma-3-270m@01234567'
     """
     model = posixpath.basename(str(identity.get("model") or "").rstrip("/")) or str(identity.get("engine"))
-    try:
-        sampling = json.loads(identity.get("sampling") or "{}")
-    except json.JSONDecodeError:
-        sampling = {}
-    mode = sampling.get("mode") if isinstance(sampling, dict) else None
+    mode = sampling_mode(identity.get("sampling"))
     return f"{model}/{mode}" if mode else f"{model}@{str(identity.get('prompt_hash') or '')[:8]}"
 
 
@@ -91,14 +88,14 @@ def pair_votes(judgments: pa.Table, pairs: Sequence[Pair], truth: Sequence[int] 
     ``judgments`` needs :data:`VOTE_COLUMNS`; only rows of ``pairs`` (either slot
     order) count, the latest row per (judge, context, slot order).
     """
-    missing = [c for c in VOTE_COLUMNS if c not in judgments.column_names]
-    if missing:
-        raise ValueError(f"pair_votes: the judgments table lacks columns {missing}")
+    require_columns(judgments, VOTE_COLUMNS, "pair_votes: the judgments table")
     index = {}
     for i, (ctx, first, second) in enumerate(pairs):
         index[(ctx, first, second)] = (i, 1)
         index[(ctx, second, first)] = (i, -1)
-    rows = judgments.filter(pc.is_null(judgments.column("error"))).sort_by("created_at").to_pylist()
+    ids = pa.array(sorted({c for _, first, second in pairs for c in (first, second)}), pa.string())
+    mine = pc.and_(pc.is_in(judgments.column("candidate_a"), ids), pc.is_null(judgments.column("error")))
+    rows = judgments.filter(mine).sort_by("created_at").to_pylist()  # only rows that can be one of the pairs
     latest: dict[tuple, str] = {}
     identities: dict[tuple, None] = {}
     for r in rows:

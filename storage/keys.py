@@ -27,6 +27,19 @@ def canonical_json(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
+def sampling_mode(sampling: str | None) -> str | None:
+    """The ``mode`` of a judgment's sampling JSON (e.g. an LLMBar prompting mode), or None.
+
+    >>> sampling_mode('{"mode":"CoT"}'), sampling_mode("{}"), sampling_mode("not json")
+    ('CoT', None, None)
+    """
+    try:
+        value = json.loads(sampling or "{}")
+    except json.JSONDecodeError:
+        return None
+    return value.get("mode") if isinstance(value, dict) else None
+
+
 def judgment_key(
     judge: dict,
     prompt_hash: str,

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from operators.checks import require_columns
 from storage.keys import canonical_json
 from storage.schemas import JUDGMENTS
 
@@ -78,9 +79,7 @@ class LabelScore:
 
 
 def check_columns(batch: pa.Table, needed: dict[str, str], who: str) -> None:
-    missing = [c for c in needed if c not in batch.column_names]
-    if missing:
-        raise ValueError(f"{who}: request batch lacks columns {missing}; it needs {sorted(needed)}")
+    require_columns(batch, needed, f"{who}: request batch")
 
 
 class Judge(ABC):

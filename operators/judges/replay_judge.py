@@ -11,7 +11,6 @@ identity, so each mode gets its own judgment keys.
 from __future__ import annotations
 
 import datetime as dt
-import json
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,7 +18,7 @@ import pyarrow.compute as pc
 from operators.judges.base import REQUEST_COLUMNS, Judge, check_columns
 from storage.cache import JudgmentCache, latest_per_key
 from storage.fs import Location
-from storage.keys import canonical_json
+from storage.keys import canonical_json, sampling_mode
 from storage.schemas import JUDGMENTS, validate
 
 
@@ -28,19 +27,6 @@ def replay_identity(spec) -> dict:
     if spec.mode is not None:
         sampling["mode"] = spec.mode
     return {"engine": "replay", "model": spec.model or "", "revision": "", "sampling": sampling}
-
-
-def sampling_mode(sampling: str | None) -> str | None:
-    """The ``mode`` of a judgment's sampling JSON, or None.
-
-    >>> sampling_mode('{"mode":"CoT"}'), sampling_mode("{}"), sampling_mode("not json")
-    ('CoT', None, None)
-    """
-    try:
-        value = json.loads(sampling or "{}")
-    except json.JSONDecodeError:
-        return None
-    return value.get("mode") if isinstance(value, dict) else None
 
 
 def read_judgments(source: str) -> pa.Table:

@@ -24,8 +24,21 @@ from __future__ import annotations
 from storage.fs import Location
 from storage.schemas import TableError
 
-from ._records import ANY, NUMBER, TEXT, ImportedSet, check, check_unique, close, grouped, number, parse_json
-from ._records import read_records, scored_set, source_name
+from ._records import (
+    ANY,
+    NUMBER,
+    TEXT,
+    ImportedSet,
+    check,
+    check_unique,
+    close,
+    grouped,
+    number,
+    parse_json,
+    read_records,
+    scored_set,
+    source_name,
+)
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
 SHAPE = {"article_id": TEXT, "summary_id": TEXT, "article": TEXT, "summary": TEXT} | {a: NUMBER for a in ASPECTS}
