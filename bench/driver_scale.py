@@ -106,6 +106,7 @@ def run_case(case: dict) -> dict:
 
     from cluster.runtime import ensure_ray
     from jobs.driver import Driver
+    from jobs.passes import Judging
     from jobs.requests import RequestMaker
     from jobs.run import judge_pool, read_inputs
     from jobs.spec import parse_spec
@@ -150,7 +151,8 @@ def run_case(case: dict) -> dict:
             out["pool_start_seconds"] = round(time.perf_counter() - t - out["ray_start_seconds"], 3)
             out["rss_mib_before_driver"] = rss()
             t = time.perf_counter()
-            driver = Driver(spec, candidates, maker, cache, lambda _spec: contextlib.nullcontext(pool), lambda _m: None)
+            judging = Judging(spec.judging, maker, judge_identity(spec.judge), None, spec.flush_rows)
+            driver = Driver(spec, candidates, judging, cache, lambda _spec: contextlib.nullcontext(pool), lambda _m: None)
             out["driver_init_seconds"] = round(time.perf_counter() - t, 3)
             load0, busy0, cpu0 = os.getloadavg()[0], C.machine_cpu(), os.times()
             t = time.perf_counter()

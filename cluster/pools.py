@@ -35,26 +35,28 @@ SLOT = "__judge_slot"
 
 
 class JudgeActor:
-    """One judge engine in one Ray actor, for the life of the pool."""
+    """One judge engine in one Ray actor, for the life of the pool; it runs every stage of the judging mode."""
 
-    def __init__(self, judge_spec):
+    def __init__(self, judge_spec, judging=None):
         from operators.judges import make_judge
+        from operators.judges.modes import ModeRunner
 
         started = time.perf_counter()
-        self.judge = make_judge(judge_spec)
+        self.runner = ModeRunner(make_judge(judge_spec), judging)
         self.stats = {"pid": os.getpid(), "start_seconds": time.perf_counter() - started, "batches": 0, "rows": 0}
 
-    def judge_batch(self, batch: pa.Table) -> pa.Table:
-        out = self.judge.judge(batch)
+    def judge_batch(self, batch: pa.Table, stage: str = "pairwise") -> pa.Table:
+        out = self.runner.run(stage, batch)
         self.stats["batches"] += 1
         self.stats["rows"] += batch.num_rows
         return out
 
     def info(self) -> dict:
-        return dict(self.stats)
+        """pid, engine start seconds, batches and rows so far, and engine prompts per stage (``calls``)."""
+        return {**self.stats, **self.runner.info()}
 
 
-def _forward(batch: pa.Table, actors: list) -> pa.Table:
+def _forward(batch: pa.Table, actors: list, stage: str) -> pa.Table:
     """Ray Data map stage: send each row group to the actor its slot names, wait, concatenate."""
     import ray
 
@@ -62,7 +64,7 @@ def _forward(batch: pa.Table, actors: list) -> pa.Table:
     refs = []
     for slot in pc.unique(slots).to_pylist():
         rows = batch.filter(pc.equal(slots, slot)).drop_columns([SLOT])
-        refs.append(actors[slot].judge_batch.remote(rows))
+        refs.append(actors[slot].judge_batch.remote(rows, stage))
     return pa.concat_tables(ray.get(refs))
 
 
@@ -82,12 +84,14 @@ def deal_blocks(n_rows: int, batch_size: int, size: int) -> list[tuple[int, int,
 class JudgePool:
     """``pool.size`` judge actors, started on entry and stopped on exit.
 
-    ``judge(requests)`` streams one round through Ray Data and yields judgment
-    batches as the actors finish them; call it once per round, as often as needed.
+    ``judge(requests, stage)`` streams one stage of one round through Ray Data and
+    yields result batches as the actors finish them; call it as often as needed:
+    every stage of a multi-pass mode (analyses, then verdicts) and every round of
+    an adaptive schedule runs on the same warm engines.
     """
 
-    def __init__(self, judge_spec, pool_spec):
-        self.judge_spec, self.pool_spec = judge_spec, pool_spec
+    def __init__(self, judge_spec, pool_spec, judging=None):
+        self.judge_spec, self.pool_spec, self.judging = judge_spec, pool_spec, judging
         self.actors: list = []
 
     def __enter__(self) -> JudgePool:
@@ -104,7 +108,7 @@ class JudgePool:
         if self.pool_spec.num_gpus:
             options["num_gpus"] = self.pool_spec.num_gpus
         actor = ray.remote(JudgeActor).options(**options)
-        self.actors = [actor.remote(self.judge_spec) for _ in range(self.pool_spec.size)]
+        self.actors = [actor.remote(self.judge_spec, self.judging) for _ in range(self.pool_spec.size)]
         try:
             ray.get([a.info.remote() for a in self.actors])  # engines are up once their constructors return
         except Exception as exc:
@@ -119,12 +123,12 @@ class JudgePool:
         self.actors = []
 
     def info(self) -> list[dict]:
-        """Per actor: pid, engine start seconds, batches and rows judged so far."""
+        """Per actor: pid, engine start seconds, batches and rows so far, engine prompts per stage."""
         import ray
 
         return ray.get([a.info.remote() for a in self.actors])
 
-    def judge(self, requests: pa.Table) -> Iterator[pa.Table]:
+    def judge(self, requests: pa.Table, stage: str = "pairwise") -> Iterator[pa.Table]:
         import ray
 
         if not self.actors:
@@ -137,7 +141,7 @@ class JudgePool:
         ]
         ds = ray.data.from_arrow(blocks).map_batches(
             _forward,
-            fn_kwargs={"actors": self.actors},
+            fn_kwargs={"actors": self.actors, "stage": stage},
             batch_size=None,
             batch_format="pyarrow",
             zero_copy_batch=True,

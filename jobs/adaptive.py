@@ -46,6 +46,21 @@ Protocol details a driver relies on:
   requested. A pair answered twice keeps its first value.
 * :attr:`asked` counts distinct ordered pairs requested; with ``symmetric=True``
   each comparison is two ordered pairs, asked in the same round.
+
+Ties. Every machine reads p = 0.5 as no preference: a tie verdict, a judge that
+picks the same slot in both orders (``symmetric_p(1, 1) = 0.5``), or a failed
+judgment the driver answers with 0.5. Each machine states its rule in its
+docstring. None waits for a decided comparison or divides by a count of them,
+so with every answer 0.5 each one finishes and returns a permutation: PAIRS
+greedy and beam return the seeded start order (:attr:`order`), anchors the
+sorted anchors and then the rest in seeded order, and adaptive_symmetric the
+ids sorted, stopped as "stable"::
+
+    >>> m = PairsGreedy("ctx", ["x", "y", "z"], seed=0)
+    >>> while not m.done:
+    ...     m.observe({pair: 0.5 for pair in m.next_requests()})
+    >>> m.ranking() == m.order, m.asked
+    (True, 2)
 """
 
 from __future__ import annotations
@@ -511,6 +526,9 @@ class PairsGreedy(_PairsMachine):
 
     At most ``N * ceil(log2 N)`` comparisons (each two ordered pairs with
     ``symmetric=True``, where p is :func:`symmetric_p` of both orders).
+
+    Ties: on p = 0.5 the merge takes the left head, so it is stable: equals keep
+    their seeded order, and a judge that ties everything returns :attr:`order`.
     """
 
     def _new_merge(self, left: list[str], right: list[str]) -> _GreedyMerge:
@@ -545,6 +563,18 @@ class PairsBeam(_PairsMachine):
     ``score="mean"`` ranks by the mean log p per comparison, as the public
     code's moving average does. ``entropy_threshold >= ln 2`` never branches
     and ``beam_size=1`` keeps one path: both reduce to :class:`PairsGreedy`.
+
+    Ties: p = 0.5 has the largest entropy, ln 2, so below that threshold a tie
+    always keeps both branches, each at the same cost log 0.5; recombination
+    caps the paths as usual. Paths of equal score keep their order (the left
+    choice first), so a judge that ties everything returns :attr:`order`, as
+    greedy does (which also takes the left head on a tie when it cannot branch).
+
+    >>> m = PairsBeam("ctx", ["w", "x", "y", "z"], seed=0)
+    >>> while not m.done:
+    ...     m.observe({pair: 0.5 for pair in m.next_requests()})
+    >>> m.ranking() == m.order
+    True
     """
 
     def __init__(
@@ -606,8 +636,12 @@ class _Insertion:
     Gap ``g`` (0 to n) means the candidate ranks below the first ``g`` anchors.
     Each step compares the candidate with the middle anchor of the gaps still
     open; the candidate goes above it when P(candidate better) > 0.5, else below
-    (on p = 0.5 the anchor keeps its place). That is at most
-    ``ceil(log2(n + 1))`` steps, and at least ``floor(log2(n + 1))``.
+    (on p = 0.5, a tie, the anchor keeps its place). That is at most
+    ``ceil(log2(n + 1))`` steps, and at least ``floor(log2(n + 1))``, ties or not.
+
+    >>> s = _Insertion(3)
+    >>> s.advance("c", ["a1", "a2", "a3"], lambda x, y: 0.5), s.gap, s.mean_p  # ties all the way down
+    (None, 3, 0.5)
     """
 
     def __init__(self, n: int) -> None:
@@ -621,8 +655,8 @@ class _Insertion:
 
     @property
     def mean_p(self) -> float:
-        """Mean P(candidate better) over its probes: the within-gap sort key."""
-        return sum(self.ps) / len(self.ps)
+        """Mean P(candidate better) over its probes: the within-gap sort key (0.5 before any probe)."""
+        return sum(self.ps) / len(self.ps) if self.ps else 0.5
 
     def advance(self, candidate: str, anchors: list[str], lookup: Lookup) -> Pair | None:
         """Search as far as the known judgments allow; return the comparison it waits on."""
@@ -665,6 +699,11 @@ class AnchorInsertion(_Ledger):
     for that. So a noiseless judge recovers the full order only when every
     candidate is an anchor; with fewer anchors the order is exact at anchor
     granularity.
+
+    Ties: a candidate that ties an anchor goes below it, and candidates in one
+    gap with the same mean p keep their seeded order; a judge that ties
+    everything puts every candidate below the last anchor, so the ranking is
+    the inner sort's (its own seeded order) followed by the rest in seeded order.
 
     :meth:`add` inserts later candidates the same way (the machine is not done
     until they are placed); the anchors are never re-sorted. ``beam_size``,
@@ -809,6 +848,14 @@ def bt_laplace(
     >>> mean, cov = bt_laplace(2, np.array([0, 0, 1]), np.array([1, 1, 0]), np.array([1.0, 1.0, 0.0]), 0.1)
     >>> bool(mean[0] > mean[1]), bool(np.allclose(cov, cov.T))
     (True, True)
+
+    A tie (y = 0.5) is half a win to each side: it leaves equal strengths equal,
+    and it narrows their difference's posterior (the prior alone has variance
+    2 / alpha = 20 here):
+
+    >>> mean, cov = bt_laplace(2, np.array([0, 1]), np.array([1, 0]), np.array([0.5, 0.5]), 0.1)
+    >>> mean.tolist(), bool(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1] < 20)
+    ([0.0, 0.0], True)
     """
     theta = np.zeros(n)
     win, lose = np.asarray(winners, dtype=np.intp), np.asarray(losers, dtype=np.intp)
@@ -888,6 +935,13 @@ class AdaptiveSymmetric(_Ledger):
     with), or (d) every pair left is certain beyond ``confidence``.
     :attr:`stop_reason` names which: "budget", "all_pairs", "stable" or
     "confident". :meth:`ranking` is by posterior mean, best first, ties by id.
+
+    Ties: an ordered judgment with p = 0.5 is half a win to each side. It pulls
+    two strengths together and narrows their difference's posterior, but never
+    orders them. A judge that ties everything leaves every posterior mean at 0
+    and every ``P(i above j)`` at 0.5 (never confident), so the ranking (by id)
+    does not change and the machine stops as "stable" after round 0 and
+    ``patience`` more rounds.
 
     Cost: a Newton fit of N strengths per round (an N x N solve per step), about
     a millisecond for 16 candidates; hundreds of candidates per context are

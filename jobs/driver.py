@@ -3,13 +3,17 @@
 Each round the driver
 
 1. collects :meth:`next_requests` from every unfinished machine and keys them
-   (a pair asked by several machines, e.g. several seeds, is one request);
+   (a pair asked by several machines, e.g. several seeds, is one request; with
+   several prompt variants a pair is one request per variant, and the machine is
+   answered their mean);
 2. stops if the round would take the run past ``scheduler.budget`` comparisons
    (every distinct comparison the run uses counts, cached or judged, so a
    resumed run stops where the first would have);
 3. answers what the judgment cache already holds and sends the rest through the
-   judge pool as one Ray Data stream; the pool is started on the first round
-   that needs it and stays up (engines warm) until the last round;
+   judge pool, one Ray Data stream per stage of the judging mode (PRePair: the
+   outputs not yet analysed, then the verdicts; see :mod:`jobs.passes`); the pool
+   is started on the first round that needs it and stays up (engines warm) until
+   the last round;
 4. appends the new judgments to the cache (atomic parts, every ``flush_rows``)
    before any machine sees them, so a driver killed at any point loses at most
    the batch in flight, and a re-run replays the finished rounds from the cache
@@ -37,8 +41,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.adaptive import AdaptiveScheduler, get_adaptive
-from jobs.requests import RequestMaker, contexts_of
-from jobs.run import error_count, judge_into_cache
+from jobs.passes import Judging
+from jobs.requests import contexts_of
+from jobs.run import error_count
 from jobs.spec import JobSpec, SchedulerSpec
 from storage.cache import JudgmentCache
 from storage.schemas import RANKINGS
@@ -48,7 +53,7 @@ log = logging.getLogger(__name__)
 #: What a failed comparison tells a machine: nothing either way.
 NO_PREFERENCE = 0.5
 
-Request = tuple[str, str, str, str]  # (aspect, context_id, candidate_a, candidate_b)
+Request = tuple[str, str, str, str, int]  # (aspect, context_id, candidate_a, candidate_b, prompt variant)
 
 
 def make_machine(scheduler: SchedulerSpec, context_id: str, ids: list[str], seed: int) -> AdaptiveScheduler:
@@ -138,12 +143,13 @@ class Driver:
         self,
         spec: JobSpec,
         candidates: pa.Table,
-        maker: RequestMaker,
+        judging: Judging,
         cache: JudgmentCache,
         pool: Callable[[JobSpec], AbstractContextManager],
         progress: Callable[[str], None] = log.info,
     ) -> None:
-        self.spec, self.maker, self.cache, self.pool, self.progress = spec, maker, cache, pool, progress
+        self.spec, self.judging, self.cache, self.pool, self.progress = spec, judging, cache, pool, progress
+        self.maker = judging.maker
         sched = spec.scheduler
         self.tasks = [
             Task(aspect, ctx, seed, make_machine(sched, ctx, ids, seed))
@@ -171,14 +177,15 @@ class Driver:
                 active = [t for t in self.tasks if not t.machine.done]
                 if not active:
                     break
-                asks: list[tuple[Task, list[tuple[tuple[str, str], str]]]] = []
+                asks: list[tuple[Task, list[tuple[tuple[str, str], list[str]]]]] = []
                 wanted: dict[str, Request] = {}
                 for task in active:
                     pairs = []
                     for a, b in task.machine.next_requests():
-                        key = self.maker.key(task.aspect, task.context_id, a, b)
-                        wanted.setdefault(key, (task.aspect, task.context_id, a, b))
-                        pairs.append(((a, b), key))
+                        keys = self.maker.keys(task.aspect, task.context_id, a, b)
+                        for v, key in enumerate(keys):
+                            wanted.setdefault(key, (task.aspect, task.context_id, a, b, v))
+                        pairs.append(((a, b), keys))
                     asks.append((task, pairs))
                 if not wanted:
                     stuck = sorted({t.context_id for t in active})[:10]
@@ -199,7 +206,7 @@ class Driver:
                 if todo:
                     if pool is None:
                         pool = stack.enter_context(self.pool(self.spec))
-                    table = judge_into_cache(pool, self.maker.table(todo), self.cache, self.spec.flush_rows, log.debug)
+                    table = self.judging.judge(pool, todo, self.cache, log.debug)
                     new_tables.append(table)
                     known.update(zip(table.column("key").to_pylist(), table.column("p_a").to_pylist()))
                     round_errors = error_count(table)
@@ -209,8 +216,8 @@ class Driver:
                     ok = {k: v for k, v in values.items() if known.get(k) is not None}
                     values.update(calibrate(ok, {k: wanted[k][0] for k in ok}))
                 for task, pairs in asks:
-                    if pairs:
-                        task.machine.observe({pair: values[key] for pair, key in pairs})
+                    if pairs:  # several prompt variants: the mean of their answers
+                        task.machine.observe({pair: sum(values[k] for k in keys) / len(keys) for pair, keys in pairs})
                         task.pairs.update(pair for pair, _ in pairs)
                 judged += len(todo)
                 errors += round_errors

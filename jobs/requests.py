@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.schedulers import schedule
 from operators.prompts import PromptTemplate
-from storage.keys import judgment_key
+from storage.keys import judgment_key, text_hash
 from storage.schemas import REQUESTS
 
 
@@ -49,38 +50,96 @@ def prefix_order(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=key)
 
 
-class RequestMaker:
-    """Keys and renders requests ``(aspect, context_id, a, b)`` of one run.
+@dataclass(frozen=True)
+class Variant:
+    """One prompt variant of an aspect: the verdict template, and the first pass's template where the mode has one.
 
-    The key depends on the judge identity, the template, the aspect, the context
-    and both candidates (ids and texts), so a key answered once is never paid again.
+    Its ``hash`` is the prompt hash of the judgments: the verdict template's, the
+    first pass's (pointwise), or a hash of both (PRePair), so changing either
+    template changes the keys.
     """
 
-    def __init__(self, candidates: pa.Table, prompts: dict[str, PromptTemplate], judge: dict) -> None:
+    verdict: PromptTemplate | None
+    first: PromptTemplate | None = None
+
+    @property
+    def hash(self) -> str:
+        if self.first is None:
+            return self.verdict.hash
+        if self.verdict is None:
+            return self.first.hash
+        return text_hash(f"{self.first.hash}+{self.verdict.hash}")
+
+
+def as_variants(prompts: dict) -> dict[str, list[Variant]]:
+    """Per aspect, its variants: a template, a list of templates, or a list of :class:`Variant`."""
+    out = {}
+    for aspect, value in prompts.items():
+        items = value if isinstance(value, (list, tuple)) else [value]
+        out[aspect] = [v if isinstance(v, Variant) else Variant(v) for v in items]
+    return out
+
+
+class RequestMaker:
+    """Keys and renders requests ``(aspect, context_id, a, b[, variant])`` of one run.
+
+    The key depends on the judge identity, the template (variant), the aspect,
+    the context and both candidates (ids and texts), so a key answered once is
+    never paid again. With several prompt variants a pair has one key per variant.
+    """
+
+    def __init__(self, candidates: pa.Table, prompts: dict, judge: dict) -> None:
         ids = candidates.column("candidate_id").to_pylist()
         self.text = dict(zip(ids, candidates.column("text").to_pylist()))
         self.context = dict(zip(candidates.column("context_id").to_pylist(), candidates.column("context").to_pylist()))
+        self.variants = as_variants(prompts)
         self.prompts, self.judge = prompts, judge
 
-    def key(self, aspect: str, ctx: str, a: str, b: str) -> str:
-        template = self.prompts[aspect]
-        return judgment_key(self.judge, template.hash, aspect, ctx, self.context[ctx], a, self.text[a], b, self.text[b])
+    def key(self, aspect: str, ctx: str, a: str, b: str, variant: int = 0) -> str:
+        h = self.variants[aspect][variant].hash
+        return judgment_key(self.judge, h, aspect, ctx, self.context[ctx], a, self.text[a], b, self.text[b])
 
-    def row(self, aspect: str, ctx: str, a: str, b: str, key: str | None = None) -> dict:
-        template = self.prompts[aspect]
+    def keys(self, aspect: str, ctx: str, a: str, b: str) -> list[str]:
+        """One key per prompt variant of the aspect."""
+        return [self.key(aspect, ctx, a, b, v) for v in range(len(self.variants[aspect]))]
+
+    def row(
+        self,
+        aspect: str,
+        ctx: str,
+        a: str,
+        b: str,
+        variant: int = 0,
+        key: str | None = None,
+        analyses: tuple[str, str] | None = None,
+    ) -> dict:
+        v = self.variants[aspect][variant]
+        context, ta, tb = self.context[ctx], self.text[a], self.text[b]
+        if analyses is None:
+            prompt = v.verdict.render(context, ta, tb)
+        else:
+            prompt = v.verdict.fill(
+                context=context, candidate_a=ta, candidate_b=tb, analysis_a=analyses[0], analysis_b=analyses[1]
+            )
         return {
-            "key": key or self.key(aspect, ctx, a, b),
+            "key": key or self.key(aspect, ctx, a, b, variant),
             "context_id": ctx,
             "aspect": aspect,
             "candidate_a": a,
             "candidate_b": b,
-            "prompt": template.render(self.context[ctx], self.text[a], self.text[b]),
-            "prompt_hash": template.hash,
+            "prompt": prompt,
+            "prompt_hash": v.hash,
         }
 
-    def table(self, wanted: dict[str, tuple[str, str, str, str]]) -> pa.Table:
-        """REQUESTS rows for ``{key: (aspect, ctx, a, b)}``, in prefix order."""
-        rows = [self.row(*req, key=key) for key, req in wanted.items()]
+    def table(self, wanted: dict[str, tuple], analyses: dict[str, tuple[str, str]] | None = None) -> pa.Table:
+        """REQUESTS rows for ``{key: (aspect, ctx, a, b[, variant])}``, in prefix order.
+
+        ``analyses`` gives the two analyses of each key (multi-pass modes).
+        """
+        rows = [
+            self.row(*req, key=key, analyses=analyses[key] if analyses is not None else None)
+            for key, req in wanted.items()
+        ]
         return pa.Table.from_pylist(prefix_order(rows), schema=REQUESTS)
 
 
@@ -96,11 +155,25 @@ def build_requests(
 ) -> pa.Table:
     """REQUESTS rows for every context, aspect and scheduled pair, in prefix order."""
     maker = RequestMaker(candidates, prompts, judge)
+    return maker.table(scheduled_requests(maker, candidates, aspects, scheduler, comparisons, seed, baseline))
+
+
+def scheduled_requests(
+    maker: RequestMaker,
+    candidates: pa.Table,
+    aspects: list[str],
+    scheduler: str,
+    comparisons: int | None,
+    seed: int,
+    baseline: str | None = None,
+) -> dict[str, tuple[str, str, str, str, int]]:
+    """``{key: (aspect, ctx, a, b, variant)}`` of every scheduled pair and prompt variant."""
     systems = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
     wanted = {}
     for aspect in aspects:
         pairs = schedule(scheduler, contexts_of(candidates), comparisons, seed, systems, baseline)
         for ctx, ctx_pairs in pairs.items():
             for a, b in ctx_pairs:
-                wanted[maker.key(aspect, ctx, a, b)] = (aspect, ctx, a, b)
-    return maker.table(wanted)
+                for v, key in enumerate(maker.keys(aspect, ctx, a, b)):
+                    wanted[key] = (aspect, ctx, a, b, v)
+    return wanted

@@ -19,15 +19,18 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from cluster.pools import JudgePool
-from jobs.requests import RequestMaker, build_requests, contexts_of, subset
+from jobs.passes import Judging
+from jobs.requests import RequestMaker, Variant, contexts_of, scheduled_requests, subset
 from jobs.spec import JobSpec, WinRateSpec
 from operators.judges import judge_identity
+from operators.judges.modes import judging_identity
 from operators.prompts import load_prompts
 from operators.reports import build_report, position_bias, render_markdown, spearman_table
 from operators.scores import rank_table
@@ -35,7 +38,7 @@ from storage.cache import JudgmentCache
 from storage.fs import Location
 from storage.inputs import read_candidates, read_human_scores, read_labels
 from storage.layout import RunLayout
-from storage.schemas import JUDGMENTS, WINRATE_JUDGES, WINRATES
+from storage.schemas import JUDGMENTS, PASSES, WINRATE_JUDGES, WINRATES
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,39 @@ class RunResult:
     report: dict = field(repr=False)
 
 
+def mode_prompts(spec: JobSpec) -> dict[str, list[Variant]]:
+    """Per aspect, the prompt variants of the spec's judging mode (see ``JudgingSpec.variants``)."""
+    from operators.prompts import Domain, load_mode_prompts
+
+    j = spec.judging
+    if j.mode == "logprob" and j.variants is None:
+        return {aspect: [Variant(t)] for aspect, t in load_prompts(Path(spec.prompts), spec.aspects).items()}
+    folder = Path(spec.prompts)
+    templates = Path(j.templates) if j.templates else folder.parent
+    Domain.load(folder)  # a clear error for a prompts folder without domain.yaml
+    variants = j.variants or ["v1"]
+    kinds = {
+        "logprob": (None, "logprob"),
+        "generate": (None, "generate"),
+        "sample": (None, "generate"),
+        "prepair": ("analysis", "prepair" if j.verdict == "logprob" else "prepair_generate"),
+        "prepair_pairwise": ("analysis_pairwise", "prepair" if j.verdict == "logprob" else "prepair_generate"),
+        "pointwise": ("pointwise", None),
+    }[j.mode]
+    loaded = [
+        load_mode_prompts(templates, folder, kind, spec.aspects, variants, tuple(j.scale)) if kind else None
+        for kind in kinds
+    ]
+    first, verdict = loaded
+    return {
+        aspect: [
+            Variant(verdict[aspect][i] if verdict else None, first[aspect][i] if first else None)
+            for i in range(len(variants))
+        ]
+        for aspect in spec.aspects
+    }
+
+
 def read_inputs(spec: JobSpec) -> tuple[pa.Table, pa.Table]:
     return read_input_folder(Location.of(spec.input))
 
@@ -60,45 +96,20 @@ def read_input_folder(folder: Location) -> tuple[pa.Table, pa.Table]:
 
 
 @contextmanager
-def judge_pool(spec: JobSpec) -> Iterator[JudgePool]:
-    """The job's judge pool on the job's Ray: engines start once, on entry."""
+def judge_pool(spec: JobSpec, info: list | None = None) -> Iterator[JudgePool]:
+    """The job's judge pool on the job's Ray: engines start once, on entry.
+
+    On exit, each actor's counters (engine prompts per stage) are added to ``info``.
+    """
     from cluster.runtime import ensure_ray
 
     ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
-    with JudgePool(spec.judge, spec.pool) as pool:
-        yield pool
-
-
-def judge_into_cache(
-    pool: JudgePool,
-    todo: pa.Table,
-    cache: JudgmentCache,
-    flush_rows: int,
-    progress: Callable[[str], None],
-) -> pa.Table:
-    """Judge ``todo`` on ``pool``, appending a cache part every ``flush_rows``; returns the judgments."""
-    buffer: list[pa.Table] = []
-    out: list[pa.Table] = []
-    buffered = judged = errors = 0
-    started = time.perf_counter()
-    for batch in pool.judge(todo):
-        batch = batch.select(JUDGMENTS.names).cast(JUDGMENTS)
-        buffer.append(batch)
-        buffered += batch.num_rows
-        errors += batch.num_rows - pc.sum(pc.is_null(batch.column("error")).cast(pa.int64())).as_py()
-        if buffered >= flush_rows:
-            out.append(pa.concat_tables(buffer))
-            cache.append(out[-1])
-            judged += buffered
-            buffer, buffered = [], 0
-            rate = judged / max(time.perf_counter() - started, 1e-9)
-            progress(f"judged {judged}/{todo.num_rows} ({errors} errors, {rate:.2f}/s)")
-    if buffer:
-        out.append(pa.concat_tables(buffer))
-        cache.append(out[-1])
-        judged += buffered
-        progress(f"judged {judged}/{todo.num_rows} ({errors} errors)")
-    return pa.concat_tables(out) if out else JUDGMENTS.empty_table()
+    with JudgePool(spec.judge, spec.pool, spec.judging) as pool:
+        try:
+            yield pool
+        finally:
+            if info is not None:
+                info.extend(pool.info())
 
 
 def error_count(judgments: pa.Table) -> int:
@@ -106,34 +117,30 @@ def error_count(judgments: pa.Table) -> int:
 
 
 def judge_static(
-    spec: JobSpec, candidates: pa.Table, maker: RequestMaker, cache: JudgmentCache, progress: Callable[[str], None]
+    spec: JobSpec, candidates: pa.Table, judging: Judging, cache: JudgmentCache, progress: Callable[[str], None]
 ) -> dict:
-    """A static schedule: every request known up front, judged in one stream."""
-    requests = build_requests(
-        candidates,
-        spec.aspects,
-        maker.prompts,
-        spec.scheduler.name,
-        spec.scheduler.comparisons,
-        spec.scheduler.seed,
-        maker.judge,
-        spec.scheduler.baseline,
+    """A static schedule: every request known up front, each stage of the mode judged in one stream."""
+    sched = spec.scheduler
+    wanted = scheduled_requests(
+        judging.maker, candidates, spec.aspects, sched.name, sched.comparisons, sched.seed, sched.baseline
     )
     answered = cache.answered()
-    answered = answered.filter(pc.is_in(answered.column("key"), requests.column("key")))
-    todo = requests.filter(pc.invert(pc.is_in(requests.column("key"), answered.column("key"))))
-    cached = requests.num_rows - todo.num_rows
-    progress(f"{requests.num_rows} comparisons ({cached} cached, {todo.num_rows} to judge)")
+    answered = answered.filter(pc.is_in(answered.column("key"), pa.array(list(wanted), pa.string())))
+    done = set(answered.column("key").to_pylist())
+    todo = {k: req for k, req in wanted.items() if k not in done}
+    cached = len(wanted) - len(todo)
+    progress(f"{len(wanted)} comparisons ({cached} cached, {len(todo)} to judge)")
     new = JUDGMENTS.empty_table()
-    if todo.num_rows:
-        with judge_pool(spec) as pool:
-            new = judge_into_cache(pool, todo, cache, spec.flush_rows, progress)
+    pool_info: list[dict] = []
+    if todo:
+        with judge_pool(spec, pool_info) as pool:
+            new = judging.judge(pool, todo, cache, progress)
     judged, errors = new.num_rows, error_count(new)
     return {
         "judgments": pa.concat_tables([answered, new]),
-        "counts": {"requests": requests.num_rows, "cached": cached, "judged_now": judged, "errors_now": errors},
+        "counts": {"requests": len(wanted), "cached": cached, "judged_now": judged, "errors_now": errors},
         "rankings": [],
-        "extra": {},
+        "extra": {"pool": pool_info},
     }
 
 
@@ -209,12 +216,13 @@ def ood_accuracies(folder: str, aspects: list[str], seed: int) -> dict[str, dict
 
 
 def judge_adaptive(
-    spec: JobSpec, candidates: pa.Table, maker: RequestMaker, cache: JudgmentCache, progress: Callable[[str], None]
+    spec: JobSpec, candidates: pa.Table, judging: Judging, cache: JudgmentCache, progress: Callable[[str], None]
 ) -> dict:
     """An adaptive schedule: lockstep rounds of the driver over one warm pool."""
     from jobs.driver import Driver, ranking_rows
 
-    driver = Driver(spec, candidates, maker, cache, judge_pool, progress)
+    pool_info: list[dict] = []
+    driver = Driver(spec, candidates, judging, cache, partial(judge_pool, info=pool_info), progress)
     progress(f"{spec.scheduler.name}: {len(driver.tasks)} machines (aspect x context x seed) in lockstep rounds")
     result = driver.run()
     system = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
@@ -237,7 +245,8 @@ def judge_adaptive(
                 "unfinished_count": len(unfinished),
                 "driver_seconds": round(sum(r["driver_seconds"] for r in result.rounds), 3),
                 "judge_seconds": round(sum(r["judge_seconds"] for r in result.rounds), 3),
-            }
+            },
+            "pool": pool_info,
         },
     }
 
@@ -295,9 +304,10 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     layout = RunLayout.of(spec.output, spec.name)
     candidates, human = read_inputs(spec)
     candidates = subset(candidates, spec.subset.contexts, spec.subset.candidates)
-    prompts = load_prompts(Path(spec.prompts), spec.aspects)
-    identity = judge_identity(spec.judge)
-    maker = RequestMaker(candidates, prompts, identity)
+    engine = judge_identity(spec.judge)
+    maker = RequestMaker(candidates, mode_prompts(spec), judging_identity(engine, spec.judging))
+    judging = Judging(spec.judging, maker, engine, JudgmentCache(layout.passes, PASSES), spec.flush_rows)
+    identity = judging.identity
     cache = JudgmentCache(layout.judgments)
     n_ctx = len(contexts_of(candidates))
     progress(f"{spec.name}: {n_ctx} contexts, {candidates.num_rows} candidates, {len(spec.aspects)} aspects")
@@ -309,7 +319,11 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
         "judge": identity,
     }
     layout.manifest.write_json(manifest)
-    judged_run = (judge_adaptive if spec.scheduler.adaptive else judge_static)(spec, candidates, maker, cache, progress)
+    judged_run = (judge_adaptive if spec.scheduler.adaptive else judge_static)(
+        spec, candidates, judging, cache, progress
+    )
+    if judging.kind is not None:
+        judged_run["extra"]["first_passes"] = {"kind": judging.kind, **judging.stats}
 
     table = judged_run["judgments"]  # one row per comparison the run used: no second read of the cache
     scored = table

@@ -114,6 +114,80 @@ JudgeSpec = Annotated[
 ]
 
 
+JUDGING_MODES = ("logprob", "generate", "sample", "prepair", "prepair_pairwise", "pointwise")
+#: Modes that need an engine that generates text or reads arbitrary token probabilities.
+ENGINE_MODES = ("vllm", "http")
+
+
+class JudgingSpec(Strict):
+    mode: Literal[JUDGING_MODES] = Field(
+        "logprob",
+        description="logprob: p_a from the label-token probabilities (one token). generate: a reasoning, then a "
+        "verdict [[A]], [[B]] or [[C]] (tie), parsed; unparseable answers are error rows. sample: `samples` "
+        "generations, p_a = the fraction choosing A (ties half). prepair: an independent analysis of each output "
+        "(cached per output), then the pairwise verdict sees both analyses. prepair_pairwise: the PRePair^ "
+        "ablation (each analysis written while seeing both outputs). pointwise: a Likert score per output "
+        "(probability-weighted mean of the score tokens); pairs compared by score difference.",
+    )
+    variants: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="Prompt variants (<templates>/<kind>/<variant>.txt) to judge with; each is its own judge and "
+        "adaptive schedulers average them. Unset: logprob uses <prompts>/<aspect>.txt, other modes [v1].",
+    )
+    templates: str | None = Field(
+        None,
+        description="Folder holding modes/<kind>/<variant>.txt (unset: the parent of the prompts folder, e.g. "
+        "configs/prompts).",
+    )
+    verdict: Literal["logprob", "generate"] = Field(
+        "logprob", description="prepair modes: read the final verdict from label probabilities, or generate it."
+    )
+    max_tokens: int = Field(256, ge=1, description="generate, sample: most tokens of a reasoning and verdict.")
+    temperature: float = Field(0.0, ge=0, description="generate: sampling temperature of the first answer.")
+    retries: int = Field(
+        1, ge=0, description="generate: re-ask an unparseable answer at most this many times (never guess)."
+    )
+    retry_temperature: float = Field(
+        0.7, ge=0, description="generate: temperature of a retry (a new seed each time; 0 would repeat the answer)."
+    )
+    samples: int = Field(5, ge=1, description="sample: generations per comparison.")
+    sample_temperature: float = Field(1.0, gt=0, description="sample: sampling temperature.")
+    allow_ties: bool = Field(True, description="generate, sample: [[C]] is a tie; false makes it an unparseable answer.")
+    analysis_max_tokens: int = Field(192, ge=1, description="prepair modes: most tokens of one analysis.")
+    scale: tuple[int, int] = Field(
+        (1, 5), description="pointwise: lowest and highest score, single digits (each must be one token)."
+    )
+    tie_margin: float = Field(
+        0.0, ge=0, description="pointwise: scores at most this far apart are a tie (p_a = 0.5)."
+    )
+
+    @model_validator(mode="after")
+    def _scale(self) -> JudgingSpec:
+        low, high = self.scale
+        if not 0 <= low < high <= 9:
+            raise ValueError(f"judging.scale: expected two digits 0 <= low < high <= 9, found {list(self.scale)}")
+        if self.variants is not None and len(set(self.variants)) != len(self.variants):
+            raise ValueError(f"judging.variants must be unique, found {self.variants}")
+        return self
+
+    @property
+    def passes(self) -> tuple[str, ...]:
+        """The stages of the mode, in order: first passes per output, then the pairwise verdicts."""
+        return {
+            "prepair": ("analysis", "pairwise"),
+            "prepair_pairwise": ("analysis_pairwise", "pairwise"),
+            "pointwise": ("score",),
+        }.get(self.mode, ("pairwise",))
+
+    @property
+    def verdict_kind(self) -> str:
+        """How the pairwise stage reads a verdict: logprob, generate or sample."""
+        if self.mode in ("prepair", "prepair_pairwise"):
+            return self.verdict
+        return self.mode if self.mode in ("generate", "sample") else "logprob"
+
+
 STATIC_SCHEDULERS = ("full", "random", "no_repeat", "symmetric", "one_vs_n")
 ADAPTIVE_SCHEDULERS = ("pairs_greedy", "pairs_beam", "pairs_anchors", "adaptive_symmetric")
 
@@ -303,6 +377,9 @@ class JobSpec(Strict):
     aspects: list[str] = Field(..., min_length=1, description="Aspects to compare; each needs <prompts>/<aspect>.txt.")
     prompts: str = Field(..., description="Folder of prompt templates, one <aspect>.txt each.")
     judge: JudgeSpec = Field(..., description="The judge engine and its settings.")
+    judging: JudgingSpec = Field(
+        default_factory=JudgingSpec, description="How the judge is asked: the mode, its prompts and settings."
+    )
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec, description="Which comparisons to ask for.")
     subset: SubsetSpec = Field(default_factory=SubsetSpec, description="Restrict the input (for demos and smoke runs).")
     pool: PoolSpec = Field(default_factory=PoolSpec, description="The judge actor pool.")
@@ -318,6 +395,23 @@ class JobSpec(Strict):
     def _winrate_baseline(self) -> JobSpec:
         if self.winrate is not None and not (self.winrate.baseline or self.scheduler.baseline):
             raise ValueError("winrate needs a baseline: set winrate.baseline or scheduler.baseline")
+        return self
+
+    @model_validator(mode="after")
+    def _judging(self) -> JobSpec:
+        mode = self.judging.mode
+        if mode != "logprob" and self.judge.engine not in ENGINE_MODES:
+            raise ValueError(
+                f"judging.mode {mode!r} needs an engine that generates (judge.engine: {' or '.join(ENGINE_MODES)}); "
+                f"the {self.judge.engine} engine answers pairwise requests in logprob mode only"
+            )
+        if self.scoring.calibration == "batch" and self.judging.verdict_kind in ("generate", "sample") or (
+            self.scoring.calibration == "batch" and mode == "pointwise"
+        ):
+            raise ValueError(
+                f"scoring.calibration batch divides out a positional prior of label probabilities; judging.mode "
+                f"{mode!r} gives categorical or score-difference verdicts: use calibration none"
+            )
         return self
 
     @field_validator("aspects")
@@ -417,6 +511,8 @@ def load_spec(path: str | Path, overrides: list[str] = ()) -> JobSpec:
     for key in ("input", "output", "prompts"):
         if isinstance(data.get(key), str):
             data[key] = _resolve(base, data[key])
+    if isinstance(data.get("judging"), dict) and isinstance(data["judging"].get("templates"), str):
+        data["judging"] = {**data["judging"], "templates": _resolve(base, data["judging"]["templates"])}
     if isinstance(data.get("winrate"), dict) and isinstance(data["winrate"].get("ood"), str):
         data["winrate"] = {**data["winrate"], "ood": _resolve(base, data["winrate"]["ood"])}
     judge = data.get("judge")

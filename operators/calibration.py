@@ -18,6 +18,20 @@ not exactly to it: the closer the verdicts sit to 0 and 1, the more is left.
     0.75
     >>> [round(float(x), 4) for x in p]  # 0.9/0.75 / (0.9/0.75 + 0.1/0.25)
     [0.75, 0.3333]
+
+Ties. A tie (p_a = 0.5) moves with the prior like any other verdict, and
+:func:`calibrate_table` recomputes every label from the calibrated p_a by the
+judges' own rule (A above 0.5, B below, tie at exactly 0.5), so label and p_a
+always agree: a tie stays a tie only in a group whose prior is 0.5 (or 0 or 1,
+left unchanged), and otherwise becomes a win of the slot the judge favours less.
+Generated verdicts are categorical (p_a 1, 0.5 or 0 for A, tie, B): they keep
+their 0s and 1s, so all the calibration does to them is turn every tie into a
+win of one slot. It means nothing there; job specs refuse
+``scoring.calibration: batch`` for the generate and pointwise modes.
+
+    >>> p, prior = batch_calibrate([1.0, 1.0, 0.5, 0.0])  # verdicts A, A, tie, B
+    >>> prior, p.tolist()  # the tie: 0.5/0.625 / (0.5/0.625 + 0.5/0.375), now a B
+    (0.625, [1.0, 1.0, 0.375, 0.0])
 """
 
 from __future__ import annotations
@@ -79,6 +93,7 @@ def batch_calibrate(p_a: Sequence[float] | np.ndarray, prior: float | None = Non
 
 
 def _label(p: float) -> str:
+    """The judges' labelling rule (``operators.judges.base.label_of``): a tie is exactly 0.5."""
     return "A" if p > 0.5 else "B" if p < 0.5 else "tie"
 
 
@@ -87,7 +102,8 @@ def calibrate_table(judgments: pa.Table, by: Sequence[str] = ("aspect",)) -> pa.
 
     The prior is estimated over the rows without error of each group; error rows
     keep their values and get a null ``prior_a``. ``label`` (where present) is
-    recomputed from the calibrated ``p_a``. Columns keep their order; ``prior_a``
+    recomputed from the calibrated ``p_a`` (a "tie" row whose p_a moved off 0.5 is
+    relabelled "A" or "B"; see the module docstring). Columns keep their order; ``prior_a``
     comes last (or is replaced in place when the table already has one).
     """
     by = list(by)

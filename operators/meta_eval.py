@@ -37,6 +37,18 @@ Subsets: the ``context_id`` up to its last "/" (``LLMBar/Natural/12`` ->
 ``LLMBar/Natural``). A single imported LLMBar subset has bare ids (``12``): its
 subset is ``""``.
 
+Ties. LLMBar's own verdicts have none; a ``tie`` verdict here is a winner of its
+own, "tie": it is never correct (the truth is output 1 or 2), two tied orders
+agree positionally (``equal``: the same value, as two picks of output 1 do),
+while a tie and a pick, or a tie and a missing winner, do not; and in the kappas
+a tie codes 0, like a pick of output 2 or a missing verdict. So a judge that
+always ties has accuracy 0 and full positional agreement. Three pairs whose
+preferred output is 1, judged (tie, tie), (tie, 1) and (1, 1)::
+
+    >>> s = statistics({0: {0: "tie", 1: "tie"}, 1: {0: "tie", 1: "1"}, 2: {0: "1", 1: "1"}}, [("", "A")] * 3)
+    >>> s["n_correct_False"], s["n_correct_True"], s["n_correct_both"], s["n_equal"]
+    (1, 2, 1, 2)
+
 Scope: ``tie`` labels and pairs without a label have no truth and are left out.
 Every aspect of the judgments is compared with the same labels (they have no
 aspect). A judge with no judgment in one order for any pair of a subset gets null

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import stats
 
+from operators.scores import hard_verdict
 from storage.schemas import POSITION_BIAS, SPEARMAN
 
 
@@ -24,16 +25,19 @@ def position_bias(judgments: pa.Table) -> pa.Table:
     """Per aspect: judgments with a verdict, fraction won by slot A, mean p_a.
 
     Swapping the slots of every comparison maps p_a to 1 - p_a, so a judge with no
-    positional preference sits at 0.5 on a symmetric schedule.
+    positional preference sits at 0.5 on a symmetric schedule. Slot A's wins are the
+    rows' hard verdicts (:func:`operators.scores.hard_verdict`: the label where the
+    table has one, else the side of 0.5 p_a is on), so a tie counts half a slot-A win.
     """
+
     ok = judgments.filter(pc.is_null(judgments.column("error")))
-    by: dict[str, list[float]] = defaultdict(list)
-    for aspect, p in zip(ok.column("aspect").to_pylist(), ok.column("p_a").to_pylist()):
-        by[aspect].append(p)
+    labels = ok.column("label").to_pylist() if "label" in ok.column_names else [None] * ok.num_rows
+    by: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for aspect, p, label in zip(ok.column("aspect").to_pylist(), ok.column("p_a").to_pylist(), labels):
+        by[aspect].append((hard_verdict(p, label), p))
     rows = []
     for aspect in sorted(by):
-        ps = np.asarray(by[aspect])
-        wins = np.where(ps > 0.5, 1.0, np.where(ps < 0.5, 0.0, 0.5))
+        wins, ps = np.asarray(by[aspect], dtype=float).T
         rows.append(
             {"aspect": aspect, "n": len(ps), "slot_a_win_fraction": float(wins.mean()), "mean_p_a": float(ps.mean())}
         )
@@ -126,6 +130,7 @@ def build_report(
             "aspects": spec.get("aspects"),
             "scheduler": spec.get("scheduler"),
             "scoring": spec.get("scoring"),
+            "judging": spec.get("judging") or {"mode": "logprob"},
             "judge": judge,
         },
         "counts": {**counts, "judgments": judgments.num_rows, "with_verdict": sum(e is None for e in err)},
@@ -168,7 +173,18 @@ def render_markdown(report: dict) -> str:
             if judge["engine"] == "simulated"
             else []
         ),
+        *(
+            [
+                "> **Embedded Gemma-3-270M**: a small base model with a strong first-slot bias, fine for demos and "
+                "tests; its verdicts say nothing about the candidates' quality, and in the generating modes it "
+                "rarely writes a verdict marker (those answers are counted error rows).",
+                "",
+            ]
+            if "embedded default" in str(judge.get("model"))
+            else []
+        ),
         f"- judge: {judge['engine']} `{judge['model']}` revision `{judge.get('revision') or '–'}`",
+        _judging_line(s.get("judging") or {"mode": "logprob"}, report.get("first_passes"), report.get("pool")),
         f"- aspects: {', '.join(s['aspects'])}; scheduler: {s['scheduler']['name']}"
         + (f" (R={s['scheduler']['comparisons']})" if s["scheduler"].get("comparisons") else "")
         + f"; win ratios: {', '.join(s['scoring']['verdicts'])}",
@@ -206,6 +222,24 @@ def render_markdown(report: dict) -> str:
     else:
         lines.append("None.")
     return "\n".join(lines) + "\n"
+
+
+def _judging_line(judging: dict, first_passes: dict | None, pool: list | None) -> str:
+    """One line: the mode, its prompt variants, first passes reused and run, and engine prompts per stage."""
+    parts = [f"- judging mode: {judging['mode']}"]
+    if judging.get("variants"):
+        parts.append(f"prompt variants {', '.join(judging['variants'])}")
+    if first_passes:
+        fp = first_passes
+        parts.append(f"{fp['kind']} passes: {fp.get('cached', 0)} from cache, {fp.get('run', 0)} run, "
+                     f"{fp.get('errors', 0)} failed")  # fmt: skip
+    if pool:
+        calls: dict[str, int] = defaultdict(int)
+        for actor in pool:
+            for stage, n in actor.get("calls", {}).items():
+                calls[stage] += n
+        parts.append("engine prompts " + ", ".join(f"{k} {v}" for k, v in sorted(calls.items())))
+    return "; ".join(parts)
 
 
 def _adaptive_lines(adaptive: dict | None) -> list[str]:

@@ -4,13 +4,25 @@ For candidate i with c(a, b) the verdict that a (slot A) beats b (slot B)::
 
     score_i = [sum_j c(i, j) + sum_j (1 - c(j, i))] / (comparisons involving i)
 
-Hard verdicts take c = 1 when p_a > 0.5, 0 when p_a < 0.5 and 1/2 at exactly
-0.5 (a tie counts half); soft verdicts take c = p_a.
+Hard verdicts take c = 1 for a win of slot A, 0 for a loss and 1/2 for a tie
+(a tie counts half to each side); soft verdicts take c = p_a.
 
     >>> win_ratios([("x", "y", 0.9), ("y", "x", 0.2)], "hard")
     {'x': 1.0, 'y': 0.0}
     >>> win_ratios([("x", "y", 0.9), ("y", "x", 0.6)], "soft")["x"]
     0.65
+
+Ties. A judgment row's hard verdict is its ``label`` (:func:`hard_verdict`): "A"
+is 1, "B" 0 and "tie" 1/2, so a row labelled "tie" is a tie even if its ``p_a``
+is a hair off 0.5, and hard win ratios count exactly what the swap-and-sum votes
+of :mod:`operators.votes` count. A comparison without a label (the ``(a, b, p)``
+tuples of :func:`win_ratios`, or a table without a ``label`` column) is read from
+the side of 0.5 its p is on, which is how every judge labels its rows
+(:func:`operators.judges.base.label_of`): exactly 0.5 is a tie. Soft verdicts
+always use ``p_a``. A tie of x and y gives each half a win:
+
+    >>> win_ratios([("x", "y", hard_verdict(0.5, "tie")), ("x", "z", 1.0)], "hard")
+    {'x': 0.75, 'y': 0.5, 'z': 0.0}
 """
 
 from __future__ import annotations
@@ -21,17 +33,37 @@ from collections.abc import Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.schemas import RANKINGS
+from storage.schemas import LABELS, RANKINGS
 
-#: Columns of the judgments table this operator reads.
+#: Columns of the judgments table this operator reads; ``label`` too where the table has it.
 COLUMNS = ("context_id", "aspect", "candidate_a", "candidate_b", "p_a", "error")
+
+#: Slot A's points for each hard verdict label: a win, a loss, and a tie counting half.
+LABEL_POINTS = {"A": 1.0, "B": 0.0, "tie": 0.5}
+
+
+def hard_verdict(p_a: float | None, label: str | None = None) -> float:
+    """Slot A's points in a hard verdict: its label's (A 1, B 0, tie 1/2), else the side of 0.5 ``p_a`` is on.
+
+    >>> hard_verdict(0.5000000000000001, "tie"), hard_verdict(0.5), hard_verdict(0.7), hard_verdict(0.2)
+    (0.5, 0.5, 1.0, 0.0)
+    """
+    if label is not None:
+        try:
+            return LABEL_POINTS[label]
+        except KeyError:
+            raise ValueError(f"label: expected one of {list(LABELS)} or null, found {label!r}") from None
+    if p_a is None:
+        raise ValueError("hard verdict: the judgment has neither a label nor a p_a")
+    return 1.0 if p_a > 0.5 else 0.0 if p_a < 0.5 else 0.5
 
 
 def verdict(p_a: float, mode: str) -> float:
+    """The verdict c of a comparison with probability ``p_a``: :func:`hard_verdict` of p, or p itself."""
     if mode == "soft":
         return p_a
     if mode == "hard":
-        return 1.0 if p_a > 0.5 else 0.0 if p_a < 0.5 else 0.5
+        return hard_verdict(p_a)
     raise ValueError(f"unknown verdict mode {mode!r}; expected 'hard' or 'soft'")
 
 
@@ -72,13 +104,19 @@ def min_ranks(scores: dict[str, float]) -> dict[str, int]:
 
 
 def rank_table(judgments: pa.Table, candidates: pa.Table, mode: str = "hard") -> pa.Table:
-    """A RANKINGS table: one row per (context, aspect, candidate) with a verdict."""
+    """A RANKINGS table: one row per (context, aspect, candidate) with a verdict.
+
+    Hard verdicts are the rows' labels where the table has them (see the module docstring).
+    """
+    if mode not in ("hard", "soft"):
+        raise ValueError(f"unknown verdict mode {mode!r}; expected 'hard' or 'soft'")
     ok = judgments.filter(pc.is_null(judgments.column("error")))
+    labels = ok.column("label").to_pylist() if "label" in ok.column_names else [None] * ok.num_rows
     groups: dict[tuple[str, str], list[tuple[str, str, float]]] = defaultdict(list)
-    for ctx, aspect, a, b, p in zip(
-        *(ok.column(c).to_pylist() for c in ("context_id", "aspect", "candidate_a", "candidate_b", "p_a"))
+    for ctx, aspect, a, b, p, label in zip(
+        *(ok.column(c).to_pylist() for c in ("context_id", "aspect", "candidate_a", "candidate_b", "p_a")), labels
     ):
-        groups[(ctx, aspect)].append((a, b, p))
+        groups[(ctx, aspect)].append((a, b, hard_verdict(p, label) if mode == "hard" else p))
     system = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
     rows = []
     for (ctx, aspect), comps in sorted(groups.items()):

@@ -23,6 +23,24 @@ context).
     >>> cycle = np.array([[0, 1, -1], [-1, 0, 1], [1, -1, 0]])  # a>b, b>c, c>a
     >>> cyclic_triads(cycle)
     1
+
+Ties. The preference is read from ``p_a`` (averaged over repeated judgments),
+not from the label, and a pair is tied only when ``p(a, b) == p(b, a)`` exactly
+(``a_first``: ``p(a, b) == 0.5``); a tied pair is never part of a cycle.
+Sampled and pointwise verdicts put a tie at exactly 0.5. With generated verdicts
+(p_a 1, 0.5 or 0 for A, tie, B) the symmetric rule is swap-and-sum: a tie in
+both orders, or the same slot winning both orders, is a tie; a tie in one order
+and a win in the other goes to the winner::
+
+    >>> def pref(p_ab, p_ba):  # +1: a beats b, -1: b beats a, 0: a tie
+    ...     return int(_preferences({("a", "b"): p_ab, ("b", "a"): p_ba}, ["a", "b"], "symmetric")[0, 1])
+    >>> pref(0.5, 0.5), pref(1.0, 1.0), pref(0.5, 1.0), pref(0.5, 0.0)  # tie+tie, A+A, tie+b, tie+a
+    (0, 0, -1, 1)
+    >>> cyclic_triads(np.array([[0, 1, 0], [-1, 0, 1], [0, -1, 0]]))  # a>b, b>c, a~c: no cycle
+    0
+
+Spread over seeds::
+
     >>> seed_spread([0.5, 0.7])
     {'mean': 0.6, 'se': 0.1, 'n': 2}
 """

@@ -13,6 +13,19 @@ system (:data:`~operators.winrate.SYSTEM`), fewer a vote for the baseline; exact
 ``n/2`` is a tie, broken by a seeded coin (:func:`~operators.winrate.tie_break`)
 and counted. Error rows are not votes.
 
+Ties. The points are the rows' hard verdicts (:data:`operators.scores.LABEL_POINTS`,
+read from ``label``: a ``tie`` with p_a 0.5 is 0.5 whatever mode made it), so a
+vote agrees with the hard win ratio of the two candidates over the same rows:
+above 1/2 is the system's vote, below the baseline's, and exactly 1/2 (a tie in
+every order judged, or the same slot winning both orders) is the coin's. A
+judge whose every verdict is a tie ties every pair; the coin splits its votes
+about evenly, and :attr:`PairVotes.ties` counts them::
+
+    >>> points("tie", True), points("A", True), points("A", False), points("B", False)
+    (0.5, 1.0, 0.0, 1.0)
+    >>> points("tie", True) + points("B", False)  # a tie, then a win in the other order: 1.5 of 2, the system's
+    1.5
+
 The truth of a pair comes from the input's pairwise labels when one names both
 candidates, else from the human scores of the aspect (a higher mean score wins);
 an equal score or a ``tie`` label leaves the truth unknown (``NO_VOTE``).
@@ -30,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from operators.checks import require_columns
+from operators.scores import LABEL_POINTS
 from operators.winrate import BASELINE, NO_VOTE, SYSTEM, tie_break
 from storage.keys import sampling_mode
 
@@ -38,6 +52,15 @@ VOTE_COLUMNS = JUDGE_COLUMNS + ("context_id", "aspect", "candidate_a", "candidat
 
 #: A labelled or unlabelled pair: (context_id, first candidate, second candidate); vote 0 = first is better.
 Pair = tuple[str, str, str]
+
+
+def points(label: str, first_in_slot_a: bool) -> float:
+    """The first candidate's points from one verdict: 1 for a win, 0.5 for a tie, 0 for a loss."""
+    try:
+        won_a = LABEL_POINTS[label]
+    except KeyError:
+        raise ValueError(f"label: expected one of {list(LABEL_POINTS)} or null, found {label!r}") from None
+    return won_a if first_in_slot_a else 1.0 - won_a
 
 
 def judge_name(identity: dict) -> str:
@@ -107,18 +130,17 @@ def pair_votes(judgments: pa.Table, pairs: Sequence[Pair], truth: Sequence[int] 
         latest[(ident, r["context_id"], r["candidate_a"], r["candidate_b"])] = r["label"]
     idents = sorted(identities)
     col = {ident: j for j, ident in enumerate(idents)}
-    points = np.zeros((len(pairs), len(idents)))
+    total = np.zeros((len(pairs), len(idents)))
     orders = np.zeros((len(pairs), len(idents)), dtype=np.int8)
     for (ident, ctx, a, b), label in latest.items():
         i, sign = index[(ctx, a, b)]
-        won = 0.5 if label == "tie" else float((label == "A") == (sign == 1))
-        points[i, col[ident]] += won
+        total[i, col[ident]] += points(label, sign == 1)
         orders[i, col[ident]] += 1
     names = judge_names(idents)
-    votes = np.full(points.shape, NO_VOTE, dtype=np.int8)
-    votes[(orders > 0) & (2 * points > orders)] = SYSTEM
-    votes[(orders > 0) & (2 * points < orders)] = BASELINE
-    tied = (orders > 0) & (2 * points == orders)
+    votes = np.full(total.shape, NO_VOTE, dtype=np.int8)
+    votes[(orders > 0) & (2 * total > orders)] = SYSTEM
+    votes[(orders > 0) & (2 * total < orders)] = BASELINE
+    tied = (orders > 0) & (2 * total == orders)
     for i, j in zip(*np.nonzero(tied)):
         votes[i, j] = tie_break(seed, *pairs[i], names[j])
     t = np.full(len(pairs), NO_VOTE, dtype=np.int8) if truth is None else np.asarray(truth, dtype=np.int8)

@@ -23,6 +23,18 @@ Each quantity gets a Beta posterior with a uniform prior, ``Beta(1 + hits,
 1 + misses)``. BWRS (Bayesian Win Rate Sampling) draws ``k``, ``q0``, ``q1`` from
 their posteriors, maps each draw through :func:`correct`, keeps draws in (0, 1)
 and pools the kept draws of every judge.
+
+Ties. A vote is binary: a pair the judge ties on (its swap-and-sum points
+exactly half, :mod:`operators.votes`) goes to :data:`SYSTEM` or :data:`BASELINE`
+by :func:`tie_break`, a fair coin seeded by (seed, pair, judge), and is counted
+(``n_ties``). The coin is the same rule on labelled and unlabelled pairs, so
+``q0`` and ``q1`` are measured on the same coin-broken votes and the correction
+still holds: a judge that ties often just looks closer to chance. A tie in the
+human truth is :data:`NO_VOTE` (no class), counted in no accuracy.
+
+    >>> coins = [tie_break(0, f"ctx{i}", "system", "baseline", "judge") for i in range(1000)]
+    >>> sorted(set(coins)), coins.count(SYSTEM)
+    ([0, 1], 529)
 """
 
 from __future__ import annotations

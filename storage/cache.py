@@ -1,5 +1,9 @@
 """The judgment cache: an append-only folder of Parquet parts, keyed.
 
+The same store, with the PASSES schema, keeps the first passes of multi-pass
+judging modes (PRePair analyses, pointwise scores), so an output is analysed
+once however often it is compared.
+
 Each flush writes one new part atomically (``part-<utc time>-<uuid>.parquet``),
 so a run killed midway keeps every part it finished and a reader never sees a
 half-written one. Parts are never rewritten, so concurrent writers cannot
@@ -23,17 +27,17 @@ from storage.schemas import JUDGMENTS, validate
 class JudgmentCache:
     """Judgments under one folder, looked up by key."""
 
-    def __init__(self, folder: Location):
-        self.folder = folder
+    def __init__(self, folder: Location, schema: pa.Schema = JUDGMENTS):
+        self.folder, self.schema = folder, schema
 
     def parts(self) -> list[Location]:
         return self.folder.files(suffix=".parquet")
 
     def read(self) -> pa.Table:
-        """Every part, validated against the judgments schema, one row per key."""
-        tables = [validate(part.read_parquet(), JUDGMENTS, part.uri) for part in self.parts()]
+        """Every part, validated against the cache's schema, one row per key."""
+        tables = [validate(part.read_parquet(), self.schema, part.uri) for part in self.parts()]
         if not tables:
-            return JUDGMENTS.empty_table()
+            return self.schema.empty_table()
         return latest_per_key(pa.concat_tables(tables))
 
     def answered(self, table: pa.Table | None = None) -> pa.Table:
@@ -45,7 +49,7 @@ class JudgmentCache:
         """Write ``table`` as one new part; returns it (None for an empty table)."""
         if table.num_rows == 0:
             return None
-        table = validate(table, JUDGMENTS, "judgments to append")
+        table = validate(table, self.schema, f"rows to append to {self.folder.uri}")
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
         part = self.folder.join(f"part-{stamp}-{uuid.uuid4().hex[:8]}.parquet")
         part.write_parquet(table)

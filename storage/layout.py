@@ -3,6 +3,7 @@
 ::
 
     <output>/judgments/part-*.parquet     the judgment cache, shared by every run under the root
+    <output>/passes/part-*.parquet        first passes of multi-pass modes (analyses, pointwise scores), shared too
     <output>/runs/<name>/manifest.json    the spec, the counts and the state of the run
     <output>/runs/<name>/rankings.parquet
     <output>/runs/<name>/spearman.parquet, position_bias.parquet
@@ -29,6 +30,10 @@ class RunLayout:
     @property
     def judgments(self) -> Location:
         return self.root.join("judgments")
+
+    @property
+    def passes(self) -> Location:
+        return self.root.join("passes")
 
     @property
     def run(self) -> Location:

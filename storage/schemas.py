@@ -90,6 +90,47 @@ JUDGMENTS = pa.schema(
     ]
 )
 
+PASS_REQUESTS = pa.schema(
+    [
+        _field("key", pa.string(), "Stable hash of everything that determines the pass's outcome."),
+        _field("context_id", pa.string(), "Input the output answers."),
+        _field("aspect", pa.string(), "Aspect the pass is about."),
+        _field("kind", pa.string(), "analysis (PRePair), analysis_pairwise (PRePair^) or score (pointwise)."),
+        _field("candidate_id", pa.string(), "The output analysed or scored."),
+        _field("other_id", pa.string(), "analysis_pairwise: the other output shown; '' otherwise."),
+        _field("focus", pa.string(), "analysis_pairwise: the slot (A or B) of the analysed output; '' otherwise."),
+        _field("prompt", pa.string(), "The rendered prompt."),
+        _field("prompt_hash", pa.string(), "Hash of the template the prompt was rendered from."),
+    ]
+)
+
+PASSES = pa.schema(
+    [
+        _field("key", pa.string(), "Stable hash of everything that determines the pass's outcome."),
+        _field("engine", pa.string(), "Judge engine."),
+        _field("model", pa.string(), "Judge model name or path."),
+        _field("revision", pa.string(), "Model revision."),
+        _field("prompt_hash", pa.string(), "Hash of the template."),
+        _field("sampling", pa.string(), "Settings of the pass as canonical JSON."),
+        _field("context_id", pa.string(), "Input the output answers."),
+        _field("aspect", pa.string(), "Aspect the pass is about."),
+        _field("kind", pa.string(), "analysis (PRePair), analysis_pairwise (PRePair^) or score (pointwise)."),
+        _field("candidate_id", pa.string(), "The output analysed or scored."),
+        _field("other_id", pa.string(), "analysis_pairwise: the other output shown; '' otherwise."),
+        _field("focus", pa.string(), "analysis_pairwise: the slot (A or B) of the analysed output; '' otherwise."),
+        _field("text", pa.string(), "The generated analysis, or the score distribution as JSON.", nullable=True),
+        _field("score", pa.float64(), "score: the probability-weighted mean score; null otherwise.", nullable=True),
+        _field("input_tokens", pa.int64(), "Prompt tokens."),
+        _field("output_tokens", pa.int64(), "Generated tokens."),
+        _field("seconds", pa.float64(), "Engine seconds attributed to this pass."),
+        _field("error", pa.string(), "Why the pass produced nothing usable; null when it did.", nullable=True),
+        _field("created_at", pa.timestamp("us", tz="UTC"), "When the pass was made."),
+    ]
+)
+
+#: The kinds of a pass row.
+PASS_KINDS = ("analysis", "analysis_pairwise", "score")
+
 RANKINGS = pa.schema(
     [
         _field("context_id", pa.string(), "Input the candidates answer."),
@@ -292,6 +333,9 @@ def validate(table: pa.Table, schema: pa.Schema, source: str) -> pa.Table:
         _check_in(table, "preferred", LABELS, source)
     elif schema.equals(JUDGMENTS):
         _check_judgments(table, source)
+    elif schema.equals(PASSES):
+        _check_in(table, "kind", PASS_KINDS, source)
+        _check_finite(table, "score", source)
     return table
 
 

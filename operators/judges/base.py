@@ -21,7 +21,7 @@ import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -78,6 +78,36 @@ class LabelScore:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class GenerateParams:
+    """What to generate per prompt: ``n`` texts of at most ``max_tokens`` at ``temperature``."""
+
+    max_tokens: int
+    temperature: float = 0.0
+    n: int = 1
+
+
+@dataclass
+class Generated:
+    """What an engine generated for one prompt."""
+
+    texts: list[str] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class OptionScore:
+    """Log-probability of each option (all its surface forms) at the next token of one prompt."""
+
+    logprobs: list[float] | None = None
+    input_tokens: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+
 def check_columns(batch: pa.Table, needed: dict[str, str], who: str) -> None:
     require_columns(batch, needed, f"{who}: request batch")
 
@@ -119,9 +149,43 @@ class LabelProbabilityJudge(Judge):
         return judgment_rows(requests, scores, self.identity())
 
 
+class GeneratingJudge(LabelProbabilityJudge):
+    """An engine that also generates text and reads the probabilities of any single-token options.
+
+    The judging modes (:mod:`operators.judges.modes`) are built on these two calls.
+    """
+
+    @abstractmethod
+    def generate(self, prompts: list[str], params: GenerateParams, seeds: list[int]) -> list[Generated]:
+        """One :class:`Generated` per prompt; ``seeds[i]`` makes prompt i's sampling repeatable."""
+
+    @abstractmethod
+    def option_logprobs(self, prompts: list[str], options: list[list[str]]) -> list[OptionScore]:
+        """Per prompt, the log-probability of each option at the next token.
+
+        An option is a list of surface forms (e.g. ``["3", " 3"]``); forms that are
+        not exactly one token for the engine's tokenizer are skipped, and an option
+        left without any form is an error at the first call.
+        """
+
+
+def single_token_forms(encode, options: list[list[str]]) -> list[list[int]]:
+    """Token ids of each option's single-token surface forms (see :meth:`GeneratingJudge.option_logprobs`).
+
+    >>> single_token_forms(lambda s: [ord(c) for c in s], [["1", " 1"], ["2"]])
+    [[49], [50]]
+    """
+    out = []
+    for forms in options:
+        ids = sorted({tokens[0] for tokens in map(encode, forms) if len(tokens) == 1})
+        if not ids:
+            raise ValueError(f"option {forms}: no surface form is a single token for this tokenizer")
+        out.append(ids)
+    return out
+
+
 def judgment_rows(requests: pa.Table, scores: list[LabelScore], identity: dict) -> pa.Table:
-    """Assemble JUDGMENTS rows from requests and what the engine read."""
-    now = dt.datetime.now(dt.timezone.utc)
+    """Assemble JUDGMENTS rows from requests and the label log-probabilities an engine read."""
     p_a, la, lb, label, error = [], [], [], [], []
     for s in scores:
         err = s.error
@@ -139,7 +203,29 @@ def judgment_rows(requests: pa.Table, scores: list[LabelScore], identity: dict) 
         la.append(s.logprob_a if s.logprob_a is None or math.isfinite(s.logprob_a) else None)
         lb.append(s.logprob_b if s.logprob_b is None or math.isfinite(s.logprob_b) else None)
         error.append(err)
+    return judgment_table(
+        requests,
+        identity,
+        p_a=p_a,
+        logprob_a=la,
+        logprob_b=lb,
+        label=label,
+        raw_text=[s.raw_text for s in scores],
+        input_tokens=[s.input_tokens for s in scores],
+        output_tokens=[s.output_tokens for s in scores],
+        seconds=[s.seconds for s in scores],
+        error=error,
+    )
+
+
+def judgment_table(requests: pa.Table, identity: dict, **values: list) -> pa.Table:
+    """JUDGMENTS rows: the request's columns, the judge identity, and ``values`` per outcome column.
+
+    ``values`` gives p_a, label, raw_text, input_tokens, output_tokens, seconds and
+    error (logprob_a and logprob_b are null where not given).
+    """
     n = requests.num_rows
+    now = dt.datetime.now(dt.timezone.utc)
     columns = {
         "key": requests.column("key"),
         "engine": [identity["engine"]] * n,
@@ -151,15 +237,15 @@ def judgment_rows(requests: pa.Table, scores: list[LabelScore], identity: dict) 
         "aspect": requests.column("aspect"),
         "candidate_a": requests.column("candidate_a"),
         "candidate_b": requests.column("candidate_b"),
-        "p_a": p_a,
-        "logprob_a": la,
-        "logprob_b": lb,
-        "label": label,
-        "raw_text": [s.raw_text for s in scores],
-        "input_tokens": [s.input_tokens for s in scores],
-        "output_tokens": [s.output_tokens for s in scores],
-        "seconds": [s.seconds for s in scores],
-        "error": error,
+        "p_a": values["p_a"],
+        "logprob_a": values.get("logprob_a", [None] * n),
+        "logprob_b": values.get("logprob_b", [None] * n),
+        "label": values["label"],
+        "raw_text": values["raw_text"],
+        "input_tokens": values["input_tokens"],
+        "output_tokens": values["output_tokens"],
+        "seconds": values["seconds"],
+        "error": values["error"],
         "created_at": [now] * n,
     }
     return pa.table(columns, schema=JUDGMENTS)

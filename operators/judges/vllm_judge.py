@@ -13,7 +13,15 @@ from __future__ import annotations
 import os
 import time
 
-from operators.judges.base import LabelProbabilityJudge, LabelScore, logsumexp
+from operators.judges.base import (
+    Generated,
+    GenerateParams,
+    GeneratingJudge,
+    LabelScore,
+    OptionScore,
+    logsumexp,
+    single_token_forms,
+)
 from operators.judges.models import folder_revision, resolve_model
 
 #: Set (unless the spec's judge.env sets them) before vLLM is imported: no telemetry,
@@ -57,7 +65,7 @@ def label_token_ids(tokenizer, forms: list[str], label: str) -> list[int]:
     return ids
 
 
-class VllmJudge(LabelProbabilityJudge):
+class VllmJudge(GeneratingJudge):
     engine = "vllm"
 
     def __init__(self, spec):
@@ -90,31 +98,97 @@ class VllmJudge(LabelProbabilityJudge):
         self.params = SamplingParams(
             max_tokens=1, temperature=0.0, logprob_token_ids=self.ids_a + self.ids_b, seed=spec.seed
         )
+        self._sampling_params = SamplingParams
+        # Per-request seeds make sampled answers repeatable, but vLLM's CPU build fails on them when a
+        # request's prefill is chunked ("CPU Generator does not use offset"), so there the engine's own
+        # seeded generator is used: repeatable for the same batches, not per request.
+        from vllm.platforms import current_platform
+
+        self.per_request_seeds = not current_platform.is_cpu()
+        self._option_ids: dict[tuple, list[list[int]]] = {}
 
     def identity(self) -> dict:
         return self._identity
 
-    def score(self, prompts: list[str]) -> list[LabelScore]:
-        # A prompt too long for the engine would make vLLM reject the whole batch:
-        # it becomes an error row of its own and the rest are judged.
+    def _run(self, prompts: list[str], params, reserve: int) -> tuple[list[int], list[int], list, float]:
+        """Generate for the prompts that leave ``reserve`` tokens of room; the rest are reported, not sent.
+
+        A prompt too long for the engine would make vLLM reject the whole batch, so
+        it becomes an error row of its own and the rest are judged. ``params`` is one
+        SamplingParams or one per prompt. Returns (lengths, indices sent, outputs,
+        seconds per prompt).
+        """
         started = time.perf_counter()
         tokenizer = self.llm.get_tokenizer()
-        limit = self.spec.max_model_len - 1
+        limit = self.spec.max_model_len - reserve
         lengths = [len(tokenizer.encode(p)) for p in prompts]
         fits = [i for i, n in enumerate(lengths) if n <= limit]
-        outputs = self.llm.generate([prompts[i] for i in fits], self.params, use_tqdm=False) if fits else []
-        share = (time.perf_counter() - started) / max(len(prompts), 1)
-        scores = [
-            LabelScore(
-                input_tokens=n,
-                seconds=share,
-                error=f"prompt is {n} tokens; judge.max_model_len {self.spec.max_model_len} leaves room for {limit}",
-            )
-            for n in lengths
-        ]
+        if isinstance(params, list):
+            params = [params[i] for i in fits]
+        outputs = self.llm.generate([prompts[i] for i in fits], params, use_tqdm=False) if fits else []
+        return lengths, fits, outputs, (time.perf_counter() - started) / max(len(prompts), 1)
+
+    def _too_long(self, n: int, reserve: int) -> str:
+        limit = self.spec.max_model_len - reserve
+        return f"prompt is {n} tokens; judge.max_model_len {self.spec.max_model_len} leaves room for {limit}"
+
+    def score(self, prompts: list[str]) -> list[LabelScore]:
+        lengths, fits, outputs, share = self._run(prompts, self.params, 1)
+        scores = [LabelScore(input_tokens=n, seconds=share, error=self._too_long(n, 1)) for n in lengths]
         for i, score in zip(fits, self._read(outputs, share)):
             scores[i] = score
         return scores
+
+    def generate(self, prompts: list[str], params: GenerateParams, seeds: list[int]) -> list[Generated]:
+        per_prompt = [
+            self._sampling_params(
+                max_tokens=params.max_tokens,
+                temperature=params.temperature,
+                n=params.n,
+                seed=seed if self.per_request_seeds else None,
+            )
+            for seed in seeds
+        ]
+        reserve = params.max_tokens
+        lengths, fits, outputs, share = self._run(prompts, per_prompt, reserve)
+        out = [Generated(input_tokens=n, seconds=share, error=self._too_long(n, reserve)) for n in lengths]
+        for i, o in zip(fits, outputs):
+            out[i] = Generated(
+                texts=[c.text for c in o.outputs],
+                input_tokens=len(o.prompt_token_ids or []),
+                output_tokens=sum(len(c.token_ids) for c in o.outputs),
+                seconds=share,
+                error=None if o.outputs else "vLLM returned no completion",
+            )
+        return out
+
+    def option_logprobs(self, prompts: list[str], options: list[list[str]]) -> list[OptionScore]:
+        key = tuple(map(tuple, options))
+        if key not in self._option_ids:
+            tokenizer = self.llm.get_tokenizer()
+            self._option_ids[key] = single_token_forms(lambda s: tokenizer.encode(s, add_special_tokens=False), options)
+        ids = self._option_ids[key]
+        flat = sorted({t for option in ids for t in option})
+        params = self._sampling_params(max_tokens=1, temperature=0.0, logprob_token_ids=flat, seed=self.spec.seed)
+        lengths, fits, outputs, share = self._run(prompts, params, 1)
+        out = [OptionScore(input_tokens=n, seconds=share, error=self._too_long(n, 1)) for n in lengths]
+        for i, o in zip(fits, outputs):
+            completion = o.outputs[0] if o.outputs else None
+            n_in = len(o.prompt_token_ids or [])
+            if completion is None or not completion.logprobs:
+                out[i] = OptionScore(input_tokens=n_in, seconds=share, error="vLLM returned no logprobs")
+                continue
+            step = completion.logprobs[0]
+            missing = [t for t in flat if t not in step]
+            if missing:
+                out[i] = OptionScore(input_tokens=n_in, seconds=share, error=f"token ids {missing} missing in logprobs")
+                continue
+            out[i] = OptionScore(
+                logprobs=[logsumexp([step[t].logprob for t in option]) for option in ids],
+                input_tokens=n_in,
+                seconds=share,
+            )
+        return out
 
     def _read(self, outputs, share: float) -> list[LabelScore]:
         scores = []

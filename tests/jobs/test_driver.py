@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from jobs.driver import Driver, RoundCalibration
+from jobs.passes import Judging
 from jobs.requests import RequestMaker, contexts_of
 from jobs.run import judge_pool, read_inputs, run_job
 from jobs.spec import load_spec, parse_spec
@@ -80,7 +81,8 @@ def driver_for(spec, pools, progress=lambda m: None):
     prompts = load_prompts(Path(spec.prompts), spec.aspects)
     maker = RequestMaker(candidates, prompts, judge_identity(spec.judge))
     cache = JudgmentCache(Location.of(spec.output).join("judgments"))
-    return Driver(spec, candidates, maker, cache, pools, progress), candidates, cache
+    judging = Judging(spec.judging, maker, judge_identity(spec.judge), None, spec.flush_rows)
+    return Driver(spec, candidates, judging, cache, pools, progress), candidates, cache
 
 
 @pytest.mark.parametrize("name", ["pairs_greedy", "pairs_beam"])

@@ -3,6 +3,7 @@ and the http judge against vLLM's own OpenAI server on 127.0.0.1."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -11,13 +12,15 @@ import sys
 import pyarrow as pa
 import pytest
 
-from jobs.spec import HttpJudgeSpec, ReplayJudgeSpec, VllmJudgeSpec
+from jobs.spec import HttpJudgeSpec, JudgingSpec, ReplayJudgeSpec, VllmJudgeSpec
 from operators.judges import judge_identity, make_judge
-from operators.judges.base import p_a_from_logprobs
+from operators.judges.base import GenerateParams, p_a_from_logprobs
+from operators.judges.modes import ModeRunner, score_options
 from operators.judges.vllm_judge import label_token_ids
-from operators.prompts import load_prompts
+from operators.prompts import Domain, load_mode_prompts, load_prompts
+from operators.verdicts import parse_verdict
 from storage.fs import Location
-from storage.schemas import JUDGMENTS, REQUESTS, validate
+from storage.schemas import JUDGMENTS, PASS_REQUESTS, PASSES, REQUESTS, validate
 from tests.conftest import CPU_ENGINE_ENV, ROOT, stop_process, wait_for_port
 
 pytestmark = pytest.mark.engine
@@ -114,6 +117,14 @@ def test_http_judge_against_vllm_openai_server(vllm_judge, default_model, tmp_pa
         assert over_http.column("error").to_pylist() == [None, None]
         assert over_http.column("p_a").to_pylist() == pytest.approx(offline.column("p_a").to_pylist(), abs=0.05)
         assert all(t > 50 for t in over_http.column("input_tokens").to_pylist())
+        # the calls the judging modes use: greedy text as the offline engine writes it, the same score options
+        prompt = requests_for(PAIRS[:1]).column("prompt")[0].as_py()
+        (text,) = judge.generate([prompt], GenerateParams(max_tokens=8), [0])
+        (offline_text,) = vllm_judge.generate([prompt], GenerateParams(max_tokens=8), [0])
+        assert text.error is None and text.output_tokens == 8 and text.texts == offline_text.texts
+        (score,) = judge.option_logprobs(["Rate it from 1 to 5.\nScore:"], score_options((1, 5)))
+        (offline_score,) = vllm_judge.option_logprobs(["Rate it from 1 to 5.\nScore:"], score_options((1, 5)))
+        assert score.error is None and score.logprobs == pytest.approx(offline_score.logprobs, abs=0.05)
         # an unknown model is an error row that says what the server answered, not a crash
         wrong = make_judge(
             HttpJudgeSpec(base_url=f"http://127.0.0.1:{port}/v1", model="nope", label_token_ids={"a": [1], "b": [2]})
@@ -133,3 +144,103 @@ def test_replay_answers_known_requests_and_refuses_unknown_ones(vllm_judge, tmp_
     out = replay.judge(requests_for(PAIRS)).to_pylist()
     assert out[0]["p_a"] == made.column("p_a")[0].as_py() and out[0]["model"] == made.column("model")[0].as_py()
     assert out[1]["p_a"] is None and "has no judgment of (ctx, fluency, bad, good)" in out[1]["error"]
+
+
+# -- the engine calls the judging modes are built on, and the modes themselves ------------------------------------
+
+
+def test_vllm_generates_samples_also_when_prefills_are_chunked(vllm_judge):
+    prompt = requests_for(PAIRS[:1]).column("prompt")[0].as_py()
+    params = GenerateParams(max_tokens=12, temperature=1.0, n=3)
+    (first,) = vllm_judge.generate([prompt], params, [7])
+    assert first.error is None and len(first.texts) == 3 and len(set(first.texts)) > 1
+    assert 3 <= first.output_tokens <= 36 and first.input_tokens > 50
+    # vLLM's CPU build cannot rewind a per-request generator when a prefill is chunked; on CPU the engine's
+    # own generator is used, and a batch large enough to be chunked samples without failing
+    assert vllm_judge.per_request_seeds is False
+    many = vllm_judge.generate([f"{i}. {prompt}" for i in range(12)], GenerateParams(4, 1.0, n=2), list(range(12)))
+    assert all(g.error is None and len(g.texts) == 2 for g in many)
+    (greedy,) = vllm_judge.generate([prompt], GenerateParams(max_tokens=8), [0])
+    assert vllm_judge.generate([prompt], GenerateParams(max_tokens=8), [1])[0].texts == greedy.texts
+    long_prompt = " ".join(["word"] * 2100)
+    (too_long,) = vllm_judge.generate([long_prompt], params, [0])
+    assert too_long.texts == [] and "leaves room for" in too_long.error
+
+
+def test_vllm_reads_the_probability_of_every_score_option(vllm_judge):
+    prompt = "Rate the summary from 1 to 5.\nScore:"
+    (score,) = vllm_judge.option_logprobs([prompt], score_options((1, 5)))
+    assert score.error is None and len(score.logprobs) == 5 and all(math.isfinite(lp) for lp in score.logprobs)
+    # " 1" is two tokens for Gemma's tokenizer: it is skipped, "1" is kept
+    with pytest.raises(ValueError, match="no surface form is a single token"):
+        vllm_judge.option_logprobs([prompt], [["1"], [" ten thousand"]])
+
+
+def _mode_spec(mode: str, **over) -> JudgingSpec:
+    return JudgingSpec(mode=mode, max_tokens=24, analysis_max_tokens=24, samples=3, **over)
+
+
+def _templates(kind: str):
+    domain = Domain.load(ROOT / "configs/prompts/summarization")
+    return load_mode_prompts(ROOT / "configs/prompts", ROOT / "configs/prompts/summarization", kind, ["fluency"],
+                             ["v1"])["fluency"][0], domain  # fmt: skip
+
+
+def _pairwise_requests(template) -> pa.Table:
+    rows = [
+        {"key": f"{i:08x}" * 4, "context_id": "ctx", "aspect": "fluency", "candidate_a": a, "candidate_b": b,
+         "prompt": template.render(ARTICLE, ta, tb), "prompt_hash": template.hash}
+        for i, (a, ta, b, tb) in enumerate(PAIRS)
+    ]  # fmt: skip
+    return pa.Table.from_pylist(rows, schema=REQUESTS)
+
+
+def test_generate_mode_parses_a_verdict_or_makes_a_counted_error_row_never_a_guess(vllm_judge):
+    template, _ = _templates("generate")
+    runner = ModeRunner(vllm_judge, _mode_spec("generate", retries=2))
+    out = validate(runner.run("pairwise", _pairwise_requests(template)), JUDGMENTS, "generate mode")
+    for row in out.to_pylist():
+        assert row["raw_text"] is not None and row["output_tokens"] >= 1
+        verdict = parse_verdict(row["raw_text"])
+        if row["error"] is None:
+            assert row["label"] == verdict.label and row["p_a"] == verdict.p_a
+        else:
+            assert row["p_a"] is None and row["label"] is None and row["error"].startswith("no verdict after 3 answers")
+    assert json.loads(out.column("sampling")[0].as_py())["mode"] == "generate"
+    failed = sum(e is not None for e in out.column("error").to_pylist())
+    assert runner.calls["pairwise"] == 2 and runner.calls["pairwise_retry"] >= 2 * failed
+
+
+def test_sample_mode_p_a_is_the_fraction_of_samples_choosing_a(vllm_judge):
+    template, _ = _templates("generate")
+    runner = ModeRunner(vllm_judge, _mode_spec("sample"))
+    out = validate(runner.run("pairwise", _pairwise_requests(template)), JUDGMENTS, "sample mode").to_pylist()
+    for row in out:
+        raw = json.loads(row["raw_text"])
+        assert len(raw["texts"]) == 3 and sum(raw["votes"].values()) == 3
+        parsed = 3 - raw["votes"].get("none", 0)
+        if row["error"] is None:
+            assert row["p_a"] == (raw["votes"].get("A", 0) + 0.5 * raw["votes"].get("tie", 0)) / parsed
+        else:
+            assert parsed == 0 and "none of the 3 samples has a verdict" in row["error"]
+
+
+def test_first_passes_analyse_and_score_one_output_each(vllm_judge):
+    runner = ModeRunner(vllm_judge, _mode_spec("prepair"))
+    for kind, stage in (("analysis", "analysis"), ("pointwise", "score")):
+        template, _ = _templates(kind)
+        rows = [
+            {"key": f"{i:08x}" * 4, "context_id": "ctx", "aspect": "fluency", "kind": stage, "candidate_id": cid,
+             "other_id": "", "focus": "", "prompt": template.fill(context=ARTICLE, candidate=text),
+             "prompt_hash": template.hash}
+            for i, (cid, text) in enumerate([("good", GOOD), ("bad", BAD)])
+        ]  # fmt: skip
+        out = validate(runner.run(stage, pa.Table.from_pylist(rows, schema=PASS_REQUESTS)), PASSES, stage).to_pylist()
+        assert [r["candidate_id"] for r in out] == ["good", "bad"] and all(r["error"] is None for r in out)
+        if stage == "score":
+            for r in out:
+                assert 1.0 <= r["score"] <= 5.0
+                assert sum(json.loads(r["text"])["probabilities"].values()) == pytest.approx(1.0, abs=1e-4)
+        else:
+            assert all(r["text"] and r["score"] is None and r["output_tokens"] >= 1 for r in out)
+    assert runner.calls == {"analysis": 2, "score": 2}

@@ -1,0 +1,226 @@
+"""Judging keyed requests in the spec's mode: every stage is a Ray Data stream on the same warm pool.
+
+Single-pass modes (``logprob``, ``generate``, ``sample``) send the rendered
+requests through the pool's ``pairwise`` stage. Multi-pass modes first run a
+pass per output and cache it (``<output>/passes/``, PASSES rows):
+
+* ``prepair``: an ``analysis`` of each output, keyed by (judge, template, aspect,
+  context, output): an output compared with many others is analysed once per
+  job, and never again by a later job with the same judge and template;
+* ``prepair_pairwise`` (PRePair^): an ``analysis_pairwise`` of each output of
+  each ordered pair, written while seeing both (so no reuse across pairs);
+* ``pointwise``: a ``score`` of each output; its verdicts need no engine.
+
+then render the verdict prompts with both analyses and send them through the
+``pairwise`` stage (PRePair), or compare the two scores (pointwise: see
+:func:`operators.judges.modes.pair_scores_verdict`). A pair whose first pass
+failed is an error row naming the output, retried on the next run like any
+error row; a first pass that failed is asked again then too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import pyarrow as pa
+
+from operators.judges.modes import describe_scores, judging_identity, pair_scores_verdict, pass_identity
+from storage.cache import JudgmentCache
+from storage.keys import judgment_key
+from storage.schemas import JUDGMENTS, PASS_REQUESTS, PASSES
+
+log = logging.getLogger(__name__)
+
+Request = tuple  # (aspect, context_id, candidate_a, candidate_b[, variant])
+
+
+def judge_into_cache(
+    pool,
+    todo: pa.Table,
+    cache: JudgmentCache,
+    flush_rows: int,
+    progress: Callable[[str], None],
+    stage: str = "pairwise",
+) -> pa.Table:
+    """Stream ``todo`` through the pool's ``stage``, appending a cache part every ``flush_rows``; returns the rows."""
+    schema = cache.schema
+    buffer: list[pa.Table] = []
+    out: list[pa.Table] = []
+    buffered = done = errors = 0
+    started = time.perf_counter()
+    for batch in pool.judge(todo, stage):
+        batch = batch.select(schema.names).cast(schema)
+        buffer.append(batch)
+        buffered += batch.num_rows
+        errors += batch.num_rows - batch.column("error").null_count
+        if buffered >= flush_rows:
+            out.append(pa.concat_tables(buffer))
+            cache.append(out[-1])
+            done += buffered
+            buffer, buffered = [], 0
+            rate = done / max(time.perf_counter() - started, 1e-9)
+            progress(f"{stage}: {done}/{todo.num_rows} ({errors} errors, {rate:.2f}/s)")
+    if buffer:
+        out.append(pa.concat_tables(buffer))
+        cache.append(out[-1])
+        done += buffered
+        progress(f"{stage}: {done}/{todo.num_rows} ({errors} errors)")
+    return pa.concat_tables(out) if out else schema.empty_table()
+
+
+class Judging:
+    """Judges ``{key: request}`` in the spec's mode on a pool; see the module docstring.
+
+    ``stats`` counts first passes reused from the cache, run now, and failed.
+    """
+
+    def __init__(self, judging, maker, engine_identity: dict, passes: JudgmentCache | None, flush_rows: int):
+        self.judging, self.maker, self.flush_rows = judging, maker, flush_rows
+        self.identity = judging_identity(engine_identity, judging)
+        self.kind = judging.passes[0] if len(judging.passes) > 1 or judging.mode == "pointwise" else None
+        self.stats: Counter = Counter(cached=0, run=0, errors=0)
+        self.known: dict[str, dict] = {}
+        if self.kind is not None:
+            if passes is None:
+                raise ValueError(f"judging.mode {judging.mode!r} needs a cache for its first passes")
+            self.passes = passes
+            self.pass_identity = pass_identity(engine_identity, judging, self.kind)
+            self.known = {r["key"]: r for r in passes.answered().to_pylist()}
+
+    def judge(
+        self, pool, wanted: dict[str, Request], cache: JudgmentCache, progress: Callable[[str], None]
+    ) -> pa.Table:
+        """Judgments of every request in ``wanted``, appended to ``cache`` as they come."""
+        if not wanted:
+            return JUDGMENTS.empty_table()
+        if self.kind is None:
+            return judge_into_cache(pool, self.maker.table(wanted), cache, self.flush_rows, progress)
+        firsts = self._first_passes(pool, wanted, progress)
+        if self.judging.mode == "pointwise":
+            table = self._score_verdicts(wanted, firsts)
+            cache.append(table)
+            return table
+        ready, failed = {}, {}
+        for key, req in wanted.items():
+            rows = firsts[key]
+            bad = [r for r in rows if r.get("error") is not None]
+            if bad:
+                failed[key] = f"{self.kind} of {bad[0]['candidate_id']} failed: {bad[0]['error']}"
+            else:
+                ready[key] = req
+        parts = []
+        if failed:
+            parts.append(self._error_rows({k: wanted[k] for k in failed}, failed))
+            cache.append(parts[-1])
+        if ready:
+            analyses = {k: (firsts[k][0]["text"], firsts[k][1]["text"]) for k in ready}
+            parts.append(judge_into_cache(pool, self.maker.table(ready, analyses), cache, self.flush_rows, progress))
+        return pa.concat_tables(parts)
+
+    # -- first passes --------------------------------------------------------------------------------------------
+
+    def _pass_rows(self, req: Request) -> list[dict]:
+        """The two first-pass requests a pairwise request needs (slot A's output first)."""
+        aspect, ctx, a, b, *rest = req
+        variant = rest[0] if rest else 0
+        template = self.maker.variants[aspect][variant].first
+        context, ta, tb = self.maker.context[ctx], self.maker.text[a], self.maker.text[b]
+        rows = []
+        if self.kind == "analysis_pairwise":
+            for focus, cid, other in (("A", a, b), ("B", b, a)):
+                ident = {**self.pass_identity, "focus": focus}
+                rows.append(
+                    dict(
+                        key=judgment_key(ident, template.hash, aspect, ctx, context, a, ta, b, tb),
+                        context_id=ctx, aspect=aspect, kind=self.kind, candidate_id=cid, other_id=other, focus=focus,
+                        prompt=template.fill(context=context, candidate_a=ta, candidate_b=tb, focus=focus),
+                        prompt_hash=template.hash,
+                    )
+                )  # fmt: skip
+            return rows
+        for cid, text in ((a, ta), (b, tb)):
+            rows.append(
+                dict(
+                    key=judgment_key(self.pass_identity, template.hash, aspect, ctx, context, cid, text, "", ""),
+                    context_id=ctx, aspect=aspect, kind=self.kind, candidate_id=cid, other_id="", focus="",
+                    prompt=template.fill(context=context, candidate=text), prompt_hash=template.hash,
+                )
+            )  # fmt: skip
+        return rows
+
+    def _first_passes(self, pool, wanted: dict[str, Request], progress) -> dict[str, tuple[dict, dict]]:
+        """Per judgment key, its two first-pass rows; the missing ones are run on the pool first."""
+        needs = {key: self._pass_rows(req) for key, req in wanted.items()}
+        todo: dict[str, dict] = {}
+        for rows in needs.values():
+            for r in rows:
+                if r["key"] not in self.known:
+                    todo.setdefault(r["key"], r)
+        self.stats["cached"] += len({r["key"] for rows in needs.values() for r in rows} - set(todo))
+        if todo:
+            progress(f"{self.kind}: {len(todo)} outputs to pass over ({self.stats['cached']} cached so far)")
+            ordered = sorted(todo.values(), key=lambda r: (r["context_id"], r["aspect"], r["candidate_id"], r["focus"]))
+            table = pa.Table.from_pylist(ordered, schema=PASS_REQUESTS)
+            done = judge_into_cache(pool, table, self.passes, self.flush_rows, progress, stage=self.kind)
+            rows = done.to_pylist()
+            self.stats["run"] += len(rows)
+            self.stats["errors"] += sum(r["error"] is not None for r in rows)
+            fresh = {r["key"]: r for r in rows}
+            self.known.update({k: r for k, r in fresh.items() if r["error"] is None})
+        else:
+            fresh = {}
+        missing = {"error": "no answer from the pool", "candidate_id": "?"}
+        return {
+            key: tuple(self.known.get(r["key"]) or fresh.get(r["key"]) or {**missing, **r, "error": missing["error"]}
+                       for r in rows)
+            for key, rows in needs.items()
+        }  # fmt: skip
+
+    # -- verdict rows without an engine ----------------------------------------------------------------------------
+
+    def _request_table(self, wanted: dict[str, Request]) -> pa.Table:
+        rows = []
+        for key, (aspect, ctx, a, b, *rest) in wanted.items():
+            v = self.maker.variants[aspect][rest[0] if rest else 0]
+            rows.append(dict(key=key, context_id=ctx, aspect=aspect, candidate_a=a, candidate_b=b, prompt="",
+                             prompt_hash=v.hash))  # fmt: skip
+        return pa.Table.from_pylist(rows)
+
+    def _error_rows(self, wanted: dict[str, Request], errors: dict[str, str]) -> pa.Table:
+        n = len(wanted)
+        return judgment_table_of(
+            self._request_table(wanted), self.identity, [None] * n, [None] * n, [None] * n, [errors[k] for k in wanted]
+        )
+
+    def _score_verdicts(self, wanted: dict[str, Request], firsts: dict[str, tuple[dict, dict]]) -> pa.Table:
+        scale, margin = tuple(self.judging.scale), self.judging.tie_margin
+        p_a, label, raw, error = [], [], [], []
+        for key in wanted:
+            ra, rb = firsts[key]
+            bad = ra if ra.get("error") is not None else rb if rb.get("error") is not None else None
+            if bad is not None:
+                p_a.append(None), label.append(None), raw.append(None)
+                error.append(f"score of {bad['candidate_id']} failed: {bad['error']}")
+                continue
+            p, lab = pair_scores_verdict(ra["score"], rb["score"], scale, margin)
+            p_a.append(p), label.append(lab), raw.append(describe_scores(ra["score"], rb["score"])), error.append(None)
+        return judgment_table_of(self._request_table(wanted), self.identity, p_a, label, raw, error)
+
+
+def judgment_table_of(requests: pa.Table, identity: dict, p_a, label, raw_text, error) -> pa.Table:
+    """JUDGMENTS rows made on the driver (no engine time or tokens)."""
+    from operators.judges.base import judgment_table
+
+    n = requests.num_rows
+    return judgment_table(
+        requests, identity, p_a=p_a, label=label, raw_text=raw_text, input_tokens=[0] * n, output_tokens=[0] * n,
+        seconds=[0.0] * n, error=error,
+    )  # fmt: skip
+
+
+def pass_cache(root) -> JudgmentCache:
+    """The first-pass cache under a storage root's layout folder."""
+    return JudgmentCache(root, schema=PASSES)

@@ -1,0 +1,358 @@
+"""Judging modes: what one judge actor does with each stage's batch.
+
+A mode is a sequence of stages (see ``JudgingSpec.passes``); each stage is its
+own Ray Data stream through the same warm pool (:mod:`cluster.pools`), and the
+driver (:mod:`jobs.passes`) decides what each stage is asked. On the actor,
+:class:`ModeRunner` turns a batch of one stage into rows:
+
+* ``pairwise`` (REQUESTS -> JUDGMENTS): the verdict of each rendered prompt, read
+  as label probabilities (``logprob``), as a generated verdict parsed by
+  :func:`operators.verdicts.parse_verdict` (``generate``: an unparseable answer
+  is re-asked at most ``retries`` times at ``retry_temperature`` with a new seed,
+  then it is an error row; never a guess), or as ``samples`` generations whose
+  p_a is the fraction choosing A, a tie counting half (``sample``).
+* ``analysis`` and ``analysis_pairwise`` (PASS_REQUESTS -> PASSES): a generated
+  analysis of one output (PRePair), or of one output while both are shown (PRePair^).
+* ``score`` (PASS_REQUESTS -> PASSES): a G-Eval style Likert score: the
+  probability-weighted mean of the score tokens at the next position::
+
+      >>> expected_score([math.log(0.5), math.log(0.5), -math.inf], (1, 3))
+      (1.5, {'1': 0.5, '2': 0.5, '3': 0.0})
+
+Every engine prompt is counted per stage in :attr:`ModeRunner.calls`, so a test
+(or the report) can see that an output was analysed once.
+
+Sampling is seeded per request from its key, so the same request gets the same
+answer on any actor, and the cache can keep it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import time
+from collections import Counter
+
+import pyarrow as pa
+
+from operators.judges.base import (
+    REQUEST_COLUMNS,
+    GenerateParams,
+    GeneratingJudge,
+    Judge,
+    check_columns,
+    judgment_rows,
+    judgment_table,
+    label_of,
+    logsumexp,
+)
+from storage.keys import canonical_json
+from storage.schemas import PASSES
+
+#: Columns of a first-pass batch (PASS_REQUESTS) the actor reads.
+PASS_COLUMNS = {
+    "key": "stable pass key",
+    "context_id": "input id",
+    "aspect": "aspect",
+    "kind": "analysis, analysis_pairwise or score",
+    "candidate_id": "output analysed or scored",
+    "other_id": "the other output shown (analysis_pairwise)",
+    "focus": "slot of the analysed output (analysis_pairwise)",
+    "prompt": "rendered prompt",
+    "prompt_hash": "template hash",
+}
+ANALYSIS_KINDS = ("analysis", "analysis_pairwise")
+
+
+def judging_settings(judging) -> dict:
+    """The settings of a mode that change its verdicts (they go into the judge identity)."""
+    j = judging
+    generate = {"max_tokens": j.max_tokens, "temperature": j.temperature, "retries": j.retries,
+                "retry_temperature": j.retry_temperature, "allow_ties": j.allow_ties}  # fmt: skip
+    if j.mode == "generate":
+        return generate
+    if j.mode == "sample":
+        return {"max_tokens": j.max_tokens, "samples": j.samples, "temperature": j.sample_temperature,
+                "allow_ties": j.allow_ties}  # fmt: skip
+    if j.mode in ("prepair", "prepair_pairwise"):
+        out = {"analysis_max_tokens": j.analysis_max_tokens, "verdict": j.verdict}
+        return {**out, **generate} if j.verdict == "generate" else out
+    if j.mode == "pointwise":
+        return {"scale": list(j.scale), "tie_margin": j.tie_margin}
+    return {}
+
+
+def judging_identity(engine: dict, judging) -> dict:
+    """The identity of the verdicts: the engine's, plus the mode and its settings (logprob adds nothing).
+
+    >>> from jobs.spec import JudgingSpec
+    >>> judging_identity({"engine": "e", "sampling": {"t": 0}}, JudgingSpec())
+    {'engine': 'e', 'sampling': {'t': 0}}
+    >>> judging_identity({"engine": "e", "sampling": {}}, JudgingSpec(mode="pointwise"))["sampling"]["mode"]
+    'pointwise'
+    """
+    if judging is None or judging.mode == "logprob":
+        return engine
+    sampling = {**engine.get("sampling", {}), "mode": judging.mode, "judging": judging_settings(judging)}
+    return {**engine, "sampling": sampling}
+
+
+def pass_identity(engine: dict, judging, kind: str) -> dict:
+    """The identity of a first pass: it does not change with the verdict settings, so analyses are reused."""
+    settings = {"pass": kind}
+    if kind in ANALYSIS_KINDS:
+        settings["max_tokens"] = judging.analysis_max_tokens
+    else:
+        settings["scale"] = list(judging.scale)
+    return {**engine, "sampling": {**engine.get("sampling", {}), **settings}}
+
+
+def score_options(scale: tuple[int, int]) -> list[list[str]]:
+    """The surface forms of each score, e.g. ``[["1", " 1"], ...]``."""
+    return [[str(s), f" {s}"] for s in range(scale[0], scale[1] + 1)]
+
+
+def expected_score(logprobs: list[float], scale: tuple[int, int]) -> tuple[float, dict[str, float]]:
+    """Probability-weighted mean score and the normalised distribution over the scores."""
+    total = logsumexp(logprobs)
+    probs = [0.0 if lp == -math.inf else math.exp(lp - total) for lp in logprobs]
+    scores = range(scale[0], scale[1] + 1)
+    return sum(s * p for s, p in zip(scores, probs)), {str(s): round(p, 6) for s, p in zip(scores, probs)}
+
+
+def request_seed(key: str, base: int, attempt: int = 0) -> int:
+    """A seed per request and attempt, from its key.
+
+    >>> request_seed("00000010", 0) , request_seed("00000010", 0, attempt=1) != request_seed("00000010", 0)
+    (16, True)
+    """
+    return (int(key[:8], 16) + base + 1_000_003 * attempt) % (2**31 - 1)
+
+
+class ModeRunner:
+    """One judge engine and the judging mode: runs any stage's batch on it."""
+
+    def __init__(self, judge: Judge, judging=None):
+        self.judge, self.judging = judge, judging
+        self.engine_identity = judge.identity()
+        self.identity = judging_identity(self.engine_identity, judging)
+        self.verdict = judging.verdict_kind if judging is not None else "logprob"
+        self.calls: Counter = Counter()
+        self.seed = getattr(getattr(judge, "spec", None), "seed", 0) or 0
+        needs_engine = self.verdict != "logprob" or (judging is not None and judging.mode != "logprob")
+        if needs_engine and not isinstance(judge, GeneratingJudge):
+            raise ValueError(f"judging.mode {judging.mode!r}: the {judge.engine} engine cannot generate")
+
+    def run(self, stage: str, batch: pa.Table) -> pa.Table:
+        """Rows of one stage's batch; an engine failure becomes error rows (retried on the next run)."""
+        if stage not in ("pairwise", "analysis", "analysis_pairwise", "score"):
+            raise ValueError(f"unknown judging stage {stage!r}; expected pairwise, analysis, analysis_pairwise or score")
+        started = time.perf_counter()
+        try:
+            return self.pairwise(batch) if stage == "pairwise" else self.first_pass(stage, batch)
+        except Exception as exc:  # noqa: BLE001 - the batch is answered, and the failure is in every row
+            if stage == "pairwise":
+                check_columns(batch, REQUEST_COLUMNS, "pairwise stage")
+            else:
+                check_columns(batch, PASS_COLUMNS, f"{stage} stage")
+            return self._failed(stage, batch, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+
+    def _failed(self, stage: str, batch: pa.Table, error: str, seconds: float) -> pa.Table:
+        n = batch.num_rows
+        share = [seconds / max(n, 1)] * n
+        if stage == "pairwise":
+            return judgment_table(batch, self.identity, p_a=[None] * n, label=[None] * n, raw_text=[None] * n,
+                                  input_tokens=[0] * n, output_tokens=[0] * n, seconds=share, error=[error] * n)  # fmt: skip
+        identity = pass_identity(self.engine_identity, self.judging, stage)
+        return pass_table(batch, identity, text=[None] * n, score=[None] * n, input_tokens=[0] * n,
+                          output_tokens=[0] * n, seconds=share, error=[error] * n)  # fmt: skip
+
+    # -- pairwise verdicts ---------------------------------------------------------------------------------------
+
+    def pairwise(self, requests: pa.Table) -> pa.Table:
+        check_columns(requests, REQUEST_COLUMNS, "pairwise stage")
+        self.calls["pairwise"] += requests.num_rows
+        if self.verdict == "logprob":
+            if self.identity is self.engine_identity:
+                return self.judge.judge(requests)
+            prompts = requests.column("prompt").to_pylist()
+            return judgment_rows(requests, self.judge.score(prompts), self.identity)
+        if self.verdict == "generate":
+            return self._generated(requests)
+        return self._sampled(requests)
+
+    def _generated(self, requests: pa.Table) -> pa.Table:
+        from operators.verdicts import parse_verdict
+
+        j = self.judging
+        prompts, keys = requests.column("prompt").to_pylist(), requests.column("key").to_pylist()
+        seeds = [request_seed(k, self.seed) for k in keys]
+        answers = self.judge.generate(prompts, GenerateParams(j.max_tokens, j.temperature), seeds)
+        verdicts = [None if a.error else parse_verdict(a.texts[0] if a.texts else "", j.allow_ties) for a in answers]
+        out_tokens = [a.output_tokens for a in answers]
+        seconds = [a.seconds for a in answers]
+        attempts = [1] * len(prompts)
+        for attempt in range(1, j.retries + 1):
+            todo = [i for i, v in enumerate(verdicts) if v is not None and v.label is None]
+            if not todo:
+                break
+            self.calls["pairwise_retry"] += len(todo)
+            again = self.judge.generate(
+                [prompts[i] for i in todo],
+                GenerateParams(j.max_tokens, j.retry_temperature),
+                [request_seed(keys[i], self.seed, attempt) for i in todo],
+            )
+            for i, a in zip(todo, again):
+                out_tokens[i] += a.output_tokens
+                seconds[i] += a.seconds
+                attempts[i] += 1
+                if a.error is None:
+                    answers[i], verdicts[i] = a, parse_verdict(a.texts[0] if a.texts else "", j.allow_ties)
+        errors = []
+        for a, v, n in zip(answers, verdicts, attempts):
+            if a.error is not None:
+                errors.append(a.error)
+            elif v.label is None:
+                errors.append(f"no verdict after {n} answer{'s' if n > 1 else ''}: {v.error}")
+            else:
+                errors.append(None)
+        return judgment_table(
+            requests,
+            self.identity,
+            p_a=[None if e else v.p_a for v, e in zip(verdicts, errors)],
+            label=[None if e else v.label for v, e in zip(verdicts, errors)],
+            raw_text=[a.texts[0] if a.texts else None for a in answers],
+            input_tokens=[a.input_tokens for a in answers],
+            output_tokens=out_tokens,
+            seconds=seconds,
+            error=errors,
+        )
+
+    def _sampled(self, requests: pa.Table) -> pa.Table:
+        from operators.verdicts import parse_verdict
+
+        j = self.judging
+        prompts, keys = requests.column("prompt").to_pylist(), requests.column("key").to_pylist()
+        answers = self.judge.generate(
+            prompts,
+            GenerateParams(j.max_tokens, j.sample_temperature, n=j.samples),
+            [request_seed(k, self.seed) for k in keys],
+        )
+        p_a, label, raw, errors = [], [], [], []
+        for a in answers:
+            verdicts = [parse_verdict(t, j.allow_ties) for t in a.texts]
+            votes = Counter(v.label or "none" for v in verdicts)
+            parsed = len(verdicts) - votes["none"]
+            raw.append(canonical_json({"votes": dict(sorted(votes.items())), "texts": a.texts}) if a.texts else None)
+            if a.error is None and parsed == 0:
+                first = verdicts[0].error if verdicts else "no text"
+                errors.append(f"none of the {len(verdicts)} samples has a verdict (first: {first})")
+            else:
+                errors.append(a.error)
+            if errors[-1] is None:
+                p = (votes["A"] + 0.5 * votes["tie"]) / parsed
+                p_a.append(p)
+                label.append(label_of(p))
+            else:
+                p_a.append(None)
+                label.append(None)
+        return judgment_table(
+            requests,
+            self.identity,
+            p_a=p_a,
+            label=label,
+            raw_text=raw,
+            input_tokens=[a.input_tokens for a in answers],
+            output_tokens=[a.output_tokens for a in answers],
+            seconds=[a.seconds for a in answers],
+            error=errors,
+        )
+
+    # -- first passes --------------------------------------------------------------------------------------------
+
+    def first_pass(self, kind: str, requests: pa.Table) -> pa.Table:
+        check_columns(requests, PASS_COLUMNS, f"{kind} stage")
+        prompts, keys = requests.column("prompt").to_pylist(), requests.column("key").to_pylist()
+        self.calls[kind] += len(prompts)
+        identity = pass_identity(self.engine_identity, self.judging, kind)
+        started = time.perf_counter()
+        if kind == "score":
+            scale = tuple(self.judging.scale)
+            answers = self.judge.option_logprobs(prompts, score_options(scale))
+            text, score, out_tokens, errors = [], [], [], []
+            for a in answers:
+                error = a.error
+                if error is None and all(lp == -math.inf for lp in a.logprobs):
+                    error = "every score token has probability 0"
+                if error is None:
+                    value, dist = expected_score(a.logprobs, scale)
+                    mass = sum(math.exp(lp) for lp in a.logprobs if lp != -math.inf)
+                    text.append(canonical_json({"probabilities": dist, "mass": round(mass, 6)}))
+                    score.append(value)
+                else:
+                    text.append(None)
+                    score.append(None)
+                out_tokens.append(0 if error else 1)
+                errors.append(error)
+        else:
+            params = GenerateParams(self.judging.analysis_max_tokens, 0.0)
+            answers = self.judge.generate(prompts, params, [request_seed(k, self.seed) for k in keys])
+            text = [a.texts[0].strip() if a.texts else None for a in answers]
+            score = [None] * len(answers)
+            out_tokens = [a.output_tokens for a in answers]
+            errors = [a.error or (None if t else "empty analysis") for a, t in zip(answers, text)]
+        share = (time.perf_counter() - started) / max(len(answers), 1)
+        return pass_table(
+            requests,
+            identity,
+            text=[t if e is None else None for t, e in zip(text, errors)],
+            score=score,
+            input_tokens=[a.input_tokens for a in answers],
+            output_tokens=out_tokens,
+            seconds=[share] * len(answers),
+            error=errors,
+        )
+
+    def info(self) -> dict:
+        return {"calls": dict(self.calls)}
+
+
+def pass_table(requests: pa.Table, identity: dict, **values: list) -> pa.Table:
+    """PASSES rows: the pass request's columns, the identity, and text, score, tokens, seconds and error."""
+    n = requests.num_rows
+    now = dt.datetime.now(dt.timezone.utc)
+    columns = {
+        "key": requests.column("key"),
+        "engine": [identity["engine"]] * n,
+        "model": [identity["model"]] * n,
+        "revision": [identity.get("revision") or ""] * n,
+        "prompt_hash": requests.column("prompt_hash"),
+        "sampling": [canonical_json(identity.get("sampling", {}))] * n,
+        **{c: requests.column(c) for c in ("context_id", "aspect", "kind", "candidate_id", "other_id", "focus")},
+        **{c: values[c] for c in ("text", "score", "input_tokens", "output_tokens", "seconds", "error")},
+        "created_at": [now] * n,
+    }
+    return pa.table(columns, schema=PASSES)
+
+
+def pair_scores_verdict(score_a: float, score_b: float, scale: tuple[int, int], tie_margin: float) -> tuple[float, str]:
+    """p_a and label of a pair compared by pointwise scores.
+
+    ``p_a = 1/2 + (s_a - s_b) / (2 (high - low))``, in [0, 1] and linear in the
+    score difference; scores at most ``tie_margin`` apart are a tie (p_a = 1/2)::
+
+        >>> pair_scores_verdict(4.0, 2.0, (1, 5), 0.0)
+        (0.75, 'A')
+        >>> pair_scores_verdict(3.0, 3.1, (1, 5), 0.2)
+        (0.5, 'tie')
+    """
+    diff = score_a - score_b
+    if abs(diff) <= tie_margin:
+        return 0.5, "tie"
+    p = min(1.0, max(0.0, 0.5 + diff / (2 * (scale[1] - scale[0]))))
+    return p, label_of(p)
+
+
+def describe_scores(score_a: float, score_b: float) -> str:
+    return json.dumps({"score_a": round(score_a, 6), "score_b": round(score_b, 6)})
