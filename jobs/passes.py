@@ -172,12 +172,12 @@ class Judging:
             self.known.update({k: r for k, r in fresh.items() if r["error"] is None})
         else:
             fresh = {}
-        missing = {"error": "no answer from the pool", "candidate_id": "?"}
-        return {
-            key: tuple(self.known.get(r["key"]) or fresh.get(r["key"]) or {**missing, **r, "error": missing["error"]}
-                       for r in rows)
-            for key, rows in needs.items()
-        }  # fmt: skip
+
+        def found(r: dict) -> dict:
+            got = self.known.get(r["key"]) or fresh.get(r["key"])
+            return got if got is not None else {**r, "error": "the pool returned no row for this pass"}
+
+        return {key: (found(rows[0]), found(rows[1])) for key, rows in needs.items()}
 
     # -- verdict rows without an engine ----------------------------------------------------------------------------
 

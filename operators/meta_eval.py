@@ -251,4 +251,11 @@ def markdown(table: pa.Table) -> str:
         cells += [pct(r[c], total) for c in ("n_correct_both", "n_equal")]
         cells += [kappa(r[c]) for c in ("kappa_False", "kappa_True", "kappa_average", "kappa_agreement")]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    if any("embedded default" in (m or "") for m in table.column("model").to_pylist()):
+        lines += [
+            "",
+            "The embedded Gemma-3-270M is a small base model with a strong first-slot bias: its accuracy is expected "
+            "near chance, and in the generating modes most of its answers have no verdict (error rows, counted in "
+            "the pairs but never right). It shows the path works; it is not a quality claim.",
+        ]
     return "\n".join(lines) + "\n"

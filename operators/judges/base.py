@@ -225,14 +225,8 @@ def judgment_table(requests: pa.Table, identity: dict, **values: list) -> pa.Tab
     error (logprob_a and logprob_b are null where not given).
     """
     n = requests.num_rows
-    now = dt.datetime.now(dt.timezone.utc)
     columns = {
-        "key": requests.column("key"),
-        "engine": [identity["engine"]] * n,
-        "model": [identity["model"]] * n,
-        "revision": [identity.get("revision") or ""] * n,
-        "prompt_hash": requests.column("prompt_hash"),
-        "sampling": [canonical_json(identity.get("sampling", {}))] * n,
+        **identity_columns(requests, identity),
         "context_id": requests.column("context_id"),
         "aspect": requests.column("aspect"),
         "candidate_a": requests.column("candidate_a"),
@@ -246,6 +240,19 @@ def judgment_table(requests: pa.Table, identity: dict, **values: list) -> pa.Tab
         "output_tokens": values["output_tokens"],
         "seconds": values["seconds"],
         "error": values["error"],
-        "created_at": [now] * n,
+        "created_at": [dt.datetime.now(dt.timezone.utc)] * n,
     }
     return pa.table(columns, schema=JUDGMENTS)
+
+
+def identity_columns(requests: pa.Table, identity: dict) -> dict:
+    """The key and judge columns every result row carries: key, engine, model, revision, prompt hash, sampling."""
+    n = requests.num_rows
+    return {
+        "key": requests.column("key"),
+        "engine": [identity["engine"]] * n,
+        "model": [identity["model"]] * n,
+        "revision": [identity.get("revision") or ""] * n,
+        "prompt_hash": requests.column("prompt_hash"),
+        "sampling": [canonical_json(identity.get("sampling", {}))] * n,
+    }

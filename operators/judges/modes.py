@@ -42,6 +42,7 @@ from operators.judges.base import (
     GeneratingJudge,
     Judge,
     check_columns,
+    identity_columns,
     judgment_rows,
     judgment_table,
     label_of,
@@ -320,18 +321,11 @@ class ModeRunner:
 
 def pass_table(requests: pa.Table, identity: dict, **values: list) -> pa.Table:
     """PASSES rows: the pass request's columns, the identity, and text, score, tokens, seconds and error."""
-    n = requests.num_rows
-    now = dt.datetime.now(dt.timezone.utc)
     columns = {
-        "key": requests.column("key"),
-        "engine": [identity["engine"]] * n,
-        "model": [identity["model"]] * n,
-        "revision": [identity.get("revision") or ""] * n,
-        "prompt_hash": requests.column("prompt_hash"),
-        "sampling": [canonical_json(identity.get("sampling", {}))] * n,
+        **identity_columns(requests, identity),
         **{c: requests.column(c) for c in ("context_id", "aspect", "kind", "candidate_id", "other_id", "focus")},
         **{c: values[c] for c in ("text", "score", "input_tokens", "output_tokens", "seconds", "error")},
-        "created_at": [now] * n,
+        "created_at": [dt.datetime.now(dt.timezone.utc)] * requests.num_rows,
     }
     return pa.table(columns, schema=PASSES)
 

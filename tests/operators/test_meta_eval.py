@@ -261,3 +261,14 @@ def test_markdown_lists_every_row(complete) -> None:
     stats = by_evaluator(t)[("LLMBar/Natural", "GPT-4", "Vanilla")]
     assert f"| {stats['kappa_False']:.3f} |" in row and row.count("|") == 14
     assert len([line for line in md.splitlines() if line.startswith("| ") and "instruction_following" in line]) == 249
+
+
+def test_the_markdown_says_when_the_judge_is_the_embedded_demo_model():
+    from operators.meta_eval import markdown
+    from storage.schemas import META_EVAL
+
+    row = dict.fromkeys(META_EVAL.names) | {"subset": "", "aspect": "x", "judge": "j", "n_pairs": 2,
+                                            "model": "gemma-3-270m (embedded default)"}  # fmt: skip
+    assert "not a quality claim" in markdown(pa.Table.from_pylist([row], schema=META_EVAL))
+    row["model"] = "GPT-4"
+    assert "not a quality claim" not in markdown(pa.Table.from_pylist([row], schema=META_EVAL))
