@@ -1,6 +1,6 @@
 # pairank quick start:
 #   make demo   install everything into .venv, prepare the embedded judge, run configs/demo.yaml
-#   make test   install everything into .venv and run the test suite
+#   make test   install everything into .venv (and Debian's chromium, for the browser tests) and run the tests
 #
 # On machines without a local CPU torch wheel, point pip at PyTorch's CPU index:
 #   make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
@@ -12,7 +12,7 @@ TORCH_INDEX ?=
 DATA ?= ../shared/data
 BIN := $(VENV)/bin
 
-.PHONY: install demo test model data clean
+.PHONY: install demo test model data browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,7 +39,14 @@ data: runs/data/summeval/candidates.parquet
 demo: model data
 	$(BIN)/pairank run configs/demo.yaml
 
-test: install
+# The `browser` tests render the leaderboard page in headless Chromium (Debian's package; needs root or sudo).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing Debian's chromium for the browser tests"; \
+		$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get update -qq </dev/null && \
+		$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium </dev/null; }
+
+test: install browser
 	$(BIN)/python -m pytest
 
 clean:

@@ -10,6 +10,7 @@
     pairank plan --from-judgments runs/x/judgments --target-spearman 0.9 --json          # measure, then plan
     pairank meta-eval --input data/llmbar [--judgments runs/store/judgments] [--out runs/meta_eval]
     pairank winrate --input data/x --judgments runs/store/judgments --baseline M0 --prior in_dist
+    pairank leaderboard --root runs/store [--runs demo winrate] [--baseline M0] [--n-boot 200] [--seed 0]
 """
 
 from __future__ import annotations
@@ -75,6 +76,18 @@ def cmd_winrate(args: argparse.Namespace) -> int:
         print(json.dumps({"winrates": rates.to_pylist(), "judges": judges.to_pylist()}, indent=2, default=str))
     else:
         print("\n".join(winrate_lines(rates.to_pylist(), judges.to_pylist())).strip())
+    return 0
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from jobs.leaderboard import build_leaderboard
+
+    result = build_leaderboard(
+        args.root, runs=args.runs, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed, progress=_progress
+    )
+    for aspect, c in result.board.counts.items():
+        _progress(f"{aspect}: {c['systems']} systems, {c['used']} comparisons, {c['errors']} error rows skipped")
+    print(result.html.uri)
     return 0
 
 
@@ -156,6 +169,20 @@ def parser() -> argparse.ArgumentParser:
     wr.add_argument("--json", action="store_true", help="print JSON instead of Markdown tables")
     wr.set_defaults(fn=cmd_winrate)
 
+    lb = sub.add_parser(
+        "leaderboard",
+        help="Bradley-Terry leaderboard of the runs under a storage root (Parquet, JSON, static HTML)",
+        description="Reads the runs' manifests, the judgment cache and the runs' win-rate, position-bias and "
+        "Spearman tables under the root; writes <root>/leaderboard/{leaderboard.parquet,leaderboard.json,index.html}.",
+    )
+    lb.add_argument("--root", required=True, help="storage root (the runs' `output`), local or s3://")
+    lb.add_argument("--runs", nargs="+", default=None, metavar="NAME", help="runs to include (default: all)")
+    lb.add_argument(
+        "--baseline", default=None, help="baseline of the carried win rates (needed where the runs have several)"
+    )
+    lb.add_argument("--n-boot", type=int, default=200, help="bootstrap resamples of contexts (default 200; 0: none)")
+    lb.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    lb.set_defaults(fn=cmd_leaderboard)
 
     meta_eval_parser(sub)
 

@@ -9,6 +9,7 @@
     <output>/runs/<name>/spearman.parquet, position_bias.parquet
     <output>/runs/<name>/winrates.parquet, winrate_judges.parquet   (when the spec asks for win rates)
     <output>/runs/<name>/report.md, report.json
+    <output>/leaderboard/leaderboard.parquet, leaderboard.json, index.html   (pairank leaderboard: all runs)
 """
 
 from __future__ import annotations
@@ -70,3 +71,25 @@ class RunLayout:
     @property
     def winrate_judges(self) -> Location:
         return self.run.join("winrate_judges.parquet")
+
+    @property
+    def runs(self) -> Location:
+        """The folder holding every run under the root."""
+        return self.root.join("runs")
+
+    @property
+    def leaderboard(self) -> Location:
+        """The root's leaderboard folder (of the runs under the root, not of this run alone)."""
+        return self.root.join("leaderboard")
+
+    @property
+    def leaderboard_table(self) -> Location:
+        return self.leaderboard.join("leaderboard.parquet")
+
+    @property
+    def leaderboard_json(self) -> Location:
+        return self.leaderboard.join("leaderboard.json")
+
+    @property
+    def leaderboard_html(self) -> Location:
+        return self.leaderboard.join("index.html")

@@ -248,6 +248,54 @@ META_EVAL = pa.schema(
     ]
 )
 
+LEADERBOARD = pa.schema(
+    [
+        _field("aspect", pa.string(), "Aspect ranked, or 'overall' (every aspect's judgments pooled)."),
+        _field("system", pa.string(), "System ranked."),
+        _field("rank", pa.int64(), "1 is best, by strength; equal strengths share the smallest rank."),
+        _field(
+            "strength", pa.float64(),
+            "Bradley-Terry log-strength theta, centred to mean 0 over the aspect's systems: P(x beats y) = "
+            "1 / (1 + exp(theta_y - theta_x)).",
+        ),
+        _field("strength_low", pa.float64(), "Lower end of the bootstrap percentile interval.", nullable=True),
+        _field("strength_high", pa.float64(), "Upper end of the bootstrap percentile interval.", nullable=True),
+        _field("elo", pa.float64(), "Strength on an Elo-like scale: 1000 + 400 / ln(10) * strength (mean 1000)."),
+        _field("elo_low", pa.float64(), "strength_low on the Elo-like scale.", nullable=True),
+        _field("elo_high", pa.float64(), "strength_high on the Elo-like scale.", nullable=True),
+        _field("mass", pa.float64(), "Probability mass of the bootstrap intervals."),
+        _field("n_boot", pa.int64(), "Bootstrap refits (resampled contexts) in which the system was compared."),
+        _field("win_ratio", pa.float64(), "Hard win ratio: (wins + ties / 2) / n_judgments."),
+        _field("n_judgments", pa.int64(), "Judgments with a verdict involving the system: the comparisons behind it."),
+        _field("n_wins", pa.int64(), "Of these, judgments the system won."),
+        _field("n_losses", pa.int64(), "Of these, judgments the system lost."),
+        _field("n_ties", pa.int64(), "Of these, tied judgments (half a win to each side)."),
+        _field("n_errors", pa.int64(), "Error rows (no verdict) that involve the system: skipped, counted here."),
+        _field("n_contexts", pa.int64(), "Contexts (inputs) in which the system has a judgment with a verdict."),
+        _field("n_opponents", pa.int64(), "Distinct other systems the system was compared with."),
+        _field("n_judges", pa.int64(), "Distinct judge identities (engine, model, revision, prompt, sampling)."),
+        _field("judges", pa.list_(pa.string()), "Their names (operators.votes.judge_names)."),
+        _field("winrate_baseline", pa.string(), "Baseline of the carried win rate; null without one.", nullable=True),
+        _field(
+            "winrate_method", pa.string(),
+            "Win-rate method carried (first with an estimate of dawid_skene, bwrs, observed by default); null if none.",
+            nullable=True,
+        ),
+        _field("winrate_prior", pa.string(), "Accuracy prior of the carried win rate.", nullable=True),
+        _field("winrate_estimate", pa.float64(), "Win rate against the baseline (from WINRATES).", nullable=True),
+        _field("winrate_low", pa.float64(), "Lower end of its credible interval.", nullable=True),
+        _field("winrate_high", pa.float64(), "Upper end of its credible interval.", nullable=True),
+        _field("winrate_mass", pa.float64(), "Mass of that interval.", nullable=True),
+        _field("winrate_n_pairs", pa.int64(), "Pairs behind the win rate.", nullable=True),
+        _field("winrate_n_judges", pa.int64(), "Judges behind the win rate.", nullable=True),
+        _field(
+            "winrate_status", pa.string(),
+            "'ok', 'baseline' for the baseline itself, or why no win rate is carried; null without win rates.",
+            nullable=True,
+        ),
+    ]
+)
+
 
 @dataclass(frozen=True)
 class TableError(ValueError):
@@ -336,6 +384,8 @@ def validate(table: pa.Table, schema: pa.Schema, source: str) -> pa.Table:
     elif schema.equals(PASSES):
         _check_in(table, "kind", PASS_KINDS, source)
         _check_finite(table, "score", source)
+    elif schema.equals(LEADERBOARD):
+        _check_leaderboard(table, source)
     return table
 
 
@@ -382,3 +432,22 @@ def _check_judgments(table: pa.Table, source: str) -> None:
 def empty(schema: pa.Schema) -> pa.Table:
     """An empty table of ``schema``."""
     return schema.empty_table()
+
+
+def _check_leaderboard(table: pa.Table, source: str) -> None:
+    for column in ("strength", "strength_low", "strength_high", "elo", "elo_low", "elo_high"):
+        _check_finite(table, column, source)
+    for column in ("win_ratio", "winrate_estimate", "winrate_low", "winrate_high"):
+        for row, value in enumerate(table.column(column).to_pylist()):
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise TableError(source, row, column, "a value in [0, 1]", repr(value))
+    for row, (low, high) in enumerate(
+        zip(table.column("strength_low").to_pylist(), table.column("strength_high").to_pylist())
+    ):
+        if low is not None and high is not None and not low <= high:
+            raise TableError(source, row, "strength_low", f"at most strength_high ({high!r})", repr(low))
+    seen: dict[tuple[str, str], int] = {}
+    for row, key in enumerate(zip(table.column("aspect").to_pylist(), table.column("system").to_pylist())):
+        if key in seen:
+            raise TableError(source, row, "system", "one row per (aspect, system)", f"{key} (also in row {seen[key]})")
+        seen[key] = row

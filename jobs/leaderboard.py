@@ -1,0 +1,249 @@
+"""``pairank leaderboard``: the leaderboard of the runs under a storage root.
+
+Reads, under ``<root>`` (a local path or ``s3://``)::
+
+    runs/<name>/manifest.json     each run's spec: its input (candidates), subset and aspects
+    judgments/part-*.parquet      the judgment cache shared by the runs
+    runs/<name>/winrates.parquet, position_bias.parquet, spearman.parquet   (when a run wrote them)
+
+and writes, each file atomically (:meth:`storage.fs.Location.write_bytes`)::
+
+    leaderboard/leaderboard.parquet   LEADERBOARD rows (operators.leaderboard)
+    leaderboard/leaderboard.json      the rows plus when, runs, judges, n_boot, seed and per-aspect counts
+    leaderboard/index.html            the static page (operators.leaderboard_html)
+
+Which judgments: every judgment in the cache on a (context, aspect) of a selected
+run (a context of its input, within its ``subset``, and an aspect of its spec)
+whose two candidates are among the run's candidates, whichever judge made it; each
+row lists its judges. A candidate id in such a judgment that is not in the runs'
+inputs at all is an error. Win rates, position bias and Spearman are read from the
+runs, not recomputed; where two runs have a win-rate row for the same (aspect,
+system, method), the later run's (by manifest ``started_at``) is carried.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import posixpath
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from jobs.requests import subset
+from operators.leaderboard import Leaderboard, LeaderboardOptions, leaderboard
+from operators.leaderboard_html import render_html
+from storage.cache import JudgmentCache
+from storage.fs import Location
+from storage.inputs import read_candidates
+from storage.layout import RunLayout
+from storage.schemas import LEADERBOARD, POSITION_BIAS, SPEARMAN, WINRATES, validate
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the leaderboard needs of one run, from its manifest."""
+
+    name: str
+    layout: RunLayout
+    input: str
+    aspects: list[str]
+    subset_contexts: int | None
+    subset_candidates: int | None
+    started_at: str
+
+
+@dataclass(frozen=True)
+class LeaderboardResult:
+    board: Leaderboard
+    runs: list[str]
+    table: Location
+    json: Location
+    html: Location
+    meta: dict
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def run_names(root: Location) -> list[str]:
+    """Folders under ``<root>/runs`` (names starting '.' or '_' are skipped), sorted."""
+    runs = RunLayout(root, "").runs
+    selector = pafs.FileSelector(runs.path, recursive=False, allow_not_found=True)
+    names = [posixpath.basename(e.path) for e in runs.fs.get_file_info(selector) if e.type == pafs.FileType.Directory]
+    return sorted(n for n in names if not n.startswith((".", "_")))
+
+
+def read_run(root: Location, name: str) -> RunInfo:
+    """A run's manifest, read and checked; errors name the file and what is missing."""
+    layout = RunLayout(root, name)
+    if not layout.manifest.exists():
+        raise FileNotFoundError(
+            f"{layout.manifest.uri}: run {name!r} has no manifest.json (a folder not written by `pairank run`, "
+            "or a run that stopped before it started); remove the folder or choose runs with --runs"
+        )
+    manifest = layout.manifest.read_json()
+    spec = manifest.get("spec") if isinstance(manifest, dict) else None
+    if not isinstance(spec, dict) or not spec.get("input") or not spec.get("aspects"):
+        raise ValueError(f"{layout.manifest.uri}: expected a run manifest with spec.input and spec.aspects")
+    sub = spec.get("subset") or {}
+    return RunInfo(
+        name=name,
+        layout=layout,
+        input=spec["input"],
+        aspects=list(spec["aspects"]),
+        subset_contexts=sub.get("contexts"),
+        subset_candidates=sub.get("candidates"),
+        started_at=str(manifest.get("started_at") or ""),
+    )
+
+
+def read_runs(root: Location, names: list[str] | None = None) -> list[RunInfo]:
+    """The selected runs (default: every run under the root), in the order they started."""
+    present = run_names(root)
+    if not present:
+        raise FileNotFoundError(
+            f"{RunLayout(root, '').runs.uri}: no runs under the storage root {root.uri} "
+            f"(run `pairank run <spec>` with output={root.uri} first)"
+        )
+    names = names or present
+    unknown = [n for n in names if n not in present]
+    if unknown:
+        raise FileNotFoundError(f"runs {unknown} are not under {root.uri}/runs; runs there: {', '.join(present)}")
+    runs = [read_run(root, n) for n in dict.fromkeys(names)]
+    return sorted(runs, key=lambda r: (r.started_at, r.name))
+
+
+def run_candidates(runs: list[RunInfo]) -> tuple[pa.Table, dict[str, pa.Table]]:
+    """The runs' inputs' candidates (all of them), and per run those it used (within its subset)."""
+    full: dict[str, pa.Table] = {}
+    used = {}
+    for run in runs:
+        if run.input not in full:
+            full[run.input] = read_candidates(Location.of(run.input))
+        used[run.name] = subset(full[run.input], run.subset_contexts, run.subset_candidates)
+    return _union(list(full.values()), [r.input for r in runs]), used
+
+
+def _union(tables: list[pa.Table], inputs: list[str]) -> pa.Table:
+    table = pa.concat_tables(tables)
+    system: dict[str, str] = {}
+    keep = []
+    for i, (cid, s) in enumerate(zip(table.column("candidate_id").to_pylist(), table.column("system").to_pylist())):
+        if cid in system:
+            if system[cid] != s:
+                raise ValueError(
+                    f"candidate {cid!r} has system {system[cid]!r} in one input and {s!r} in another "
+                    f"(inputs: {', '.join(dict.fromkeys(inputs))})"
+                )
+            continue
+        system[cid] = s
+        keep.append(i)
+    return table.take(pa.array(keep, type=pa.int64()))
+
+
+def _pair_keys(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
+    return pc.binary_join_element_wise(a, b, "\x1f")
+
+
+def run_judgments(root: Location, runs: list[RunInfo], full: pa.Table, used: dict[str, pa.Table]):
+    """The cache's judgments on the runs' (context, aspect)s between the runs' candidates, and counts."""
+    cache = JudgmentCache(RunLayout(root, "").judgments)
+    table = cache.read()
+    if table.num_rows == 0:
+        raise FileNotFoundError(f"{cache.folder.uri}: the judgment cache is empty; nothing to rank")
+    allowed = set()
+    for run in runs:
+        contexts = set(used[run.name].column("context_id").to_pylist())
+        allowed |= {f"{c}\x1f{a}" for c in contexts for a in run.aspects}
+    keys = _pair_keys(table.column("context_id"), table.column("aspect"))
+    on_runs = table.filter(pc.is_in(keys, pa.array(sorted(allowed), type=pa.string())))
+    known = full.column("candidate_id")
+    for slot in ("candidate_a", "candidate_b"):
+        missing = pc.invert(pc.is_in(on_runs.column(slot), known))
+        if pc.any(missing).as_py():
+            row = pc.index(missing, True).as_py()
+            r = on_runs.slice(row, 1).to_pylist()[0]
+            raise ValueError(
+                f"{cache.folder.uri}: judgment {r['key']} (context {r['context_id']!r}, aspect {r['aspect']!r}): "
+                f"{slot} {r[slot]!r} is not in the candidates of the runs' inputs "
+                f"({', '.join(dict.fromkeys(run.input for run in runs))}), so its system is unknown"
+            )
+    ids = pa.concat_tables(list(used.values())).column("candidate_id")
+    inside = pc.and_(pc.is_in(on_runs.column("candidate_a"), ids), pc.is_in(on_runs.column("candidate_b"), ids))
+    kept = on_runs.filter(inside)
+    counts = {
+        "cache": table.num_rows,
+        "on_runs": on_runs.num_rows,
+        "outside_subsets": on_runs.num_rows - kept.num_rows,
+        "used": kept.num_rows,
+    }
+    if kept.num_rows == 0:
+        raise ValueError(
+            f"{cache.folder.uri}: no judgments on the contexts and aspects of runs {[r.name for r in runs]}"
+        )
+    return kept, counts
+
+
+def _run_tables(runs: list[RunInfo], attr: str, schema: pa.Schema, with_run: bool) -> pa.Table | None:
+    tables = []
+    for run in runs:
+        loc: Location = getattr(run.layout, attr)
+        if not loc.exists():
+            continue
+        t = validate(loc.read_parquet(), schema, loc.uri)
+        if with_run:
+            t = t.add_column(0, "run", pa.array([run.name] * t.num_rows, type=pa.string()))
+        tables.append(t)
+    return pa.concat_tables(tables) if tables else None
+
+
+def build_leaderboard(
+    root: str,
+    runs: list[str] | None = None,
+    baseline: str | None = None,
+    n_boot: int = 200,
+    seed: int = 0,
+    clock: Callable[[], dt.datetime] = _utc_now,
+    progress: Callable[[str], None] = lambda m: None,
+) -> LeaderboardResult:
+    """Read the runs under ``root``, build the leaderboard and write its three files under ``<root>/leaderboard``."""
+    loc = Location.of(root)
+    options = LeaderboardOptions(n_boot=n_boot, seed=seed, baseline=baseline)
+    infos = read_runs(loc, runs)
+    progress(f"runs: {', '.join(r.name for r in infos)}")
+    full, used = run_candidates(infos)
+    judgments, counts = run_judgments(loc, infos, full, used)
+    systems = _union(list(used.values()), [r.input for r in infos])
+    progress(f"{counts['used']} judgments on the runs' contexts and aspects ({counts['cache']} in the cache)")
+    winrates = _run_tables(infos, "winrates", WINRATES, with_run=False)
+    board = leaderboard(judgments, systems, winrates, options)
+    layout = RunLayout(loc, "")
+    meta = {
+        "generated_at": clock().isoformat(),
+        "root": loc.uri,
+        "runs": [r.name for r in infos],
+        "inputs": list(dict.fromkeys(r.input for r in infos)),
+        "judges": board.judges,
+        "n_boot": options.n_boot,
+        "seed": options.seed,
+        "mass": options.mass,
+        "prior_ties": options.prior_ties,
+        "baseline": board.baseline,
+        "winrate_methods": list(options.winrate_methods),
+        "judgments": counts,
+        "counts": board.counts,
+    }
+    table = validate(board.table, LEADERBOARD, "the leaderboard")
+    layout.leaderboard_table.write_parquet(table)
+    layout.leaderboard_json.write_json({**meta, "rows": table.to_pylist()})
+    bias = _run_tables(infos, "position_bias", POSITION_BIAS, with_run=True)
+    spearman = _run_tables(infos, "spearman", SPEARMAN, with_run=True)
+    layout.leaderboard_html.write_text(render_html(table, meta, bias, spearman))
+    progress(f"wrote {layout.leaderboard.uri}/: leaderboard.parquet, leaderboard.json, index.html")
+    return LeaderboardResult(
+        board, meta["runs"], layout.leaderboard_table, layout.leaderboard_json, layout.leaderboard_html, meta
+    )

@@ -1,0 +1,382 @@
+"""The leaderboard as one self-contained static HTML page.
+
+No server, no network, no script: inline CSS and inline SVG drawn here. The page
+has a table per aspect (``overall`` first: rank, system, strength and Elo with
+their intervals, win ratio, comparisons, contexts, judges, errors, and the carried
+win rate where there is one), a strength plot with interval bars per aspect, a
+win-rate plot with intervals when win rates are given, and position-bias and
+Spearman panels when those tables are given. Every system's interval is also
+written as text (:func:`strength_text`), so the page can be read and checked
+without the plots. All text from the tables is escaped.
+
+    >>> strength_text({"strength": 0.25, "strength_low": -0.1, "strength_high": 0.5})
+    '+0.250 [-0.100, +0.500]'
+    >>> "<b>" in render_html(_example(), {"runs": ["<b>"]})
+    False
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Iterable
+
+import pyarrow as pa
+
+from operators.leaderboard import OVERALL
+
+CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px; color: #1d232a; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; }
+h2 { font-size: 1.25em; margin-top: 1.6em; border-bottom: 1px solid #d0d7de; padding-bottom: 4px; }
+h3 { font-size: 1.05em; margin: 1em 0 0.4em; }
+p.meta, p.note { color: #57606a; font-size: 0.9em; max-width: 60em; }
+table { border-collapse: collapse; font-size: 0.88em; margin: 0.4em 0 1em; }
+th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: right; vertical-align: top; white-space: nowrap; }
+th { white-space: normal; }
+.scroll { overflow-x: auto; }
+th { background: #f6f8fa; }
+td.name, th.name { text-align: left; }
+td.name { white-space: normal; overflow-wrap: anywhere; max-width: 18em; }
+td.judges { text-align: left; font-size: 0.85em; color: #57606a; white-space: normal; max-width: 22em; }
+tr.baseline td { background: #fff8c5; }
+.panels { display: flex; flex-wrap: wrap; gap: 18px; }
+figure { margin: 0; }
+figcaption { font-size: 0.85em; color: #57606a; }
+svg text { font-family: inherit; font-size: 11px; fill: #1d232a; }
+svg .axis { stroke: #8c959f; stroke-width: 1; }
+svg .grid { stroke: #d0d7de; stroke-width: 1; stroke-dasharray: 3 3; }
+svg .ref { stroke: #cf222e; stroke-width: 1; stroke-dasharray: 4 3; }
+svg .bar { stroke: #0969da; stroke-width: 2.5; }
+svg .dot { fill: #0969da; }
+svg .fill { fill: #54aeff; }
+"""
+
+PLOT_WIDTH = 520
+LABEL_WIDTH = 140
+ROW_HEIGHT = 22
+
+
+def esc(value) -> str:
+    """Any value as escaped HTML text (None as an empty string)."""
+    return "" if value is None else html.escape(str(value), quote=True)
+
+
+def _num(x, fmt: str) -> str:
+    """``x`` formatted, a dash when missing, and never a negative zero.
+
+    >>> _num(-0.0000001, "+.3f"), _num(None, ".2f")
+    ('+0.000', '–')
+    """
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    text = format(x, fmt)
+    return format(0.0, fmt) if isinstance(x, float) and float(text) == 0 else text
+
+
+def interval_text(value, low, high, fmt: str) -> str:
+    """``value [low, high]``, or ``value [no interval]`` without one.
+
+    >>> interval_text(0.5, 0.4, 0.61, ".2f"), interval_text(3.0, None, None, ".0f")
+    ('0.50 [0.40, 0.61]', '3 [no interval]')
+    """
+    if low is None or high is None:
+        return f"{_num(value, fmt)} [no interval]"
+    return f"{_num(value, fmt)} [{_num(low, fmt)}, {_num(high, fmt)}]"
+
+
+def strength_text(row: dict) -> str:
+    """A row's centred log-strength with its bootstrap interval, as the page writes it."""
+    return interval_text(row["strength"], row["strength_low"], row["strength_high"], "+.3f")
+
+
+def elo_text(row: dict) -> str:
+    """A row's Elo-like strength with its interval, as the page writes it."""
+    return interval_text(row["elo"], row["elo_low"], row["elo_high"], ".0f")
+
+
+def winrate_text(row: dict) -> str:
+    """A row's carried win rate with its interval, or '' when it carries none."""
+    if row.get("winrate_estimate") is None:
+        return ""
+    return interval_text(row["winrate_estimate"], row.get("winrate_low"), row.get("winrate_high"), ".3f")
+
+
+def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """Round tick values covering [lo, hi].
+
+    >>> _ticks(0.0, 1.0)
+    [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    """
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / count
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw - 1e-12)
+    start = math.ceil(lo / step - 1e-9) * step
+    out, x = [], start
+    while x <= hi + 1e-9 * step:
+        out.append(round(x, 10))
+        x += step
+    return out
+
+
+def interval_plot(
+    items: list[tuple[str, float | None, float | None, float | None, str]],
+    lo: float,
+    hi: float,
+    reference: float | None,
+    axis_label: str,
+) -> str:
+    """An inline SVG: one row per item ``(label, value, low, high, tooltip)``: a bar low..high and a dot at value."""
+    inner = PLOT_WIDTH - LABEL_WIDTH - 20
+    height = 30 + ROW_HEIGHT * len(items) + 34
+
+    def x(v: float) -> float:
+        return LABEL_WIDTH + (v - lo) / (hi - lo) * inner
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{PLOT_WIDTH}" height="{height}" '
+        f'viewBox="0 0 {PLOT_WIDTH} {height}" role="img" aria-label="{esc(axis_label)}">'
+    ]
+    bottom = 20 + ROW_HEIGHT * len(items)
+    for t in _ticks(lo, hi):
+        parts.append(f'<line class="grid" x1="{x(t):.1f}" y1="14" x2="{x(t):.1f}" y2="{bottom}"/>')
+        parts.append(f'<text x="{x(t):.1f}" y="{bottom + 14}" text-anchor="middle">{esc(f"{t:g}")}</text>')
+    if reference is not None and lo <= reference <= hi:
+        parts.append(f'<line class="ref" x1="{x(reference):.1f}" y1="10" x2="{x(reference):.1f}" y2="{bottom}"/>')
+    parts.append(f'<line class="axis" x1="{LABEL_WIDTH}" y1="{bottom}" x2="{LABEL_WIDTH + inner}" y2="{bottom}"/>')
+    parts.append(
+        f'<text x="{LABEL_WIDTH + inner / 2:.1f}" y="{bottom + 30}" text-anchor="middle">{esc(axis_label)}</text>'
+    )
+    for i, (label, value, low, high, tip) in enumerate(items):
+        y = 20 + ROW_HEIGHT * i + ROW_HEIGHT / 2
+        parts.append(f"<g><title>{esc(tip)}</title>")
+        parts.append(f'<text x="{LABEL_WIDTH - 8}" y="{y + 4:.1f}" text-anchor="end">{esc(_short(label))}</text>')
+        if low is not None and high is not None:
+            parts.append(f'<line class="bar" x1="{x(low):.1f}" y1="{y:.1f}" x2="{x(high):.1f}" y2="{y:.1f}"/>')
+            for end in (low, high):
+                parts.append(
+                    f'<line class="bar" x1="{x(end):.1f}" y1="{y - 5:.1f}" x2="{x(end):.1f}" y2="{y + 5:.1f}"/>'
+                )
+        if value is not None:
+            parts.append(f'<circle class="dot" cx="{x(value):.1f}" cy="{y:.1f}" r="4.5"/>')
+        parts.append("</g>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _short(label: str, width: int = 22) -> str:
+    """A plot label that fits the label column (the full text is in the row's tooltip and the tables).
+
+    >>> _short("a" * 30)
+    'aaaaaaaaaaaaaaaaaaaaa…'
+    """
+    return label if len(label) <= width else label[: width - 1] + "…"
+
+
+def _span(values: Iterable[float | None], pad: float = 0.08) -> tuple[float, float]:
+    vs = [v for v in values if v is not None and math.isfinite(v)]
+    if not vs:
+        return -1.0, 1.0
+    lo, hi = min(vs), max(vs)
+    width = max(hi - lo, 0.2)
+    return lo - pad * width, hi + pad * width
+
+
+def _aspects(rows: list[dict]) -> list[str]:
+    names = sorted({r["aspect"] for r in rows} - {OVERALL})
+    return ([OVERALL] if any(r["aspect"] == OVERALL for r in rows) else []) + names
+
+
+def _table(rows: list[dict], baseline: str | None, with_winrates: bool) -> str:
+    head = ["rank", "system", "strength θ [interval]", "Elo-like [interval]", "win ratio", "comparisons",
+            "W / L / T", "contexts", "opponents", "judges", "errors"]
+    if with_winrates:
+        head += ["win rate vs baseline [interval]", "method", "pairs", "win-rate judges"]
+    out = ['<div class="scroll"><table><thead><tr>']
+    out += [f'<th class="{"name" if h in ("system", "judges") else ""}">{esc(h)}</th>' for h in head]
+    out.append("</tr></thead><tbody>")
+    for r in rows:
+        cls = ' class="baseline"' if baseline is not None and r["system"] == baseline else ""
+        cells = [
+            esc(r["rank"]),
+            f'<td class="name">{esc(r["system"])}</td>',
+            esc(strength_text(r)),
+            esc(elo_text(r)),
+            esc(_num(r["win_ratio"], ".3f")),
+            esc(r["n_judgments"]),
+            esc(f'{r["n_wins"]} / {r["n_losses"]} / {r["n_ties"]}'),
+            esc(r["n_contexts"]),
+            esc(r["n_opponents"]),
+            f'<td class="judges">{esc(r["n_judges"])}: {esc(", ".join(r["judges"]))}</td>',
+            esc(r["n_errors"]),
+        ]
+        if with_winrates:
+            cells += [
+                esc(winrate_text(r) or r.get("winrate_status") or ""),
+                esc(r.get("winrate_method") or ""),
+                esc(_num(r.get("winrate_n_pairs"), "d")),
+                esc(_num(r.get("winrate_n_judges"), "d")),
+            ]
+        out.append(f"<tr{cls}>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in cells) + "</tr>")
+    out.append("</tbody></table></div>")
+    return "".join(out)
+
+
+def _strength_panels(rows: list[dict]) -> str:
+    aspects = _aspects(rows)
+    lo, hi = _span(v for r in rows for v in (r["strength"], r["strength_low"], r["strength_high"]))
+    out = ['<div class="panels">']
+    for aspect in aspects:
+        mine = [r for r in rows if r["aspect"] == aspect]
+        items = [
+            (r["system"], r["strength"], r["strength_low"], r["strength_high"],
+             f'{r["system"]} ({aspect}): θ {strength_text(r)}, Elo {elo_text(r)}, {r["n_judgments"]} comparisons')
+            for r in mine
+        ]
+        mass = mine[0]["mass"] if mine else 0.95
+        out.append(
+            f"<figure>{interval_plot(items, lo, hi, 0.0, 'centred log-strength θ')}"
+            f"<figcaption>{esc(aspect)}: strengths with {esc(f'{mass:.0%}')} bootstrap intervals</figcaption></figure>"
+        )
+    out.append("</div>")
+    return "".join(out)
+
+
+def _winrate_panels(rows: list[dict], baseline: str | None) -> str:
+    out = ['<div class="panels">']
+    for aspect in _aspects(rows):
+        mine = [r for r in rows if r["aspect"] == aspect and r.get("winrate_estimate") is not None]
+        if not mine:
+            continue
+        items = [
+            (f'{r["system"]} ({r["winrate_method"]})', r["winrate_estimate"], r.get("winrate_low"),
+             r.get("winrate_high"), f'{r["system"]} vs {baseline} ({aspect}, {r["winrate_method"]}): {winrate_text(r)}')
+            for r in mine
+        ]
+        out.append(
+            f"<figure>{interval_plot(items, 0.0, 1.0, 0.5, f'win rate against {baseline}')}"
+            f"<figcaption>{esc(aspect)}: calibrated win rates against {esc(baseline)}</figcaption></figure>"
+        )
+    out.append("</div>")
+    return "".join(out)
+
+
+def _bias_panel(bias: list[dict]) -> str:
+    def label(r):
+        return f'{r["run"]} / {r["aspect"]}' if r.get("run") else r["aspect"]
+
+    items = [
+        (label(r), r["slot_a_win_fraction"], None, None,
+         f'{label(r)}: slot A won {_num(r["slot_a_win_fraction"], ".3f")} of {r["n"]} judgments')
+        for r in bias
+    ]
+    rows = "".join(
+        f"<tr><td class=\"name\">{esc(r.get('run') or '')}</td><td class=\"name\">{esc(r['aspect'])}</td>"
+        f"<td>{esc(r['n'])}</td><td>{esc(_num(r['slot_a_win_fraction'], '.3f'))}</td>"
+        f"<td>{esc(_num(r['mean_p_a'], '.3f'))}</td></tr>"
+        for r in bias
+    )
+    return (
+        '<p class="note">The fraction of judgments won by the candidate shown first (slot A; a tie counts half). '
+        "A judge without positional preference sits at 0.5 on a symmetric schedule.</p>"
+        f"<figure>{interval_plot(items, 0.0, 1.0, 0.5, 'slot-A win fraction')}</figure>"
+        '<table><thead><tr><th class="name">run</th><th class="name">aspect</th><th>judgments</th>'
+        f"<th>slot-A win fraction</th><th>mean p_a</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def _spearman_panel(spearman: list[dict]) -> str:
+    def label(r):
+        return " / ".join(str(x) for x in (r.get("run"), r["aspect"], r["method"], r["level"]) if x)
+
+    items = [(label(r), r["rho"], r["ci_low"], r["ci_high"],
+              f'{label(r)}: rho {interval_text(r["rho"], r["ci_low"], r["ci_high"], ".3f")}, n={r["n"]}')
+             for r in spearman]
+    rows = "".join(
+        f"<tr><td class=\"name\">{esc(r.get('run') or '')}</td><td class=\"name\">{esc(r['aspect'])}</td>"
+        f"<td class=\"name\">{esc(r['method'])}</td><td class=\"name\">{esc(r['level'])}</td>"
+        f"<td>{esc(interval_text(r['rho'], r['ci_low'], r['ci_high'], '.3f'))}</td><td>{esc(r['n'])}</td></tr>"
+        for r in spearman
+    )
+    return (
+        '<p class="note">Spearman correlation of each run\'s rankings with the human scores, with 95% bootstrap '
+        "intervals over contexts (sample level: per context, averaged; dataset level: all candidates pooled).</p>"
+        f"<figure>{interval_plot(items, -1.0, 1.0, 0.0, 'Spearman rho')}</figure>"
+        '<table><thead><tr><th class="name">run</th><th class="name">aspect</th><th class="name">method</th>'
+        f'<th class="name">level</th><th>rho [interval]</th><th>n</th></tr></thead><tbody>{rows}</tbody></table>'
+    )
+
+
+def render_html(
+    board: pa.Table,
+    meta: dict,
+    position_bias: pa.Table | None = None,
+    spearman: pa.Table | None = None,
+) -> str:
+    """The page for a LEADERBOARD table.
+
+    ``meta`` may hold ``generated_at``, ``runs``, ``judges``, ``n_boot``, ``seed``,
+    ``mass``, ``prior_ties``, ``baseline`` and ``counts`` (per aspect, from
+    :class:`operators.leaderboard.Leaderboard`). ``position_bias`` and
+    ``spearman`` are POSITION_BIAS and SPEARMAN tables, each optionally with a
+    ``run`` column.
+    """
+    rows = board.to_pylist()
+    baseline = meta.get("baseline")
+    with_winrates = any(r.get("winrate_estimate") is not None for r in rows)
+    mass = rows[0]["mass"] if rows else meta.get("mass", 0.95)
+    prior = format(meta.get("prior_ties", 1.0), "g")
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<title>pairank leaderboard</title>",
+        f"<style>{CSS}</style></head><body>",
+        "<h1>pairank leaderboard</h1>",
+        f'<p class="meta">Generated {esc(meta.get("generated_at", ""))} from runs '
+        f'{esc(", ".join(meta.get("runs", [])))}; judges: {esc(", ".join(meta.get("judges", [])))}; '
+        f'{esc(meta.get("n_boot", ""))} bootstrap resamples of contexts (seed {esc(meta.get("seed", ""))}).</p>',
+        '<p class="note">Strength θ is a Bradley-Terry log-strength centred to mean 0 (P(x beats y) = '
+        "1 / (1 + e<sup>θy − θx</sup>)); the Elo-like scale is 1000 + 400/ln 10 · θ. Ties count half a win to each "
+        f"side; every system also ties a virtual reference system {esc(prior)} time(s) so "
+        f"that an unbeaten system stays finite. Intervals: central {esc(f'{mass:.0%}')} of the strengths refitted on "
+        "contexts resampled with replacement. Win ratio: (wins + ties/2) / comparisons. Error rows are skipped and "
+        "counted.</p>",
+    ]
+    counts = meta.get("counts", {})
+    for aspect in _aspects(rows):
+        mine = [r for r in rows if r["aspect"] == aspect]
+        c = counts.get(aspect, {})
+        note = ""
+        if c:
+            note = (f'<p class="meta">{esc(c.get("used"))} comparisons used of {esc(c.get("judgments"))} judgments '
+                    f'({esc(c.get("errors"))} error rows, {esc(c.get("same_system"))} same-system pairs skipped) '
+                    f'over {esc(c.get("contexts"))} contexts.</p>')
+        parts.append(f"<h2>{esc(aspect)}</h2>{note}{_table(mine, baseline, with_winrates and aspect != OVERALL)}")
+    parts.append("<h2>Strengths</h2>")
+    parts.append(_strength_panels(rows))
+    if with_winrates:
+        parts.append(f"<h2>Win rates against {esc(baseline)}</h2>")
+        parts.append('<p class="note">Carried from the runs\' win-rate tables (not recomputed): per system and aspect '
+                     "the first method with an estimate among the preferred ones, with its credible interval.</p>")
+        parts.append(_winrate_panels(rows, baseline))
+    if position_bias is not None and position_bias.num_rows:
+        parts.append("<h2>Position bias</h2>")
+        parts.append(_bias_panel(position_bias.to_pylist()))
+    if spearman is not None and spearman.num_rows:
+        parts.append("<h2>Spearman against human scores</h2>")
+        parts.append(_spearman_panel(spearman.to_pylist()))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _example() -> pa.Table:
+    from storage.schemas import LEADERBOARD
+
+    row = {f.name: None for f in LEADERBOARD}
+    row.update(aspect=OVERALL, system="<b>", rank=1, strength=0.0, elo=1000.0, mass=0.95, n_boot=0, win_ratio=0.5,
+               n_judgments=1, n_wins=0, n_losses=0, n_ties=1, n_errors=0, n_contexts=1, n_opponents=1, n_judges=1,
+               judges=["j"])
+    return pa.Table.from_pylist([row], schema=LEADERBOARD)

@@ -1,0 +1,175 @@
+"""`pairank leaderboard` over real runs: a static job with the SIMULATED judge on local Ray,
+then the leaderboard files under the storage root (local and S3) and the page in Chromium."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jobs.cli import main
+from jobs.leaderboard import build_leaderboard
+from jobs.run import run_job
+from jobs.spec import parse_spec
+from operators.leaderboard import OVERALL
+from storage.cache import JudgmentCache
+from storage.fs import Location
+from storage.layout import RunLayout
+from storage.schemas import LEADERBOARD, validate
+from tests.browser import check_rows_in_dom, check_screenshot, render
+from tests.conftest import ROOT, write_input
+
+PROMPTS = str(ROOT / "configs/prompts/summarization")
+SYSTEMS = ["M0", "M1", "M10", "M11", "M12"]  # the first 5 summaries of each SummEval article, by id
+
+
+def spec_for(input_folder, output, **over) -> dict:
+    spec = {
+        "name": "night-1",
+        "input": input_folder.uri,
+        "output": str(output),
+        "aspects": ["coherence", "fluency"],
+        "prompts": PROMPTS,
+        "judge": {
+            "engine": "simulated", "seed": 5, "quality": input_folder.join("human_scores.parquet").uri,
+            "scale": 2.0, "noise": 0.5, "position_bias": 0.3,
+        },
+        "scheduler": {"name": "full"},
+        "pool": {"size": 1, "num_cpus": 1, "batch_size": 64},
+        "report": {"bootstrap": 50},
+        "winrate": {"baseline": "M0", "methods": ["observed", "bwrs"], "prior": "in_dist", "gold_fraction": 0.5,
+                    "draws": 1000},
+        "flush_rows": 256,
+    }  # fmt: skip
+    for key, value in over.items():
+        spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
+    return spec
+
+
+@pytest.fixture(scope="module")
+def small_input(tmp_path_factory, summeval_tables):
+    return write_input(tmp_path_factory.mktemp("lb") / "input", summeval_tables, 8, 5)
+
+
+@pytest.mark.browser
+def test_leaderboard_of_a_simulated_run(tmp_path, small_input, ray_local, capsys):
+    out = tmp_path / "store"
+    result = run_job(parse_spec(spec_for(small_input, out), "test"), progress=lambda m: None)
+    assert result.errors == 0 and result.judged > 0
+
+    assert main(["leaderboard", "--root", str(out), "--n-boot", "60", "--seed", "2"]) == 0
+    folder = out / "leaderboard"
+    assert capsys.readouterr().out.strip() == str(folder / "index.html")
+    table = validate(pq.read_table(folder / "leaderboard.parquet"), LEADERBOARD, "leaderboard.parquet")
+    rows = table.to_pylist()
+    rates = pq.read_table(out / "runs/night-1/winrates.parquet").to_pylist()
+    for aspect in (OVERALL, "coherence", "fluency"):
+        mine = [r for r in rows if r["aspect"] == aspect]
+        assert sorted(r["system"] for r in mine) == SYSTEMS
+        assert sorted(r["rank"] for r in mine)[0] == 1
+        for r in mine:
+            assert r["strength_low"] <= r["strength_high"] and r["n_boot"] == 60
+            # a judge is model x prompt, and each aspect has its own prompt: overall has both aspects' judges
+            assert r["n_judges"] == (2 if aspect == OVERALL else 1) == len(r["judges"])
+            assert r["n_judgments"] > 0 and all(j.startswith("simulated@") for j in r["judges"])
+            assert r["winrate_baseline"] == "M0"
+            if aspect != OVERALL and r["system"] != "M0":  # carried: bwrs where it has an estimate, else observed
+                pooled = {w["method"]: w for w in rates if w["estimate"] is not None
+                          and (w["aspect"], w["system"], w["judge"]) == (aspect, r["system"], "*")}
+                want = pooled.get("bwrs") or pooled["observed"]
+                assert (r["winrate_method"], r["winrate_estimate"]) == (want["method"], want["estimate"])
+                assert r["winrate_low"] <= r["winrate_estimate"] <= r["winrate_high"]
+    over = {r["system"]: r["n_judgments"] for r in rows if r["aspect"] == OVERALL}
+    for s in SYSTEMS:
+        assert over[s] == sum(r["n_judgments"] for r in rows if r["system"] == s and r["aspect"] != OVERALL)
+
+    meta = json.loads((folder / "leaderboard.json").read_text())
+    assert meta["runs"] == ["night-1"] and meta["n_boot"] == 60 and meta["seed"] == 2
+    assert meta["baseline"] == "M0" and meta["judges"] and meta["generated_at"]
+    assert meta["judgments"]["used"] == len(JudgmentCache(RunLayout.of(str(out), "x").judgments).read())
+    assert len(meta["rows"]) == len(rows)
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no temporary files left
+
+    dom, shot = render(folder / "index.html", tmp_path / "chromium")
+    check_rows_in_dom(dom, rows)
+    assert "Position bias" in dom and "Spearman against human scores" in dom
+    check_screenshot(shot)
+
+
+@pytest.mark.s3
+def test_leaderboard_under_an_s3_root(tmp_path, small_input, ray_local):
+    root = f"s3://pairank/lb-{uuid.uuid4().hex[:8]}"
+    spec = spec_for(small_input, root, name="s3-night", aspects=["coherence"], winrate=None,
+                    subset={"contexts": 4})
+    run_job(parse_spec(spec, "test"), progress=lambda m: None)
+    result = build_leaderboard(root, n_boot=20)
+    assert result.table.uri == f"{root}/leaderboard/leaderboard.parquet"
+    table = validate(Location.of(result.table.uri).read_parquet(), LEADERBOARD, result.table.uri)
+    assert sorted(set(table.column("system").to_pylist())) == SYSTEMS
+    assert set(table.column("aspect").to_pylist()) == {OVERALL, "coherence"}
+    assert all(r["n_contexts"] == 4 for r in table.to_pylist())  # the run's subset
+    assert Location.of(result.json.uri).read_json()["runs"] == ["s3-night"]
+    assert "<svg" in Location.of(result.html.uri).read_text()
+
+
+# --- errors, on hand-made roots (no Ray) -------------------------------------------------------------
+
+
+def fake_run(root: Location, name: str, input_folder: Location, aspects=("coherence",)) -> None:
+    RunLayout(root, name).manifest.write_json(
+        {"name": name, "state": "done", "started_at": "2026-01-01T00:00:00+00:00",
+         "spec": {"input": input_folder.uri, "aspects": list(aspects), "subset": {}}}
+    )
+
+
+def test_no_runs_under_the_root(tmp_path, capsys):
+    assert main(["leaderboard", "--root", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert "no runs under the storage root" in err and "pairank run" in err
+
+
+def test_a_run_without_manifest(tmp_path, small_input, capsys):
+    root = Location.of(str(tmp_path / "store"))
+    fake_run(root, "good", small_input)
+    (tmp_path / "store/runs/broken").mkdir(parents=True)
+    assert main(["leaderboard", "--root", root.uri]) == 2
+    err = capsys.readouterr().err
+    assert "runs/broken/manifest.json: run 'broken' has no manifest.json" in err
+    assert main(["leaderboard", "--root", root.uri, "--runs", "nope"]) == 2
+    assert "runs ['nope'] are not under" in capsys.readouterr().err
+
+
+def test_a_judged_candidate_missing_from_the_inputs(tmp_path, small_input, capsys):
+    from tests.operators.test_leaderboard import judgment, table
+
+    root = Location.of(str(tmp_path / "store"))
+    fake_run(root, "night-1", small_input)
+    ctx = small_input.join("candidates.parquet").read_parquet().column("context_id")[0].as_py()
+    rows = [judgment(ctx, "coherence", f"{ctx}/M0", f"{ctx}/M1", "A"),
+            judgment(ctx, "coherence", f"{ctx}/M0", f"{ctx}/M99", "B")]
+    JudgmentCache(RunLayout(root, "").judgments).append(table(rows))
+    assert main(["leaderboard", "--root", root.uri]) == 2
+    err = capsys.readouterr().err
+    assert f"candidate_b '{ctx}/M99' is not in the candidates of the runs' inputs" in err and small_input.uri in err
+
+
+def test_the_json_and_table_agree_on_a_hand_made_root(tmp_path, small_input):
+    from tests.operators.test_leaderboard import judgment, table
+
+    root = Location.of(str(tmp_path / "store"))
+    fake_run(root, "night-1", small_input, aspects=("coherence",))
+    cands = small_input.join("candidates.parquet").read_parquet()
+    ctxs = sorted(set(cands.column("context_id").to_pylist()))
+    rows = [judgment(c, "coherence", f"{c}/{a}", f"{c}/{b}", "A" if a < b else "tie", i=0)
+            for c in ctxs for a in SYSTEMS for b in SYSTEMS if a != b]
+    rows += [judgment(ctxs[0], "relevance", f"{ctxs[0]}/M0", f"{ctxs[0]}/M1", "A")]  # not an aspect of the run
+    JudgmentCache(RunLayout(root, "").judgments).append(table(rows))
+    result = build_leaderboard(root.uri, n_boot=10, seed=1)
+    assert result.meta["judgments"]["used"] == len(rows) - 1
+    saved = pa.Table.from_pylist(json.loads((tmp_path / "store/leaderboard/leaderboard.json").read_text())["rows"],
+                                 schema=LEADERBOARD)
+    assert saved.equals(pq.read_table(tmp_path / "store/leaderboard/leaderboard.parquet"))
+    assert [r["system"] for r in saved.to_pylist() if r["aspect"] == "coherence"] == SYSTEMS  # "M0" beats all
