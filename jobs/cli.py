@@ -11,6 +11,9 @@
     pairank meta-eval --input data/llmbar [--judgments runs/store/judgments] [--out runs/meta_eval]
     pairank winrate --input data/x --judgments runs/store/judgments --baseline M0 --prior in_dist
     pairank leaderboard --root runs/store [--runs demo winrate] [--baseline M0] [--n-boot 200] [--seed 0]
+    pairank serve configs/demo.yaml [--host 127.0.0.1] [--port 8000] [--token-env PAIRANK_TOKEN]
+    pairank submit configs/demo.yaml --address http://HEAD:8265 --set output=s3://bucket/pairank [--no-wait]
+    pairank status|logs|stop <submission id> --address http://HEAD:8265     # logs [--follow]
 """
 
 from __future__ import annotations
@@ -91,6 +94,22 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    from jobs.serve import serve_until_stopped
+    from jobs.spec import load_spec
+
+    spec = load_spec(args.spec, args.set or [])
+    token = None
+    if args.token_env:
+        token = os.environ.get(args.token_env)
+        if not token:
+            raise ValueError(f"--token-env {args.token_env}: that environment variable is unset or empty; "
+                             "export the bearer token in it first")  # fmt: skip
+    return serve_until_stopped(spec, args.host, args.port, token, progress=_progress)
+
+
 def cmd_model_prepare(args: argparse.Namespace) -> int:
     from operators.judges.models import prepare_default_model
 
@@ -121,6 +140,83 @@ def cmd_plan(args: argparse.Namespace) -> int:
         result["measured"] = {"source": args.from_judgments, **measured}
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0
+
+
+def _jobs(args: argparse.Namespace):
+    from cluster.submit import Jobs
+
+    jobs = Jobs.connect(args.address)  # imports Ray, which configures its loggers
+    if not args.verbose:  # Ray's client logs each upload step, and that it skips .git and .venv itself
+        for name in ("dashboard.modules.dashboard_sdk", "dashboard.modules.job.sdk", "_private.runtime_env.packaging"):
+            logging.getLogger(f"ray.{name}").setLevel(logging.WARNING)
+        logging.getLogger("ray._private.runtime_env.working_dir").setLevel(logging.ERROR)
+    _progress(f"Ray Jobs API at {jobs.address} (from {jobs.source})")
+    return jobs
+
+
+def _final(job_id: str, status: str, message: str) -> int:
+    _progress(f"job {job_id} {status}" + (f": {message}" if message else ""))
+    return 0 if status == "SUCCEEDED" else 1
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from cluster.submit import prepare
+
+    submission = prepare(
+        args.spec, args.set or [], working_dir=args.working_dir, extra_env=args.env or [],
+        forward_env=not args.no_forward_env,
+    )  # fmt: skip
+    for note in submission.notes:
+        _progress(f"note: {note}")
+    jobs = _jobs(args)
+    _progress(f"uploading {submission.working_dir} as the job's working directory (not: .venv, .git, runs, ...)")
+    if submission.env_vars:
+        _progress(f"forwarding {', '.join(sorted(submission.env_vars))} (values not shown)")
+    _progress(f"entrypoint: {submission.entrypoint}")
+    job_id = jobs.submit(submission)
+    print(job_id, flush=True)
+    if args.no_wait:
+        _progress(f"submitted; follow with: pairank logs {job_id} --follow --address {jobs.address}")
+        return 0
+    try:
+        return _final(job_id, *jobs.follow(job_id, sys.stdout))
+    except KeyboardInterrupt:
+        _progress(f"stopped following; the job keeps running (pairank stop {job_id} --address {jobs.address})")
+        return 130
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    status, message = _jobs(args).status(args.job_id)
+    print(status)
+    if message:
+        print(message)
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    jobs = _jobs(args)
+    if not args.follow:
+        sys.stdout.write(jobs.logs(args.job_id))
+        return 0
+    try:
+        return _final(args.job_id, *jobs.follow(args.job_id, sys.stdout))
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    status, message = _jobs(args).stop(args.job_id, timeout=args.timeout)
+    print(status)
+    if message:
+        print(message)
+    return 0
+
+
+def _add_address(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--address", default=None,
+        help="the cluster's Jobs API, e.g. http://127.0.0.1:8265 (the dashboard port); default: $RAY_ADDRESS",
+    )  # fmt: skip
 
 
 def parser() -> argparse.ArgumentParser:
@@ -184,7 +280,66 @@ def parser() -> argparse.ArgumentParser:
     lb.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     lb.set_defaults(fn=cmd_leaderboard)
 
+    sv = sub.add_parser(
+        "serve",
+        help="HTTP server (Ray Serve): POST /compare judges a pair online, GET /leaderboard reads the latest one",
+        description="Judges with the spec's judge and mode, keyed and cached exactly as `pairank run` of the same "
+        "spec (same cache under the spec's output); serves <output>/leaderboard/ read-only. Binds 127.0.0.1 unless "
+        "--host says otherwise.",
+    )
+    sv.add_argument("spec", help="YAML job spec (its judge, judging, aspects, prompts, output and pool are used)")
+    sv.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec field (dotted keys)")
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    sv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    sv.add_argument(
+        "--token-env", default=None, metavar="NAME",
+        help="require `Authorization: Bearer <token>` on every request, the token read from $NAME (never stored)",
+    )
+    sv.set_defaults(fn=cmd_serve)
+
     meta_eval_parser(sub)
+
+    sb = sub.add_parser(
+        "submit",
+        help="submit a job spec to a Ray cluster through the Ray Jobs API and stream its log",
+        description="Validates the spec here, uploads the working directory (default: this checkout, without "
+        ".venv, .git, runs, bench/results) and runs `python3 -m jobs.cli run SPEC` on the cluster. Exit code: "
+        "0 when the job succeeded, 1 when it failed or was stopped, 2 on a bad spec or an unreachable cluster.",
+    )
+    sb.add_argument("spec", help="YAML job spec (input/output should be s3:// or paths every node sees)")
+    _add_address(sb)
+    sb.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec field (dotted keys)")
+    sb.add_argument("--no-wait", action="store_true", help="print the submission id and return")
+    sb.add_argument("--working-dir", default=None, metavar="DIR", help="folder to upload (default: this checkout)")
+    sb.add_argument(
+        "--env", action="append", metavar="NAME",
+        help="also forward this environment variable (the AWS_* credentials, endpoint and region, HF_TOKEN and the "
+        "http judge's api_key_env are forwarded when set)",
+    )  # fmt: skip
+    sb.add_argument(
+        "--no-forward-env", action="store_true",
+        help="forward only the --env variables (the cluster has its own credentials, e.g. an IAM role)",
+    )  # fmt: skip
+    sb.set_defaults(fn=cmd_submit)
+
+    st = sub.add_parser("status", help="the status of a submitted job (and its message)")
+    st.add_argument("job_id", help="submission id, as `pairank submit` printed it")
+    _add_address(st)
+    st.set_defaults(fn=cmd_status)
+
+    lg = sub.add_parser("logs", help="the log of a submitted job")
+    lg.add_argument("job_id", help="submission id")
+    _add_address(lg)
+    lg.add_argument(
+        "--follow", action="store_true", help="stream until the job ends (exit 0 if it succeeded, 1 if not)"
+    )
+    lg.set_defaults(fn=cmd_logs)
+
+    sp = sub.add_parser("stop", help="stop a submitted job and wait until it has stopped")
+    sp.add_argument("job_id", help="submission id")
+    _add_address(sp)
+    sp.add_argument("--timeout", type=float, default=60, help="seconds to wait for the job to stop (default 60)")
+    sp.set_defaults(fn=cmd_stop)
 
     model = sub.add_parser("model", help="judge models")
     msub = model.add_subparsers(dest="model_command", required=True)

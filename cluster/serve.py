@@ -1,0 +1,147 @@
+"""Ray Serve deployments of ``pairank serve`` (what the endpoints do is in :mod:`jobs.serve`).
+
+Two deployments:
+
+* :class:`JudgeReplica`, ``pool.size`` replicas, each holding one judge engine
+  (:func:`operators.judges.make_judge` in :class:`operators.judges.modes.ModeRunner`,
+  the batch pools' code) for the life of the server. Concurrent requests are
+  gathered into batches of at most ``pool.batch_size`` (``serve.batch``), judged
+  in one engine call, and appended to the judgment cache as one atomic part per
+  batch. Every engine call, and the engine's start, run on one dedicated thread,
+  so a thread-bound engine always sees the same thread.
+* :class:`Ingress`: a plain ``__call__(starlette Request)`` deployment (no
+  FastAPI) that hands each request to :meth:`jobs.serve.OnlineJudging.handle`.
+
+Serve's HTTP proxy binds ``host`` (127.0.0.1 unless told otherwise), on the head
+node only. The judge replicas import only the judge code: vLLM's CPU kernel
+dispatcher fails in a process that has loaded PyMC/llvmlite, so nothing here (or
+in what a replica imports) may pull in the win-rate operators.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from ray import serve
+
+#: Modules a judge replica must never load (see the module docstring); its ``info()`` reports any that are.
+FORBIDDEN_IN_ENGINE = ("pymc", "llvmlite", "numba", "pytensor", "nutpie")
+
+
+@serve.deployment(name="judge")
+class JudgeReplica:
+    """One judge engine; ``judge(request_row)`` answers one REQUESTS row with one JUDGMENTS row."""
+
+    def __init__(self, judge_spec, judging, cache_uri: str, batch_size: int, batch_wait_s: float = 0.01):
+        from storage.cache import JudgmentCache
+        from storage.fs import Location
+
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pairank-judge")
+        self.runner = self._thread.submit(self._build, judge_spec, judging).result()
+        self.cache = JudgmentCache(Location.of(cache_uri))
+        self.stats = {"pid": os.getpid(), "batches": 0, "rows": 0, "parts": 0}
+        self.judge.set_max_batch_size(batch_size)
+        self.judge.set_batch_wait_timeout_s(batch_wait_s)
+
+    @staticmethod
+    def _build(judge_spec, judging):
+        from operators.judges import make_judge
+        from operators.judges.modes import ModeRunner
+
+        return ModeRunner(make_judge(judge_spec), judging)
+
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.01)
+    async def judge(self, requests: list[dict]) -> list[dict]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self._judge_and_append, requests)
+
+    def _judge_and_append(self, requests: list[dict]) -> list[dict]:
+        import pyarrow as pa
+
+        from storage.schemas import REQUESTS
+
+        table = self.runner.run("pairwise", pa.Table.from_pylist(requests, schema=REQUESTS))
+        if self.cache.append(table) is not None:
+            self.stats["parts"] += 1
+        self.stats["batches"] += 1
+        self.stats["rows"] += table.num_rows
+        return table.to_pylist()
+
+    def info(self) -> dict:
+        """pid, batches, rows and cache parts so far, engine prompts per stage, and any forbidden module loaded."""
+        loaded = sorted({m.split(".")[0] for m in sys.modules} & set(FORBIDDEN_IN_ENGINE))
+        return {**self.stats, **self.runner.info(), "forbidden_modules": loaded}
+
+
+@serve.deployment(name="ingress")
+class Ingress:
+    """HTTP in, :meth:`jobs.serve.OnlineJudging.handle`, HTTP out."""
+
+    def __init__(self, service, judge=None):
+        self.service, self.judge_handle = service, judge
+
+    async def _judge(self, row: dict) -> dict:
+        return await self.judge_handle.judge.remote(row)
+
+    async def __call__(self, request):
+        from starlette.responses import Response
+
+        body = await request.body()
+        judge = self._judge if self.judge_handle is not None else None
+        reply = await self.service.handle(request.method, request.url.path, request.headers, body, judge)
+        return Response(reply.body, status_code=reply.status, media_type=reply.content_type, headers=reply.headers)
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Fail now, naming the address, when something already listens there (Serve would only log it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise ValueError(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); choose another port")
+
+
+def start(
+    service, judge, cache_uri: str, host: str = "127.0.0.1", port: int = 8000, name: str = "pairank",
+    local: bool = True,
+) -> str:  # fmt: skip
+    """Start Serve's proxy on ``host:port`` and deploy the application; returns its URL once it is running.
+
+    ``judge`` is ``(judge_spec, judging_spec, pool_spec)``, or None to deploy no
+    engine (a mode that is not served online). Ray must already be up
+    (:func:`cluster.runtime.ensure_ray`); ``local``: the head node is this machine,
+    so the port is checked here first.
+    """
+    if local:
+        check_port_free(host, port)
+    serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
+    handle = None
+    if judge is not None:
+        judge_spec, judging, pool = judge
+        actor = {"num_cpus": pool.num_cpus, **({"num_gpus": pool.num_gpus} if pool.num_gpus else {})}
+        handle = JudgeReplica.options(
+            num_replicas=pool.size, ray_actor_options=actor, max_ongoing_requests=2 * pool.batch_size
+        ).bind(judge_spec, judging, cache_uri, pool.batch_size)
+    app = Ingress.options(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256).bind(service, handle)
+    serve.run(app, name=name, route_prefix="/", blocking=False)
+    return f"http://{host}:{port}"
+
+
+def judge_info(name: str = "pairank") -> list[dict]:
+    """:meth:`JudgeReplica.info` of one judge replica of the running application (tests, diagnostics)."""
+    handle = serve.get_deployment_handle("judge", app_name=name)
+    return [handle.info.remote().result()]
+
+
+def stop(name: str = "pairank", shutdown: bool = True) -> None:
+    """Delete the application; with ``shutdown``, stop Serve (its controller and proxy) too."""
+    try:
+        serve.delete(name)
+    finally:
+        if shutdown:
+            serve.shutdown()

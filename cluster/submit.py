@@ -1,0 +1,365 @@
+"""Submitting a job spec to a Ray cluster through the Ray Jobs API.
+
+``pairank submit`` validates the spec here, uploads a working directory (the
+repository root by default) as the job's runtime environment, and has the
+cluster's head run ``python3 -m jobs.cli run <spec> --set ... --set
+cluster.address=auto``: the job's driver joins the cluster it runs on.
+
+Where the spec is on the cluster:
+
+- a spec inside the working directory is uploaded with it and run from the same
+  relative path, so its relative paths (prompts, ...) mean there what they mean
+  here; the ``--set`` overrides travel on the job's command line;
+- a spec outside it is uploaded as a copy, ``.pairank-submit/<file>``, with the
+  overrides applied and its relative paths made absolute, as ``pairank run``
+  resolves them on this machine.
+
+Input and output should be ``s3://`` (or paths every node sees); local paths are
+reported before submission. Environment variables the job needs (AWS credentials
+and endpoint, ``HF_TOKEN``, the http judge's ``api_key_env``) are forwarded in the
+runtime environment when set here; their names are printed, never their values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import shlex
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import yaml
+
+#: Left out of the uploaded working directory (gitignore patterns, relative to it;
+#: no trailing slash, so that Ray skips a whole folder instead of walking it).
+#: Ray also leaves out what the folder's ``.gitignore`` lists.
+EXCLUDES = (
+    "/.venv",
+    "/.git",
+    "/runs",
+    "/bench/results",
+    "__pycache__",
+    "/.pytest_cache",
+    "/.hypothesis",
+    "/.ruff_cache",
+)
+#: Forwarded into the job's environment when set here: what pairank's S3 filesystem
+#: (``storage/fs.py``) and boto3 read, and a Hugging Face token for gated models.
+#: Variables naming local files (AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE) are not:
+#: the files are not on the cluster.
+FORWARDED_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "HF_TOKEN",
+)
+#: The interpreter the job's entrypoint calls on the cluster (the vLLM image has
+#: ``python3`` and no ``python``).
+PYTHON = "python3"
+#: Where a spec from outside the working directory is put in the upload.
+STAGED_SPECS = ".pairank-submit"
+#: A submitted job joins the cluster it runs on instead of starting a Ray of its own.
+JOIN_CLUSTER = "cluster.address=auto"
+TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+
+
+class SubmitError(ValueError):
+    """A submission or job query that cannot go ahead; the message says why and where."""
+
+
+def repository_root() -> Path:
+    """The pairank checkout this module runs from (the default working directory)."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "pyproject.toml").is_file() or not (root / "jobs" / "cli.py").is_file():
+        raise SubmitError(
+            f"pairank is not running from a checkout ({root} has no pyproject.toml and jobs/cli.py): "
+            "pass --working-dir"
+        )
+    return root
+
+
+def _excluded(relative: Path) -> bool:
+    """Whether ``relative`` (a path in the working directory) is under one of :data:`EXCLUDES`.
+
+    Those are all folder names, anchored (``/runs``) or anywhere (``__pycache__``).
+
+    >>> _excluded(Path("runs/data/summeval")), _excluded(Path("configs/demo.yaml")), _excluded(Path("a/__pycache__"))
+    (True, False, True)
+    """
+    text, parts = relative.as_posix(), relative.parts
+    return any(
+        text == p[1:] or text.startswith(p[1:] + "/") if p.startswith("/") else p in parts for p in EXCLUDES
+    )
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What ``pairank submit`` sends."""
+
+    name: str  # the spec's run name
+    spec: str  # the spec's path as given
+    working_dir: Path  # the local folder uploaded as the job's working directory
+    entrypoint: str  # the shell command the cluster's head runs
+    env_vars: dict[str, str]  # forwarded environment (values never printed)
+    staged: tuple[str, str] | None = None  # (path in the upload, YAML) of a spec from outside the working dir
+    notes: tuple[str, ...] = ()  # warnings about paths that may not exist on the cluster
+
+    def runtime_env(self, upload: Path | None = None) -> dict:
+        env: dict = {"working_dir": str(upload or self.working_dir), "excludes": list(EXCLUDES)}
+        if self.env_vars:
+            env["env_vars"] = dict(self.env_vars)
+        return env
+
+
+def _raw_spec(path: Path, overrides: list[str]) -> dict:
+    from jobs.spec import apply_overrides
+
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return apply_overrides(data, overrides)
+
+
+def _path_notes(raw: dict, spec_dir: Path, working_dir: Path) -> list[str]:
+    """Warnings for input, output and prompts that may not mean on the cluster what they mean here.
+
+    ``spec_dir`` is the spec's folder relative to the working directory.
+    """
+    notes = []
+    for key in ("input", "output", "prompts"):
+        value = raw.get(key)
+        if not isinstance(value, str) or "://" in value:
+            continue
+        if Path(value).is_absolute():
+            notes.append(
+                f"{key} is a local path ({value}): every node of the cluster must see it at that path "
+                f"(true of a cluster on this machine; use s3:// for a remote one)"
+            )
+            continue
+        inside = Path(os.path.normpath(spec_dir / value))
+        if inside.parts and inside.parts[0] == "..":
+            notes.append(f"{key} ({value}) points outside the uploaded working directory {working_dir}")
+        elif _excluded(inside):
+            notes.append(f"{key} ({value} = {inside}) is not uploaded (excluded from the working directory)")
+        elif key == "output":
+            notes.append(
+                f"output ({value}) is inside the uploaded working directory: on the cluster that is the job's "
+                f"temporary copy; use s3://"
+            )
+    return notes
+
+
+#: The spec fields that hold paths (``load_spec`` resolves them relative to the spec file).
+PATH_FIELDS = (
+    ("input",), ("output",), ("prompts",), ("judging", "templates"), ("winrate", "ood"),
+    ("judge", "source"), ("judge", "quality"), ("judge", "model"),
+)  # fmt: skip
+
+
+def _relative_to_upload(data: dict, root: Path, staged_dir: Path) -> dict:
+    """Rewrite the absolute paths of a spec copy that lie in the uploaded ``root`` relative to ``staged_dir``.
+
+    The copy then finds them on the cluster too (prompts of the checkout, say).
+
+    >>> _relative_to_upload({"prompts": "/r/configs/p", "input": "/r/runs/d", "output": "s3://b/o"},
+    ...                     Path("/r"), Path(".pairank-submit"))
+    {'prompts': '../configs/p', 'input': '/r/runs/d', 'output': 's3://b/o'}
+    """
+    data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    for keys in PATH_FIELDS:
+        node = data
+        for key in keys[:-1]:
+            node = node.get(key) if isinstance(node.get(key), dict) else {}
+        value = node.get(keys[-1])
+        if not isinstance(value, str) or not Path(value).is_absolute() or not Path(value).is_relative_to(root):
+            continue
+        inside = Path(value).relative_to(root)
+        if not _excluded(inside):
+            node[keys[-1]] = os.path.relpath(inside, staged_dir)
+    return data
+
+
+def _forwarded_env(names: list[str], environ: Mapping[str, str]) -> dict[str, str]:
+    return {name: environ[name] for name in dict.fromkeys(names) if name in environ}
+
+
+def prepare(
+    spec_path: str,
+    overrides: list[str] = (),
+    working_dir: str | Path | None = None,
+    extra_env: list[str] = (),
+    forward_env: bool = True,
+    environ: Mapping[str, str] = os.environ,
+) -> Submission:
+    """Validate the spec (with ``overrides``) here and build what :meth:`Jobs.submit` sends.
+
+    A bad spec raises :class:`jobs.spec.SpecError` naming the file, before anything
+    is sent. ``extra_env`` names more variables to forward; ``forward_env=False``
+    forwards only those.
+    """
+    from jobs.spec import load_spec
+
+    overrides = list(overrides)
+    spec = load_spec(spec_path, [*overrides, JOIN_CLUSTER])
+    root = Path(working_dir).resolve() if working_dir else repository_root()
+    if not root.is_dir():
+        raise SubmitError(f"--working-dir {working_dir}: no such folder")
+    missing = [name for name in extra_env if name not in environ]
+    if missing:
+        raise SubmitError(f"--env {', '.join(missing)}: not set in this environment")
+    path = Path(spec_path).resolve()
+    relative = path.relative_to(root) if path.is_relative_to(root) else None
+    if relative is not None and _excluded(relative):
+        relative = None  # not uploaded with the working directory: send a copy
+    if relative is not None:
+        spec_in_upload = relative.as_posix()
+        run_args = [spec_in_upload, *(arg for o in overrides for arg in ("--set", o))]
+        staged = None
+        notes = _path_notes(_raw_spec(path, overrides), relative.parent, root)
+    else:
+        spec_in_upload = f"{STAGED_SPECS}/{path.name}"
+        copy = _relative_to_upload(spec.model_dump(mode="json", exclude_unset=True), root, Path(STAGED_SPECS))
+        staged = (spec_in_upload, yaml.safe_dump(copy, sort_keys=False))
+        run_args = [spec_in_upload]
+        notes = _path_notes(copy, Path(STAGED_SPECS), root)
+    entrypoint = shlex.join([PYTHON, "-m", "jobs.cli", "run", *run_args, "--set", JOIN_CLUSTER])
+    api_key_env = getattr(spec.judge, "api_key_env", None)  # the http judge's token variable
+    names = [*FORWARDED_ENV, *([api_key_env] if api_key_env else [])] if forward_env else []
+    return Submission(
+        name=spec.name, spec=str(spec_path), working_dir=root, entrypoint=entrypoint,
+        env_vars=_forwarded_env([*names, *extra_env], environ), staged=staged, notes=tuple(notes),
+    )  # fmt: skip
+
+
+def staged_upload(root: Path, staged: tuple[str, str], into: Path) -> Path:
+    """Make ``into`` the upload: ``root`` linked entry by entry (Ray follows the links), plus the spec copy."""
+    into.mkdir(parents=True, exist_ok=True)
+    for entry in root.iterdir():
+        if entry.name != STAGED_SPECS:
+            (into / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    target = into / staged[0]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(staged[1], encoding="utf-8")
+    return into
+
+
+def submission_id(name: str) -> str:
+    """A readable, unique submission id: ``pairank-<name>-<UTC time>-<random>``.
+
+    >>> submission_id("demo run/1").startswith("pairank-demo-run-1-")
+    True
+    """
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "job"
+    return f"pairank-{safe}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
+
+
+@dataclass
+class Jobs:
+    """The Jobs API of one Ray cluster (its dashboard address), with errors that name it."""
+
+    address: str
+    source: str  # where the address came from: --address or RAY_ADDRESS
+    client: object
+
+    @classmethod
+    def connect(cls, address: str | None, environ: Mapping[str, str] = os.environ) -> Jobs:
+        """Connect to ``address``, else to ``$RAY_ADDRESS`` (Ray's own convention); nothing else."""
+        source = "--address"
+        if not address:
+            address, source = environ.get("RAY_ADDRESS"), "RAY_ADDRESS"
+        if not address:
+            raise SubmitError(
+                "no Ray cluster given: pass --address http://HEAD:8265 (the Jobs API, on the dashboard port) "
+                "or set RAY_ADDRESS"
+            )
+        from ray.exceptions import RayError
+        from ray.job_submission import JobSubmissionClient
+
+        try:
+            client = JobSubmissionClient(address)
+        except RayError as exc:  # AuthenticationError: the cluster wants a token this client did not send
+            raise SubmitError(f"the Ray Jobs API at {address} (from {source}) refused the request: {exc}") from None
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise SubmitError(
+                f"cannot reach the Ray Jobs API at {address} (from {source}): {exc} "
+                "Is a Ray head with its dashboard running there (ray start --head --include-dashboard=true)?"
+            ) from None
+        return cls(address, source, client)
+
+    def _call(self, what: str, fn: Callable, *args, **kwargs):
+        import requests
+        from ray.exceptions import RayError
+
+        try:
+            return fn(*args, **kwargs)
+        except RayError as exc:
+            raise SubmitError(f"{what}: the Ray Jobs API at {self.address} refused the request: {exc}") from None
+        except requests.exceptions.ConnectionError:
+            raise SubmitError(f"{what}: lost the Ray Jobs API at {self.address} (from {self.source})") from None
+        except RuntimeError as exc:
+            if "status code 404" in str(exc):
+                raise SubmitError(f"{what}: no such job at {self.address} (from {self.source})") from None
+            raise SubmitError(f"{what}: the Ray Jobs API at {self.address} answered: {exc}") from None
+
+    def submit(self, submission: Submission, job_id: str | None = None) -> str:
+        """Upload the working directory (plus a staged spec copy) and start the job; returns its id."""
+        job_id = job_id or submission_id(submission.name)
+        metadata = {"pairank_run": submission.name, "pairank_spec": submission.spec}
+        with tempfile.TemporaryDirectory(prefix="pairank-submit-") as tmp:
+            upload = submission.working_dir
+            if submission.staged:
+                upload = staged_upload(submission.working_dir, submission.staged, Path(tmp))
+            return self._call(
+                f"submitting {submission.spec}", self.client.submit_job,
+                entrypoint=submission.entrypoint, submission_id=job_id,
+                runtime_env=submission.runtime_env(upload), metadata=metadata,
+            )  # fmt: skip
+
+    def info(self, job_id: str):
+        """The job's details (status, message, times); a job the cluster does not know is an error."""
+        return self._call(f"job {job_id}", self.client.get_job_info, job_id)
+
+    def status(self, job_id: str) -> tuple[str, str]:
+        info = self.info(job_id)
+        return info.status.value, info.message or ""
+
+    def logs(self, job_id: str) -> str:
+        self.info(job_id)
+        return self._call(f"logs of job {job_id}", self.client.get_job_logs, job_id)
+
+    def follow(self, job_id: str, out: TextIO, timeout: float = 60) -> tuple[str, str]:
+        """Stream the job's log to ``out`` until it ends; returns its final status and message."""
+        self.info(job_id)
+
+        async def tail() -> None:
+            async for chunk in self.client.tail_job_logs(job_id):
+                out.write(chunk)
+                out.flush()
+
+        self._call(f"logs of job {job_id}", asyncio.run, tail())
+        return self.wait(job_id, timeout)
+
+    def wait(self, job_id: str, timeout: float) -> tuple[str, str]:
+        """Poll until the job is in a terminal state (or ``timeout`` seconds pass); its status and message."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status, message = self.status(job_id)
+            if status in TERMINAL or time.monotonic() > deadline:
+                return status, message
+            time.sleep(0.5)
+
+    def stop(self, job_id: str, timeout: float = 60) -> tuple[str, str]:
+        """Ask the job to stop and wait until it has; a finished job is left as it is."""
+        status, message = self.status(job_id)
+        if status in TERMINAL:
+            return status, message
+        self._call(f"stopping job {job_id}", self.client.stop_job, job_id)
+        return self.wait(job_id, timeout)
