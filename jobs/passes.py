@@ -30,7 +30,7 @@ import pyarrow as pa
 from operators.judges.modes import describe_scores, judging_identity, pair_scores_verdict, pass_identity
 from storage.cache import JudgmentCache
 from storage.keys import judgment_key
-from storage.schemas import JUDGMENTS, PASS_REQUESTS, PASSES
+from storage.schemas import JUDGMENTS, PASS_REQUESTS
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,3 @@ def judgment_table_of(requests: pa.Table, identity: dict, p_a, label, raw_text, 
         seconds=[0.0] * n, error=error,
     )  # fmt: skip
 
-
-def pass_cache(root) -> JudgmentCache:
-    """The first-pass cache under a storage root's layout folder."""
-    return JudgmentCache(root, schema=PASSES)

@@ -93,7 +93,7 @@ class RequestMaker:
         self.text = dict(zip(ids, candidates.column("text").to_pylist()))
         self.context = dict(zip(candidates.column("context_id").to_pylist(), candidates.column("context").to_pylist()))
         self.variants = as_variants(prompts)
-        self.prompts, self.judge = prompts, judge
+        self.judge = judge
 
     def key(self, aspect: str, ctx: str, a: str, b: str, variant: int = 0) -> str:
         h = self.variants[aspect][variant].hash

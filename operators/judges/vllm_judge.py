@@ -173,46 +173,37 @@ class VllmJudge(GeneratingJudge):
         lengths, fits, outputs, share = self._run(prompts, params, 1)
         out = [OptionScore(input_tokens=n, seconds=share, error=self._too_long(n, 1)) for n in lengths]
         for i, o in zip(fits, outputs):
-            completion = o.outputs[0] if o.outputs else None
-            n_in = len(o.prompt_token_ids or [])
-            if completion is None or not completion.logprobs:
-                out[i] = OptionScore(input_tokens=n_in, seconds=share, error="vLLM returned no logprobs")
-                continue
-            step = completion.logprobs[0]
-            missing = [t for t in flat if t not in step]
-            if missing:
-                out[i] = OptionScore(input_tokens=n_in, seconds=share, error=f"token ids {missing} missing in logprobs")
-                continue
-            out[i] = OptionScore(
-                logprobs=[logsumexp([step[t].logprob for t in option]) for option in ids],
-                input_tokens=n_in,
-                seconds=share,
-            )
+            logprobs, n_in, _, error = self._step_logprobs(o, ids, "token ids")
+            out[i] = OptionScore(logprobs=logprobs, input_tokens=n_in, seconds=share, error=error)
         return out
+
+    @staticmethod
+    def _step_logprobs(output, ids: list[list[int]], what: str) -> tuple[list[float] | None, int, int, str | None]:
+        """Per option, the log-probability of its token ids at the first generated step of one vLLM output.
+
+        Returns (logprobs per option or None, input tokens, output tokens, error).
+        """
+        completion = output.outputs[0] if output.outputs else None
+        n_in = len(output.prompt_token_ids or [])
+        if completion is None or not completion.logprobs:
+            return None, n_in, 0, "vLLM returned no logprobs"
+        step = completion.logprobs[0]
+        missing = [t for option in ids for t in option if t not in step]
+        if missing:
+            return None, n_in, 0, f"{what} {missing} missing in logprobs"
+        return [logsumexp([step[t].logprob for t in option]) for option in ids], n_in, len(completion.token_ids), None
 
     def _read(self, outputs, share: float) -> list[LabelScore]:
         scores = []
         for out in outputs:
-            completion = out.outputs[0] if out.outputs else None
-            n_in = len(out.prompt_token_ids or [])
-            if completion is None or not completion.logprobs:
-                scores.append(LabelScore(input_tokens=n_in, seconds=share, error="vLLM returned no logprobs"))
-                continue
-            step = completion.logprobs[0]
-            missing = [t for t in self.ids_a + self.ids_b if t not in step]
-            if missing:
+            logprobs, n_in, n_out, error = self._step_logprobs(out, [self.ids_a, self.ids_b], "label token ids")
+            if error is not None:
+                scores.append(LabelScore(input_tokens=n_in, seconds=share, error=error))
+            else:
                 scores.append(
-                    LabelScore(input_tokens=n_in, seconds=share, error=f"label token ids {missing} missing in logprobs")
+                    LabelScore(
+                        logprob_a=logprobs[0], logprob_b=logprobs[1], input_tokens=n_in, output_tokens=n_out,
+                        seconds=share,
+                    )
                 )
-                continue
-            scores.append(
-                LabelScore(
-                    logprob_a=logsumexp([step[t].logprob for t in self.ids_a]),
-                    logprob_b=logsumexp([step[t].logprob for t in self.ids_b]),
-                    input_tokens=n_in,
-                    output_tokens=len(completion.token_ids),
-                    seconds=share,
-                    raw_text=None,
-                )
-            )
         return scores

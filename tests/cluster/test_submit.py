@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, write_input
+from tests.conftest import ROOT, stop_process, write_input
 
 PAIRANK = [sys.executable, "-m", "jobs.cli"]
 SECRET = "pairank-test-secret-value-0f9e"
@@ -72,12 +72,7 @@ def stop_tree(proc: subprocess.Popen, timeout: float = 10) -> None:
         tree = psutil.Process(proc.pid).children(recursive=True)
     except psutil.NoSuchProcess:
         tree = []
-    proc.terminate()
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop_process(proc, timeout)
 
     def running(p: psutil.Process) -> bool:
         try:
