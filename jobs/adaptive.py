@@ -658,6 +658,14 @@ class _Insertion:
         """Mean P(candidate better) over its probes: the within-gap sort key (0.5 before any probe)."""
         return sum(self.ps) / len(self.ps) if self.ps else 0.5
 
+    @classmethod
+    def placed(cls, n: int, gap: int, mean_p: float) -> _Insertion:
+        """A finished search (resumed from stored placements): in ``gap``, with ``mean_p`` as its sort key."""
+        search = cls(n)
+        search.lo = search.hi = gap
+        search.ps = [mean_p]
+        return search
+
     def advance(self, candidate: str, anchors: list[str], lookup: Lookup) -> Pair | None:
         """Search as far as the known judgments allow; return the comparison it waits on."""
         while self.lo < self.hi:
@@ -671,6 +679,24 @@ class _Insertion:
             else:
                 self.lo = mid + 1
         return None
+
+
+class _Sorted:
+    """Anchors sorted on an earlier run: the inner sort of a resumed :class:`AnchorInsertion`, done from the start."""
+
+    def __init__(self, anchors: list[str]) -> None:
+        self._anchors = anchors
+
+    done = True
+
+    def next_requests(self) -> list[Pair]:
+        return []
+
+    def observe(self, p_a: Mapping[Pair, float]) -> None:
+        pass
+
+    def ranking(self) -> list[str]:
+        return list(self._anchors)
 
 
 class AnchorInsertion(_Ledger):
@@ -755,7 +781,7 @@ class AnchorInsertion(_Ledger):
         self.order: list[str] = _seeded(ids, self._gen)
         #: The anchors: the first candidates of the seeded order.
         self.anchors: list[str] = self.order[: min(len(ids), size)]
-        self._inner: PairsGreedy | PairsBeam
+        self._inner: PairsGreedy | PairsBeam | _Sorted
         if inner == "pairs_greedy":
             self._inner = PairsGreedy(context_id, self.anchors, seed, symmetric=symmetric)
         else:
@@ -770,6 +796,87 @@ class AnchorInsertion(_Ledger):
         self._searches = {c: _Insertion(len(self.anchors)) for c in self.order[len(self.anchors) :]}
         self._waiting: list[Pair] = []
         self._advance()
+
+    @classmethod
+    def resume(
+        cls,
+        context_id: str,
+        anchors: Sequence[str],
+        placed: Mapping[str, tuple[int, float]],
+        order: Sequence[str],
+        seed: int,
+        *,
+        symmetric: bool = False,
+    ) -> AnchorInsertion:
+        """A machine rebuilt from :meth:`placements`, ready for :meth:`add`; it asks nothing until then.
+
+        ``anchors`` are the sorted anchors (best first), ``placed`` each other
+        candidate's ``(gap, mean_p)`` and ``order`` every candidate in seeded order
+        (the within-gap tie-break). Candidates added later are searched among the
+        same anchors with a generator seeded by ``(seed, context_id)`` as in
+        :meth:`__init__`, so a nightly run that adds the same outputs asks the same
+        comparisons.
+
+        >>> m = AnchorInsertion.resume("ctx", ["b", "d"], {"e": (2, 0.1)}, ["d", "b", "e"], seed=0)
+        >>> m.done, m.ranking()
+        (True, ['b', 'd', 'e'])
+        >>> m.add(["a", "c"])
+        >>> while not m.done:
+        ...     m.observe({(x, y): float(x < y) for x, y in m.next_requests()})
+        >>> m.ranking(), m.asked        # a and c were compared with anchors only
+        (['a', 'b', 'c', 'd', 'e'], 4)
+        """
+        anchors, order = _distinct(context_id, anchors), _distinct(context_id, order)
+        ids = set(anchors) | set(placed)
+        if not anchors:
+            raise ValueError(f"context {context_id!r}: resume needs at least one sorted anchor")
+        if set(anchors) & set(placed) or ids != set(order):
+            raise ValueError(
+                f"context {context_id!r}: anchors {sorted(anchors)} and placed {sorted(placed)} must be disjoint "
+                f"and together the candidates of order {sorted(order)}"
+            )
+        self = cls.__new__(cls)
+        self.context_id, self.symmetric = context_id, bool(symmetric)
+        self._gen = rng(seed, context_id)
+        self.order = list(order)
+        self.anchors = list(anchors)
+        self._inner = _Sorted(self.anchors)
+        self._ids, self._is_anchor = ids, frozenset(anchors)
+        self._pos = {c: k for k, c in enumerate(self.order)}
+        self._open_ledger()
+        self._searches = {}
+        for c, (gap, mean_p) in placed.items():
+            if not 0 <= gap <= len(anchors):
+                raise ValueError(f"context {context_id!r}: candidate {c!r} has gap {gap}; expected 0..{len(anchors)}")
+            self._searches[c] = _Insertion.placed(len(anchors), gap, _check_p(mean_p, f"mean p of {c!r}"))
+        self._waiting = []
+        return self
+
+    def placements(self) -> list[dict]:
+        """Where every candidate sits, for :meth:`resume`: one row per candidate, in ranking order.
+
+        ``role`` is ``anchor`` (``anchor_index``: its place among the sorted
+        anchors) or ``inserted`` (``gap`` and ``mean_p``); ``order`` is its place in
+        the seeded order and ``rank`` in :meth:`ranking` (1 is best).
+        """
+        ranking = self.ranking()  # raises while not done
+        anchors = self._inner.ranking()
+        index = {c: k for k, c in enumerate(anchors)}
+        rows = []
+        for rank, c in enumerate(ranking, start=1):
+            search = self._searches.get(c)
+            rows.append(
+                {
+                    "candidate_id": c,
+                    "role": "anchor" if c in index else "inserted",
+                    "anchor_index": index.get(c),
+                    "gap": None if search is None else search.gap,
+                    "mean_p": None if search is None else search.mean_p,
+                    "order": self._pos[c],
+                    "rank": rank,
+                }
+            )
+        return rows
 
     def add(self, ids: Iterable[str]) -> None:
         """Insert more candidates among the sorted anchors (the anchors stay as they are)."""

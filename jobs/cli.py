@@ -3,7 +3,9 @@
 ::
 
     pairank run configs/demo.yaml [--set output=s3://bucket/runs] [--set judge.model=/models/x]
+    pairank run configs/nightly.yaml [--set nightly.night=2026-11-21]   # a spec with `nightly:`: one night
     pairank import summeval ../shared/data/summeval data/summeval
+    pairank import summeval ../shared/data/summeval runs/nightly-in/2026-11-21 --systems M12 --contexts 3   # a drop
     pairank import llmbar ../shared/data/llmbar data/llmbar --skip-invalid   # + published verdicts
     pairank model prepare          # convert the embedded Gemma-3-270M once, for the vllm judge
     pairank plan --candidates 16 --noise 0.8 --position-bias 0.5 --target-spearman 0.9   # SIMULATED
@@ -33,6 +35,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from jobs.spec import load_spec
 
     spec = load_spec(args.spec, args.set or [])
+    if spec.nightly is not None:
+        from jobs.nightly import run_nightly
+
+        night = run_nightly(spec, progress=_progress)
+        print(night.run.report_md.uri)
+        return 0 if night.errors == 0 else 3
     result = run_job(spec, progress=_progress)
     print(result.layout.report_md.uri)
     return 0 if result.errors == 0 else 3
@@ -41,7 +49,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from storage.importers import run_import
 
-    counts = run_import(args.set_name, args.src, args.dst, skip_invalid=args.skip_invalid)
+    systems = [x for x in args.systems.split(",") if x] if args.systems else None
+    counts = run_import(
+        args.set_name, args.src, args.dst, skip_invalid=args.skip_invalid, systems=systems, contexts=args.contexts
+    )
     for message in counts["skipped"]:
         print(f"pairank: skipped: {message}", file=sys.stderr)
     print(json.dumps(counts, indent=2, default=str))
@@ -240,6 +251,8 @@ def parser() -> argparse.ArgumentParser:
         "--skip-invalid", action="store_true",
         help="leave out source records that fail their checks, reporting each (llmbar only)",
     )
+    imp.add_argument("--systems", metavar="S1,S2", help="keep only these systems' outputs (e.g. one night's drop)")
+    imp.add_argument("--contexts", type=int, metavar="N", help="keep only the first N contexts (by id)")
     imp.set_defaults(fn=cmd_import)
 
     wr = sub.add_parser(
@@ -379,8 +392,13 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    from storage.nightly import CommitConflict
+
     try:
         return args.fn(args)
+    except CommitConflict as exc:  # a nightly job lost the commit race: nothing committed, safe to run again
+        print(f"pairank: error: {exc}", file=sys.stderr)
+        return 4
     except (ValueError, FileNotFoundError, ImportError) as exc:
         print(f"pairank: error: {exc}", file=sys.stderr)
         return 2

@@ -147,11 +147,13 @@ class Driver:
         cache: JudgmentCache,
         pool: Callable[[JobSpec], AbstractContextManager],
         progress: Callable[[str], None] = log.info,
+        tasks: list[Task] | None = None,
     ) -> None:
+        """``tasks``: the machines to run (default: the spec's scheduler on every aspect, context and seed)."""
         self.spec, self.judging, self.cache, self.pool, self.progress = spec, judging, cache, pool, progress
         self.maker = judging.maker
         sched = spec.scheduler
-        self.tasks = [
+        self.tasks = tasks if tasks is not None else [
             Task(aspect, ctx, seed, make_machine(sched, ctx, ids, seed))
             for aspect in spec.aspects
             for ctx, ids in sorted(contexts_of(candidates).items())

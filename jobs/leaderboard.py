@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 
 from jobs.requests import subset
 from operators.leaderboard import Leaderboard, LeaderboardOptions, leaderboard
@@ -71,10 +70,7 @@ def _utc_now() -> dt.datetime:
 
 def run_names(root: Location) -> list[str]:
     """Folders under ``<root>/runs`` (names starting '.' or '_' are skipped), sorted."""
-    runs = RunLayout(root, "").runs
-    selector = pafs.FileSelector(runs.path, recursive=False, allow_not_found=True)
-    names = [posixpath.basename(e.path) for e in runs.fs.get_file_info(selector) if e.type == pafs.FileType.Directory]
-    return sorted(n for n in names if not n.startswith((".", "_")))
+    return [posixpath.basename(f.path) for f in RunLayout(root, "").runs.folders()]
 
 
 def read_run(root: Location, name: str) -> RunInfo:
@@ -201,27 +197,25 @@ def _run_tables(runs: list[RunInfo], attr: str, schema: pa.Schema, with_run: boo
     return pa.concat_tables(tables) if tables else None
 
 
-def build_leaderboard(
-    root: str,
-    runs: list[str] | None = None,
-    baseline: str | None = None,
-    n_boot: int = 200,
-    seed: int = 0,
+def compute_leaderboard(
+    loc: Location,
+    infos: list[RunInfo],
+    options: LeaderboardOptions,
+    winrates: pa.Table | None = None,
     clock: Callable[[], dt.datetime] = _utc_now,
     progress: Callable[[str], None] = lambda m: None,
-) -> LeaderboardResult:
-    """Read the runs under ``root``, build the leaderboard and write its three files under ``<root>/leaderboard``."""
-    loc = Location.of(root)
-    options = LeaderboardOptions(n_boot=n_boot, seed=seed, baseline=baseline)
-    infos = read_runs(loc, runs)
-    progress(f"runs: {', '.join(r.name for r in infos)}")
+) -> tuple[Leaderboard, pa.Table, dict]:
+    """The leaderboard of ``infos``' judgments under ``loc``: the board, its LEADERBOARD table and its metadata.
+
+    ``winrates``: WINRATES to carry (default: those the runs wrote).
+    """
     full, used = run_candidates(infos)
     judgments, counts = run_judgments(loc, infos, full, used)
     systems = _union(list(used.values()), [r.input for r in infos])
     progress(f"{counts['used']} judgments on the runs' contexts and aspects ({counts['cache']} in the cache)")
-    winrates = _run_tables(infos, "winrates", WINRATES, with_run=False)
+    if winrates is None:
+        winrates = _run_tables(infos, "winrates", WINRATES, with_run=False)
     board = leaderboard(judgments, systems, winrates, options)
-    layout = RunLayout(loc, "")
     meta = {
         "generated_at": clock().isoformat(),
         "root": loc.uri,
@@ -237,12 +231,50 @@ def build_leaderboard(
         "judgments": counts,
         "counts": board.counts,
     }
-    table = validate(board.table, LEADERBOARD, "the leaderboard")
-    layout.leaderboard_table.write_parquet(table)
-    layout.leaderboard_json.write_json({**meta, "rows": table.to_pylist()})
+    return board, validate(board.table, LEADERBOARD, "the leaderboard"), meta
+
+
+def write_leaderboard(
+    folder: Location,
+    table: pa.Table,
+    meta: dict,
+    bias: pa.Table | None,
+    spearman: pa.Table | None,
+    history: pa.Table | None = None,
+) -> None:
+    """``leaderboard.parquet``, ``leaderboard.json`` and ``index.html`` under ``folder``, each atomically.
+
+    With ``history`` (LEADERBOARD rows plus ``night`` and ``seq``, one block per
+    committed night) also ``history.parquet``, the history in the JSON and its plots.
+    """
+    folder.join("leaderboard.parquet").write_parquet(table)
+    doc = {**meta, "rows": table.to_pylist()}
+    if history is not None:
+        folder.join("history.parquet").write_parquet(history)
+        doc["history"] = history.to_pylist()
+    folder.join("leaderboard.json").write_json(doc)
+    folder.join("index.html").write_text(render_html(table, meta, bias, spearman, history=history))
+
+
+def build_leaderboard(
+    root: str,
+    runs: list[str] | None = None,
+    baseline: str | None = None,
+    n_boot: int = 200,
+    seed: int = 0,
+    clock: Callable[[], dt.datetime] = _utc_now,
+    progress: Callable[[str], None] = lambda m: None,
+) -> LeaderboardResult:
+    """Read the runs under ``root``, build the leaderboard and write its three files under ``<root>/leaderboard``."""
+    loc = Location.of(root)
+    options = LeaderboardOptions(n_boot=n_boot, seed=seed, baseline=baseline)
+    infos = read_runs(loc, runs)
+    progress(f"runs: {', '.join(r.name for r in infos)}")
+    board, table, meta = compute_leaderboard(loc, infos, options, clock=clock, progress=progress)
+    layout = RunLayout(loc, "")
     bias = _run_tables(infos, "position_bias", POSITION_BIAS, with_run=True)
     spearman = _run_tables(infos, "spearman", SPEARMAN, with_run=True)
-    layout.leaderboard_html.write_text(render_html(table, meta, bias, spearman))
+    write_leaderboard(layout.leaderboard, table, meta, bias, spearman)
     progress(f"wrote {layout.leaderboard.uri}/: leaderboard.parquet, leaderboard.json, index.html")
     return LeaderboardResult(
         board, meta["runs"], layout.leaderboard_table, layout.leaderboard_json, layout.leaderboard_html, meta

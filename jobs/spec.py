@@ -368,6 +368,20 @@ class ClusterSpec(Strict):
     num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray (unset: all).")
 
 
+class NightlySpec(Strict):
+    night: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="Label of this night (letters, digits, '.', '_', '-'); unset: today's UTC date, YYYY-MM-DD. "
+        "A label already committed is refused.",
+    )
+    n_boot: int = Field(200, ge=0, description="Leaderboard bootstrap resamples of contexts.")
+    seed: int = Field(0, description="Leaderboard bootstrap seed.")
+    baseline: str | None = Field(
+        None, description="System the leaderboard carries win rates against (unset: winrate.baseline, if any)."
+    )
+
+
 class JobSpec(Strict):
     name: str = Field(..., description="Run name; outputs go under <output>/runs/<name>/.")
     input: str = Field(
@@ -390,6 +404,13 @@ class JobSpec(Strict):
     report: ReportSpec = Field(default_factory=ReportSpec, description="Report settings.")
     cluster: ClusterSpec = Field(default_factory=ClusterSpec, description="Where Ray runs.")
     flush_rows: int = Field(64, ge=1, description="Judgments written per cache part (smaller: less lost if killed).")
+    nightly: NightlySpec | None = Field(
+        None,
+        description="Make this a nightly, incremental job: `input` is a prefix of input folders (itself and/or its "
+        "sub-folders, each with candidates.parquet) that grows night by night; outputs already ranked keep their "
+        "places and only new ones are inserted among each context's sorted anchors (scheduler pairs_anchors); the "
+        "leaderboard is rewritten and a dated snapshot appended to its history (see jobs/nightly.py).",
+    )
 
     @model_validator(mode="after")
     def _winrate_baseline(self) -> JobSpec:
@@ -412,6 +433,23 @@ class JobSpec(Strict):
                 f"scoring.calibration batch divides out a positional prior of label probabilities; judging.mode "
                 f"{mode!r} gives categorical or score-difference verdicts: use calibration none"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _nightly(self) -> JobSpec:
+        if self.nightly is None:
+            return self
+        s = self.scheduler
+        if s.name != "pairs_anchors":
+            raise ValueError(
+                f"nightly jobs insert new outputs by anchor binary insertion: set scheduler.name: pairs_anchors "
+                f"(found {s.name!r})"
+            )
+        if s.repeats != 1 or s.budget is not None:
+            raise ValueError("nightly jobs keep one placement per context: scheduler.repeats must be 1 and "
+                             "scheduler.budget unset")  # fmt: skip
+        if self.subset.contexts is not None or self.subset.candidates is not None:
+            raise ValueError("nightly jobs rank every candidate of the input prefix: remove subset")
         return self
 
     @field_validator("aspects")

@@ -8,6 +8,12 @@ sources only (``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, ``AWS_REGION`` /
 Writes are atomic: a reader sees a whole file or none. Locally a file is written
 under a hidden temporary name and renamed; on S3 an object appears only when its
 upload completes.
+
+:meth:`Location.create_exclusive` is the one conditional write: it creates a
+file only if no file of that name exists, and of several writers racing for one
+name exactly one wins. Locally that is a hard link of the written temporary file
+(``link`` fails when the name exists); on S3 a PUT with ``If-None-Match: *``
+(AWS since 2024; SeaweedFS, MinIO). The nightly commit log is built on it.
 """
 
 from __future__ import annotations
@@ -37,6 +43,17 @@ def s3_filesystem() -> pafs.S3FileSystem:
         # S3-compatible servers (MinIO, SeaweedFS, Ceph) expect path-style URLs.
         kwargs["force_virtual_addressing"] = False
     return pafs.S3FileSystem(**kwargs)
+
+
+def s3_client():
+    """A boto3 S3 client from the same AWS environment (path-style addressing for S3-compatible servers)."""
+    import boto3
+    from botocore.config import Config
+
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    config = Config(s3={"addressing_style": "path"}) if endpoint else None
+    return boto3.client("s3", endpoint_url=endpoint, region_name=region, config=config)
 
 
 @dataclass(frozen=True)
@@ -90,6 +107,12 @@ class Location:
             out.append(self.join(name))
         return sorted(out, key=lambda loc: loc.path)
 
+    def folders(self) -> list["Location"]:
+        """Visible folders directly under this folder (names starting '.' or '_' are skipped), sorted."""
+        selector = pafs.FileSelector(self.path, recursive=False, allow_not_found=True)
+        names = [posixpath.basename(e.path) for e in self.fs.get_file_info(selector) if e.type == pafs.FileType.Directory]
+        return [self.join(n) for n in sorted(names) if not n.startswith((".", "_"))]
+
     def read_bytes(self) -> bytes:
         with self.fs.open_input_stream(self.path) as f:
             return f.read()
@@ -114,6 +137,34 @@ class Location:
             # An S3 PUT (or completed multipart upload) is atomic.
             with self.fs.open_output_stream(self.path) as f:
                 f.write(data)
+
+    def create_exclusive(self, data: bytes) -> bool:
+        """Create this file with ``data`` only if it does not exist: True if this call created it.
+
+        The whole file appears at once, and of concurrent callers exactly one gets True.
+        """
+        parent = posixpath.dirname(self.path)
+        if self.is_local:
+            self.fs.create_dir(parent, recursive=True)
+            tmp = posixpath.join(parent, f".{posixpath.basename(self.path)}.{uuid.uuid4().hex}.tmp")
+            with open(tmp, "wb") as f:
+                f.write(data)
+            try:
+                os.link(tmp, self.path)
+                return True
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
+        bucket, _, key = self.path.partition("/")
+        try:
+            s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+            return True
+        except Exception as exc:  # botocore's ClientError; a failed precondition means the name is taken
+            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict"):
+                return False
+            raise
 
     def write_text(self, text: str) -> None:
         self.write_bytes(text.encode("utf-8"))

@@ -5,6 +5,9 @@
     <input>/candidates.parquet        CANDIDATES (required)
     <input>/human_scores.parquet      HUMAN_SCORES (optional)
     <input>/pairwise_labels.parquet   PAIRWISE_LABELS (optional)
+
+A nightly job reads an input *prefix* instead (:func:`read_prefix`): the union of
+the input folders under it, one per drop of new outputs.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from storage.fs import Location
-from storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS, validate
+from storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS, TableError, validate
 
 
 def read_candidates(folder: Location) -> pa.Table:
@@ -35,3 +38,77 @@ def read_human_scores(folder: Location) -> pa.Table:
 
 def read_labels(folder: Location) -> pa.Table:
     return read_optional(folder, "pairwise_labels", PAIRWISE_LABELS)
+
+
+def prefix_folders(prefix: Location) -> list[Location]:
+    """The input folders of a nightly prefix: the prefix itself and its sub-folders that hold candidates.parquet."""
+    return [f for f in [prefix, *prefix.folders()] if f.join("candidates.parquet").exists()]
+
+
+def read_prefix(prefix: Location) -> tuple[pa.Table, pa.Table, list[str]]:
+    """The union of a nightly input prefix: candidates, human scores and the folders read.
+
+    Every folder (see :func:`prefix_folders`) is one drop: a new system's outputs, new
+    prompts, or both. A drop may hold one candidate of a context (the context's other
+    candidates come from other drops); the union needs at least two per context. A
+    candidate or context in two drops must be the same in both, and so must a human score.
+    """
+    folders = prefix_folders(prefix)
+    if not folders:
+        raise FileNotFoundError(
+            f"{prefix.uri}: no candidates.parquet in the input prefix or its sub-folders "
+            "(each night's new outputs go into a folder under the prefix, as `pairank import` writes them)"
+        )
+    first: dict[str, tuple[str, int, dict]] = {}  # candidate id -> (file, row, row values)
+    contexts: dict[str, tuple[str, int, str]] = {}  # context id -> (file, row, context text)
+    tables, scores = [], []
+    for folder in folders:
+        loc = folder.join("candidates.parquet")
+        table = validate(loc.read_parquet(), CANDIDATES, loc.uri, part=True)
+        keep = []
+        for row, r in enumerate(table.to_pylist()):
+            seen = contexts.setdefault(r["context_id"], (loc.uri, row, r["context"]))
+            if seen[2] != r["context"]:
+                raise TableError(
+                    loc.uri, row, "context", f"the text of context {r['context_id']!r} in {seen[0]} row {seen[1]}",
+                    "a different text (a context id must name one input in every drop)",
+                )  # fmt: skip
+            if r["candidate_id"] in first:
+                where, at, other = first[r["candidate_id"]]
+                differs = [c for c in ("context_id", "system", "text") if other[c] != r[c]]
+                if differs:
+                    raise TableError(
+                        loc.uri, row, differs[0], f"the {differs[0]} of candidate {r['candidate_id']!r} in {where} "
+                        f"row {at}", "a different value (an output that changed needs a new candidate_id)",
+                    )  # fmt: skip
+                continue
+            first[r["candidate_id"]] = (loc.uri, row, r)
+            keep.append(row)
+        tables.append(table.take(pa.array(keep, type=pa.int64())))
+        scores.append(read_human_scores(folder))
+    candidates = pa.concat_tables(tables)
+    per_context: dict[str, int] = {}
+    for ctx in candidates.column("context_id").to_pylist():
+        per_context[ctx] = per_context.get(ctx, 0) + 1
+    for ctx, n in sorted(per_context.items()):
+        if n < 2:
+            where, row, _ = contexts[ctx]
+            raise TableError(where, row, "context_id", "at least 2 candidates per context over all drops",
+                             f"{ctx!r} with 1 candidate in {prefix.uri}")  # fmt: skip
+    return candidates, _union_scores(scores, folders), [f.uri for f in folders]
+
+
+def _union_scores(tables: list[pa.Table], folders: list[Location]) -> pa.Table:
+    seen: dict[tuple[str, str], tuple[float, str]] = {}
+    rows = []
+    for table, folder in zip(tables, folders):
+        where = folder.join("human_scores.parquet").uri
+        for row, r in enumerate(table.to_pylist()):
+            key = (r["candidate_id"], r["aspect"])
+            if key in seen:
+                if seen[key][0] != r["score"]:
+                    raise TableError(where, row, "score", f"{seen[key][0]!r} as in {seen[key][1]}", repr(r["score"]))
+                continue
+            seen[key] = (r["score"], where)
+            rows.append(r)
+    return pa.Table.from_pylist(rows, schema=HUMAN_SCORES)

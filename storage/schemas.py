@@ -297,6 +297,27 @@ LEADERBOARD = pa.schema(
 )
 
 
+NIGHTLY_STATE = pa.schema(
+    [
+        _field("aspect", pa.string(), "Aspect ranked."),
+        _field("context_id", pa.string(), "Input the candidate answers."),
+        _field("candidate_id", pa.string(), "Placed candidate."),
+        _field("system", pa.string(), "System that produced it."),
+        _field("role", pa.string(), "'anchor' (sorted by PAIRS when the context first came) or 'inserted'."),
+        _field("anchor_index", pa.int64(), "anchor: its place among the sorted anchors (0 is best).", nullable=True),
+        _field("gap", pa.int64(), "inserted: how many anchors rank above it.", nullable=True),
+        _field("mean_p", pa.float64(), "inserted: mean P(it beats the anchor) over its probes.", nullable=True),
+        _field("order", pa.int64(), "Its place in the context's seeded order (the within-gap tie-break)."),
+        _field("rank", pa.int64(), "Its place in the context's ranking (1 is best)."),
+        _field("night", pa.string(), "The night it was placed."),
+        _field("judge", pa.string(), "Hash of the judge identity and prompt variants that placed the context's candidates."),
+        _field("text_hash", pa.string(), "Hash of its text when placed (a changed text is refused)."),
+        _field("context_hash", pa.string(), "Hash of the context text when placed."),
+    ]
+)
+NIGHTLY_ROLES = ("anchor", "inserted")
+
+
 @dataclass(frozen=True)
 class TableError(ValueError):
     """A value in a table read from outside is not what its schema expects."""
@@ -364,17 +385,22 @@ def first_null(table: pa.Table, schema: pa.Schema) -> tuple[int, str] | None:
     return None
 
 
-def validate(table: pa.Table, schema: pa.Schema, source: str) -> pa.Table:
+def validate(table: pa.Table, schema: pa.Schema, source: str, part: bool = False) -> pa.Table:
     """Conform ``table`` to ``schema`` and check the value rules of that table.
 
-    Raises :class:`TableError` naming source, row and column.
+    ``part``: the table is one part of a larger one (a drop of a nightly input
+    prefix), so rules about the whole (at least 2 candidates per context) are left
+    to the caller. Raises :class:`TableError` naming source, row and column.
     """
     table = conform(table, schema, source)
     hit = first_null(table, schema)
     if hit is not None:
         raise TableError(source, hit[0], hit[1], "a value", "null")
     if schema.equals(CANDIDATES):
-        _check_candidates(table, source)
+        _check_candidates(table, source, 1 if part else 2)
+    elif schema.equals(NIGHTLY_STATE):
+        _check_in(table, "role", NIGHTLY_ROLES, source)
+        _check_finite(table, "mean_p", source)
     elif schema.equals(HUMAN_SCORES):
         _check_finite(table, "score", source)
     elif schema.equals(PAIRWISE_LABELS):
@@ -389,7 +415,7 @@ def validate(table: pa.Table, schema: pa.Schema, source: str) -> pa.Table:
     return table
 
 
-def _check_candidates(table: pa.Table, source: str) -> None:
+def _check_candidates(table: pa.Table, source: str, per_context: int = 2) -> None:
     ids = table.column("candidate_id").to_pylist()
     seen: dict[str, int] = {}
     for row, cid in enumerate(ids):
@@ -404,7 +430,7 @@ def _check_candidates(table: pa.Table, source: str) -> None:
     for row, ctx in enumerate(table.column("context_id").to_pylist()):
         counts.setdefault(ctx, []).append(row)
     for ctx, rows in counts.items():
-        if len(rows) < 2:
+        if len(rows) < per_context:
             raise TableError(
                 source, rows[0], "context_id", "at least 2 candidates per context", f"{ctx!r} with 1 candidate"
             )

@@ -44,8 +44,20 @@ def get_importer(name: str) -> Callable[..., ImportedSet]:
         raise ValueError(f"unknown importer {name!r}; available: {', '.join(sorted(IMPORTERS))}") from None
 
 
-def run_import(name: str, src: str, dst: str, skip_invalid: bool = False) -> dict:
+def run_import(
+    name: str,
+    src: str,
+    dst: str,
+    skip_invalid: bool = False,
+    systems: list[str] | None = None,
+    contexts: int | None = None,
+) -> dict:
     """Import the set ``name`` from ``src`` (a local folder, or a file in it) into ``dst``.
+
+    ``systems`` and ``contexts`` keep a slice: those systems' outputs on the first
+    ``contexts`` contexts by id (and the scores, labels and judgments among them),
+    e.g. one night's drop under a nightly input prefix. A slice may hold one
+    output per context; only the union of a prefix needs two.
 
     Writes ``candidates.parquet``, ``human_scores.parquet`` and, when the set has
     any, ``pairwise_labels.parquet`` and ``judgments.parquet`` under ``dst`` (a local
@@ -65,9 +77,12 @@ def run_import(name: str, src: str, dst: str, skip_invalid: bool = False) -> dic
     if not source.is_dir():
         source = Location(source.fs, posixpath.dirname(source.path), posixpath.dirname(source.uri))
     imported = load(source, skip_invalid=True) if skip_invalid else load(source)
+    if systems is not None or contexts is not None:
+        imported = _slice(imported, name, systems, contexts)
+    sliced = systems is not None
     out = Location.of(dst)
     tables = {
-        "candidates": validate(imported.candidates, CANDIDATES, f"{name} candidates from {src}"),
+        "candidates": validate(imported.candidates, CANDIDATES, f"{name} candidates from {src}", part=sliced),
         "human_scores": validate(imported.human_scores, HUMAN_SCORES, f"{name} human_scores from {src}"),
         "pairwise_labels": validate(imported.pairwise_labels, PAIRWISE_LABELS, f"{name} pairwise_labels from {src}"),
         "judgments": validate(imported.judgments, JUDGMENTS, f"{name} judgments from {src}"),
@@ -88,3 +103,38 @@ def run_import(name: str, src: str, dst: str, skip_invalid: bool = False) -> dic
 
 def _skips_invalid(load: Callable[..., ImportedSet]) -> bool:
     return "skip_invalid" in inspect.signature(load).parameters
+
+
+def _slice(imported: ImportedSet, name: str, systems: list[str] | None, contexts: int | None) -> ImportedSet:
+    """The set restricted to ``systems`` on its first ``contexts`` contexts (by id)."""
+    import dataclasses
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cand = imported.candidates
+    if systems is not None:
+        known = sorted(set(cand.column("system").to_pylist()))
+        unknown = sorted(set(systems) - set(known))
+        if unknown:
+            raise ValueError(f"--systems {unknown}: not systems of {name}; its systems: {', '.join(known)}")
+        cand = cand.filter(pc.is_in(cand.column("system"), pa.array(systems, pa.string())))
+    if contexts is not None:
+        keep = sorted(set(cand.column("context_id").to_pylist()))[:contexts]
+        cand = cand.filter(pc.is_in(cand.column("context_id"), pa.array(keep, pa.string())))
+    ids = cand.column("candidate_id")
+
+    def among(table: pa.Table, *columns: str) -> pa.Table:
+        mask = None
+        for column in columns:
+            m = pc.is_in(table.column(column), ids)
+            mask = m if mask is None else pc.and_(mask, m)
+        return table.filter(mask)
+
+    return dataclasses.replace(
+        imported,
+        candidates=cand,
+        human_scores=among(imported.human_scores, "candidate_id"),
+        pairwise_labels=among(imported.pairwise_labels, "candidate_a", "candidate_b"),
+        judgments=among(imported.judgments, "candidate_a", "candidate_b"),
+    )

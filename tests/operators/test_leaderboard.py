@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -286,3 +287,109 @@ def test_page_renders_in_headless_chromium(simulated, tmp_path):
     assert "<script" not in dom.split("</head>")[-1]  # the nasty system name stayed text
     assert "Position bias" in dom and "Spearman against human scores" in dom and "Win rates against S1" in dom
     check_screenshot(shot)
+
+
+HISTORY = LEADERBOARD.append(pa.field("night", pa.string())).append(pa.field("seq", pa.int64()))
+#: (seq, night, system, rank, strength, interval half-width or None); C has no interval on night 2.
+NIGHTS = [
+    (1, "2026-11-20", "A", 1, 0.4, 0.2), (1, "2026-11-20", "B", 2, 0.0, 0.2), (1, "2026-11-20", "C", 3, -0.4, 0.2),
+    (2, "2026-11-21", "D", 1, 0.9, 0.3), (2, "2026-11-21", "B", 2, 0.1, 0.2), (2, "2026-11-21", "A", 3, -0.2, 0.2),
+    (2, "2026-11-21", "C", 4, -0.8, None),
+]
+
+
+def history_table(nights=NIGHTS, aspects=(OVERALL, "coherence")) -> pa.Table:
+    rows = []
+    for aspect in aspects:
+        for seq, night, system, rank, strength, half in nights:
+            row = {f.name: None for f in HISTORY}
+            low, high = (None, None) if half is None else (strength - half, strength + half)
+            row.update(aspect=aspect, system=system, rank=rank, strength=strength, strength_low=low,
+                       strength_high=high, elo=1000 + 400 / math.log(10) * strength, mass=0.95, n_boot=50,
+                       win_ratio=0.5, n_judgments=10, n_wins=5, n_losses=5, n_ties=0, n_errors=0, n_contexts=5,
+                       n_opponents=2, n_judges=1, judges=["simulated@p"], night=night, seq=seq)
+            rows.append(row)
+    return pa.Table.from_pylist(rows, schema=HISTORY)
+
+
+def latest_board(history: pa.Table) -> pa.Table:
+    last = max(history.column("seq").to_pylist())
+    rows = [r for r in history.to_pylist() if r["seq"] == last]
+    return validate(pa.Table.from_pylist(rows, schema=HISTORY).select(LEADERBOARD.names), LEADERBOARD, "board")
+
+
+def history_parts(page: str) -> tuple[list[str], list[str], list[str]]:
+    """The history SVGs, legends and tables of a page, in page order."""
+    section = page.split("<h2>History</h2>", 1)[1]
+    svgs = re.findall(r'<svg[^>]*class="history".*?</svg>', section, re.S)
+    legends = re.findall(r'<ul class="legend">(.*?)</ul>', section, re.S)
+    tables = re.findall(r'<table class="history">(.*?)</table>', section, re.S)
+    return svgs, legends, tables
+
+
+def table_cells(table_html: str) -> tuple[list[str], dict[str, list[str]]]:
+    """A history table's header (nights) and its cells per system."""
+    head = re.findall(r"<th[^>]*>(.*?)</th>", table_html)
+    rows = [re.findall(r"<td[^>]*>(.*?)</td>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", table_html)]
+    return head[1:], {cells[0]: cells[1:] for cells in rows if cells}
+
+
+def test_history_section_charts_every_night_and_system():
+    history = history_table()
+    page = render_html(latest_board(history), {"runs": ["night-2"]}, history=history)
+    assert page.index("<h2>Strengths</h2>") < page.index("<h2>History</h2>")
+    svgs, legends, tables = history_parts(page)
+    assert len(svgs) == len(legends) == len(tables) == 2
+    assert 'aria-label="overall: strength θ per night"' in svgs[0] and 'aria-label="coherence:' in svgs[1]
+    per_aspect = len(NIGHTS)
+    for svg, legend, tab in zip(svgs, legends, tables):
+        assert 'role="img"' in svg
+        assert svg.count("<circle") == per_aspect
+        assert svg.count('class="whisker"') == per_aspect - 1  # C on night 2 has no interval
+        assert svg.count("<polyline") == 3  # A, B and C have two nights; D only one
+        assert svg.count("<g><title>") == per_aspect
+        nights, cells = table_cells(tab)
+        assert nights == ["2026-11-20", "2026-11-21"]
+        assert list(cells) == ["D", "B", "A", "C"]  # by rank on the latest night
+        assert re.findall(r"</span>(.*?)</li>", legend) == ["D", "B", "A", "C"]
+        assert cells["D"] == ["", "1 (+0.900)"]  # not ranked on night 1: an empty cell
+        assert cells["A"] == ["1 (+0.400)", "3 (-0.200)"]
+        assert cells["C"] == ["3 (-0.400)", "4 (-0.800)"]
+    colours = [re.findall(r'background: (#[0-9a-f]{6})', legend) for legend in legends]
+    assert colours[0] == colours[1] and len(set(colours[0])) == 4  # distinct, and the same on every chart
+    d_night_2 = next(r for r in history.to_pylist() if r["system"] == "D" and r["aspect"] == OVERALL)
+    assert f"<title>D (overall) 2026-11-21: θ {strength_text(d_night_2)}</title>" in svgs[0]
+
+
+def test_page_without_history_has_no_history_section():
+    history = history_table()
+    board = latest_board(history)
+    for page in (render_html(board, {}), render_html(board, {}, history=history.slice(0, 0))):
+        assert "History" not in page and 'class="history"' not in page and 'class="legend"' not in page
+    assert "<h2>History</h2>" in render_html(board, {}, history=history)
+
+
+def test_history_of_one_night_has_dots_only_and_escapes_its_labels():
+    one = [(1, '<script>alert("n")</script>', s, rank, theta, half) for _, _, s, rank, theta, half in NIGHTS[:3]]
+    history = history_table(one, aspects=(OVERALL,))
+    page = render_html(latest_board(history), {}, history=history)
+    assert "<script" not in page and "&lt;script&gt;alert(&quot;n&quot;)&lt;/script&gt;" in page
+    (svg,), _, (tab,) = history_parts(page)
+    assert svg.count("<circle") == 3 and "<polyline" not in svg
+    nights, cells = table_cells(tab)
+    assert nights == ["&lt;script&gt;alert(&quot;n&quot;)&lt;/script&gt;"] and list(cells) == ["A", "B", "C"]
+
+
+def test_history_with_two_labels_for_one_night_is_an_error():
+    history = history_table([(1, "2026-11-20", "A", 1, 0.1, None), (1, "2026-11-21", "B", 2, -0.1, None)])
+    with pytest.raises(ValueError, match=r"history row 1: night: expected '2026-11-20' \(seq 1\)"):
+        render_html(latest_board(history), {}, history=history)
+
+
+def test_history_line_breaks_where_a_system_is_absent():
+    gap = [(1, "n1", "A", 1, 0.1, None), (1, "n1", "B", 2, -0.1, None), (2, "n2", "B", 1, 0.0, None),
+           (3, "n3", "A", 1, 0.2, None), (3, "n3", "B", 2, -0.2, None)]
+    history = history_table(gap, aspects=("coherence",))
+    (svg,), _, (tab,) = history_parts(render_html(latest_board(history), {}, history=history))
+    assert svg.count("<polyline") == 1 and svg.count("<circle") == 5  # B's line only: A misses night n2
+    assert table_cells(tab)[1]["A"] == ["1 (+0.100)", "", "1 (+0.200)"]

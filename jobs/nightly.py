@@ -1,0 +1,414 @@
+"""Nightly, incremental runs: insert what is new, keep what is ranked, commit the night at once.
+
+A spec with a ``nightly:`` section (``pairank run configs/nightly.yaml``) reads its
+``input`` as a *prefix* of input folders (:func:`storage.inputs.read_prefix`): every
+night a new folder lands there with a new system's outputs, new prompts, or both.
+For each aspect and context the night then
+
+1. finds what the last committed night placed there (:data:`storage.schemas.NIGHTLY_STATE`);
+2. builds one machine per context with something new: a context never seen is
+   ranked from scratch by scaled PAIRS (:class:`jobs.adaptive.AnchorInsertion`:
+   sort the anchors, binary-insert the rest); a context seen before is
+   :meth:`~jobs.adaptive.AnchorInsertion.resume`\\ d from its placements and only its
+   new outputs are binary-inserted among its sorted anchors (at most
+   ``ceil(log2(n + 1))`` probes each, both orders when ``scheduler.symmetric``);
+   an unchanged context asks nothing;
+3. runs them in lockstep rounds on one warm judge pool (:class:`jobs.driver.Driver`).
+   Every request is keyed (judge model, revision, prompt hash, sampling settings,
+   both texts), so a comparison in the judgment cache is never paid again;
+4. writes the night under a fresh attempt folder (input snapshot, state,
+   leaderboard snapshot), then commits it (:class:`storage.nightly.CommitLog`),
+   then writes the run's reports under ``runs/<name>-<night>/`` and the latest
+   leaderboard with its history under ``<output>/leaderboard/`` (:func:`publish`).
+
+The state of a context belongs to the judge that placed it: when the judge
+identity or an aspect's prompt changes (its hash, :func:`judge_fingerprint`), that
+aspect's contexts are ranked again from scratch with the new judge (counted as
+``rebuilt``). Inputs are append-only: an output ranked on an earlier night that is
+missing from the prefix, or whose text (or its context's) changed, is an error
+that names it. A comparison that failed is answered 0.5 (no preference) during
+its night, counted in the report, and the placement is kept.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.adaptive import AnchorInsertion
+from jobs.driver import Driver, Task, make_machine
+from jobs.leaderboard import RunInfo, compute_leaderboard, write_leaderboard
+from jobs.passes import Judging
+from jobs.requests import RequestMaker, contexts_of
+from jobs.run import judge_pool, mode_prompts, winrate_tables
+from jobs.spec import JobSpec
+from operators.judges import judge_identity
+from operators.judges.modes import judging_identity
+from operators.leaderboard import LeaderboardOptions
+from operators.reports import build_report, position_bias, render_markdown, spearman_table
+from operators.scores import rank_table
+from storage.cache import JudgmentCache
+from storage.fs import Location
+from storage.inputs import read_labels, read_prefix
+from storage.keys import canonical_json, text_hash
+from storage.layout import RunLayout
+from storage.nightly import Commit, CommitLog, NightlyLayout
+from storage.schemas import LEADERBOARD, NIGHTLY_STATE, POSITION_BIAS, RANKINGS, SPEARMAN, validate
+
+log = logging.getLogger(__name__)
+
+#: The rankings method of a nightly run's placements.
+METHOD = "pairs_anchors"
+
+
+class NightlyError(ValueError):
+    """A nightly job that cannot go on; the message says why and what to do."""
+
+
+@dataclass
+class NightlyResult:
+    night: str
+    commit: Commit
+    run: RunLayout
+    counts: dict
+    report: dict = field(repr=False)
+
+    @property
+    def errors(self) -> int:
+        return self.counts["errors_now"]
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def judge_fingerprint(identity: dict, maker: RequestMaker, aspect: str) -> str:
+    """Hash of what decides an aspect's verdicts: the judge identity and the aspect's prompt variants."""
+    return text_hash(canonical_json({"judge": identity, "prompts": [v.hash for v in maker.variants[aspect]]}))
+
+
+def read_state(layout: NightlyLayout, head: Commit | None) -> pa.Table:
+    """The placements the head commit left (empty before the first night)."""
+    if head is None:
+        return NIGHTLY_STATE.empty_table()
+    loc = layout.attempt(head.folder).join("state.parquet")
+    return validate(loc.read_parquet(), NIGHTLY_STATE, loc.uri)
+
+
+@dataclass
+class Plan:
+    """What a night does per (aspect, context): the machines to run and the placements carried unchanged."""
+
+    tasks: list[Task]
+    carried: list[dict]  # state rows of unchanged contexts
+    previous: dict[tuple[str, str], dict[str, dict]]  # (aspect, context) -> candidate -> its state row
+    counts: dict
+
+
+def plan_night(
+    state: pa.Table, candidates: pa.Table, spec: JobSpec, fingerprints: dict[str, str], source: str
+) -> Plan:
+    """The night's machines (see the module docstring); errors name the output that was removed or changed."""
+    by_ctx = contexts_of(candidates)
+    text = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("text").to_pylist()))
+    context = dict(zip(candidates.column("context_id").to_pylist(), candidates.column("context").to_pylist()))
+    placed: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
+    for row in state.to_pylist():
+        placed[(row["aspect"], row["context_id"])][row["candidate_id"]] = row
+    for (aspect, ctx), rows in sorted(placed.items()):
+        if aspect not in spec.aspects:
+            continue
+        for cid, row in sorted(rows.items()):
+            if cid not in text:
+                raise NightlyError(
+                    f"{source}: output {cid!r} (context {ctx!r}, system {row['system']!r}) was ranked on night "
+                    f"{row['night']!r} but is no longer in the input prefix; nightly inputs are append-only "
+                    "(restore its folder, or start a new nightly name)"
+                )
+            if text_hash(text[cid]) != row["text_hash"] or text_hash(context[ctx]) != row["context_hash"]:
+                what = "text" if text_hash(text[cid]) != row["text_hash"] else f"context {ctx!r}"
+                raise NightlyError(
+                    f"{source}: the {what} of output {cid!r} changed since night {row['night']!r} ranked it; "
+                    "an output that changes needs a new candidate_id (and a changed prompt a new context_id)"
+                )
+    sched = spec.scheduler
+    tasks, carried, previous = [], [], {}
+    counts = {"new": 0, "extended": 0, "unchanged": 0, "rebuilt": 0, "new_outputs": 0}
+    for aspect in spec.aspects:
+        for ctx, ids in sorted(by_ctx.items()):
+            rows = placed.get((aspect, ctx), {})
+            if rows and next(iter(rows.values()))["judge"] != fingerprints[aspect]:
+                counts["rebuilt"] += 1
+                rows = {}
+            elif not rows:
+                counts["new"] += 1
+            if not rows:
+                tasks.append(Task(aspect, ctx, sched.seed, make_machine(sched, ctx, ids, sched.seed)))
+                counts["new_outputs"] += len(ids)
+                continue
+            new = sorted(set(ids) - set(rows))
+            if not new:
+                counts["unchanged"] += 1
+                carried.extend(rows.values())
+                continue
+            counts["extended"] += 1
+            counts["new_outputs"] += len(new)
+            anchors = sorted((r for r in rows.values() if r["role"] == "anchor"), key=lambda r: r["anchor_index"])
+            machine = AnchorInsertion.resume(
+                ctx,
+                [r["candidate_id"] for r in anchors],
+                {c: (r["gap"], r["mean_p"]) for c, r in rows.items() if r["role"] == "inserted"},
+                [r["candidate_id"] for r in sorted(rows.values(), key=lambda r: r["order"])],
+                sched.seed,
+                symmetric=sched.symmetric,
+            )
+            machine.add(new)
+            tasks.append(Task(aspect, ctx, sched.seed, machine))
+            previous[(aspect, ctx)] = rows
+    return Plan(tasks, carried, previous, counts)
+
+
+def placed_rows(plan: Plan, candidates: pa.Table, fingerprints: dict[str, str], night: str) -> pa.Table:
+    """The state after the night: carried rows, and every machine's placements."""
+    system = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
+    text = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("text").to_pylist()))
+    context = dict(zip(candidates.column("context_id").to_pylist(), candidates.column("context").to_pylist()))
+    rows = list(plan.carried)
+    for task in plan.tasks:
+        before = plan.previous.get((task.aspect, task.context_id), {})
+        for p in task.machine.placements():
+            cid = p["candidate_id"]
+            rows.append(
+                {
+                    **p,
+                    "aspect": task.aspect,
+                    "context_id": task.context_id,
+                    "system": system[cid],
+                    "night": before[cid]["night"] if cid in before else night,
+                    "judge": fingerprints[task.aspect],
+                    "text_hash": text_hash(text[cid]),
+                    "context_hash": text_hash(context[task.context_id]),
+                }
+            )
+    rows.sort(key=lambda r: (r["aspect"], r["context_id"], r["rank"]))
+    return validate(pa.Table.from_pylist(rows, schema=NIGHTLY_STATE), NIGHTLY_STATE, "the night's placements")
+
+
+def state_rankings(state: pa.Table, judgments: pa.Table) -> pa.Table:
+    """RANKINGS rows of the placements: score = 1 - (rank - 1) / (N - 1), comparisons counted in ``judgments``."""
+    count: dict[tuple[str, str, str], int] = defaultdict(int)
+    for r in judgments.select(["aspect", "context_id", "candidate_a", "candidate_b"]).to_pylist():
+        count[(r["aspect"], r["context_id"], r["candidate_a"])] += 1
+        count[(r["aspect"], r["context_id"], r["candidate_b"])] += 1
+    size: dict[tuple[str, str], int] = defaultdict(int)
+    rows = state.to_pylist()
+    for r in rows:
+        size[(r["aspect"], r["context_id"])] += 1
+    out = []
+    for r in rows:
+        n = size[(r["aspect"], r["context_id"])]
+        out.append(
+            {
+                "context_id": r["context_id"],
+                "aspect": r["aspect"],
+                "candidate_id": r["candidate_id"],
+                "system": r["system"],
+                "method": METHOD,
+                "score": 1.0 - (r["rank"] - 1) / (n - 1) if n > 1 else 1.0,
+                "rank": r["rank"],
+                "n_comparisons": count[(r["aspect"], r["context_id"], r["candidate_id"])],
+            }
+        )
+    return pa.Table.from_pylist(out, schema=RANKINGS)
+
+
+def night_judgments(cache: JudgmentCache, maker: RequestMaker, candidates: pa.Table, aspects: list[str]) -> pa.Table:
+    """Every cached judgment this judge made between the prefix's outputs (all nights): the key must match."""
+    table = cache.read()
+    ids = candidates.column("candidate_id")
+    mask = pc.and_(
+        pc.and_(pc.is_in(table.column("aspect"), pa.array(aspects, pa.string())),
+                pc.is_in(table.column("context_id"), candidates.column("context_id"))),
+        pc.and_(pc.is_in(table.column("candidate_a"), ids), pc.is_in(table.column("candidate_b"), ids)),
+    )  # fmt: skip
+    table = table.filter(mask)
+    keep = [
+        i
+        for i, r in enumerate(table.select(["key", "aspect", "context_id", "candidate_a", "candidate_b"]).to_pylist())
+        if r["key"] in maker.keys(r["aspect"], r["context_id"], r["candidate_a"], r["candidate_b"])
+    ]
+    return table.take(pa.array(keep, type=pa.int64()))
+
+
+def run_nightly(
+    spec: JobSpec, progress: Callable[[str], None] = log.info, clock: Callable[[], dt.datetime] = _utc_now
+) -> NightlyResult:
+    """One night of ``spec`` (which has a ``nightly`` section); see the module docstring."""
+    wall = time.perf_counter()
+    started = clock()
+    night = spec.nightly.night or started.date().isoformat()
+    root = Location.of(spec.output)
+    layout = NightlyLayout(root, spec.name)
+    commits = CommitLog(layout)
+    history = commits.commits()
+    head = history[-1] if history else None
+    done = [c for c in history if c.night == night]
+    if done:
+        raise NightlyError(
+            f"{layout.commit_file(done[0].seq).uri}: night {night!r} of {spec.name!r} is already committed; "
+            "set nightly.night to another label to run again today"
+        )
+    prefix = Location.of(spec.input)
+    candidates, human, folders = read_prefix(prefix)
+    progress(f"{spec.name} night {night}: {len(folders)} input folders, {candidates.num_rows} outputs; "
+             f"on top of {'commit ' + str(head.seq) + ' (' + head.night + ')' if head else 'nothing (first night)'}")
+    engine = judge_identity(spec.judge)
+    maker = RequestMaker(candidates, mode_prompts(spec), judging_identity(engine, spec.judging))
+    run = RunLayout(root, f"{spec.name}-{night}")
+    judging = Judging(spec.judging, maker, engine, JudgmentCache(run.passes), spec.flush_rows)
+    cache = JudgmentCache(run.judgments)
+    fingerprints = {aspect: judge_fingerprint(judging.identity, maker, aspect) for aspect in spec.aspects}
+    plan = plan_night(read_state(layout, head), candidates, spec, fingerprints, prefix.uri)
+    c = plan.counts
+    progress(f"contexts x aspects: {c['new']} new, {c['extended']} with new outputs, {c['unchanged']} unchanged, "
+             f"{c['rebuilt']} rebuilt for a changed judge; {c['new_outputs']} outputs to place")  # fmt: skip
+    pool_info: list[dict] = []
+    driver = Driver(spec, candidates, judging, cache, partial(judge_pool, info=pool_info), progress, tasks=plan.tasks)
+    result = driver.run()
+    state = placed_rows(plan, candidates, fingerprints, night)
+    judgments = night_judgments(cache, maker, candidates, spec.aspects)
+    rankings = pa.concat_tables(
+        [state_rankings(state, judgments)] + [rank_table(judgments, candidates, mode) for mode in spec.scoring.verdicts]
+    )
+    spearman = spearman_table(rankings, human, spec.report.bootstrap, spec.report.seed)
+    bias = position_bias(judgments)
+    counts = {
+        "night": night,
+        "input_folders": len(folders),
+        "contexts": len(contexts_of(candidates)),
+        "candidates": candidates.num_rows,
+        **{f"contexts_{k}" if k != "new_outputs" else k: v for k, v in c.items()},
+        "requests": len(result.used_keys),
+        "cached": result.cache_hits,
+        "judged_now": result.judged,
+        "errors_now": result.errors,
+    }
+
+    # Everything of the night goes under a fresh attempt folder; nothing is visible until the commit names it.
+    attempt_name = layout.new_attempt(night)
+    attempt = layout.attempt(attempt_name)
+    attempt.join("input", "candidates.parquet").write_parquet(candidates)
+    attempt.join("input", "human_scores.parquet").write_parquet(human)
+    attempt.join("state.parquet").write_parquet(state)
+    winrates = None
+    if spec.winrate is not None:
+        baseline = spec.winrate.baseline or spec.scheduler.baseline
+        winrates, winrate_judges = winrate_tables(
+            spec.winrate, baseline, spec.aspects, judgments, candidates, human, read_labels(prefix), progress
+        )
+        attempt.join("winrates.parquet").write_parquet(winrates)
+        attempt.join("winrate_judges.parquet").write_parquet(winrate_judges)
+    info = RunInfo(run.name, run, attempt.join("input").uri, list(spec.aspects), None, None, started.isoformat())
+    baseline = spec.nightly.baseline or (spec.winrate.baseline if spec.winrate else None)
+    options = LeaderboardOptions(n_boot=spec.nightly.n_boot, seed=spec.nightly.seed, baseline=baseline)
+    _, board, meta = compute_leaderboard(root, [info], options, winrates=winrates, clock=clock, progress=progress)
+    meta = {**meta, "nightly": {"name": spec.name, "night": night}}
+    attempt.join("leaderboard.parquet").write_parquet(board)
+    attempt.join("leaderboard.json").write_json(meta)
+    attempt.join("position_bias.parquet").write_parquet(bias)
+    attempt.join("spearman.parquet").write_parquet(spearman)
+
+    commit = commits.commit(
+        head.seq if head else 0,
+        {
+            "night": night,
+            "folder": attempt_name,
+            "run": run.name,
+            "input": prefix.uri,
+            "input_folders": folders,
+            "judges": fingerprints,
+            "started_at": started.isoformat(),
+            "committed_at": clock().isoformat(),
+            "counts": counts,
+        },
+    )
+    progress(f"committed night {night} as {layout.commit_file(commit.seq).uri}")
+
+    extra = {"nightly": {"commit": commit.seq, "attempt": attempt.uri, **c}, "pool": pool_info}
+    if judging.kind is not None:
+        extra["first_passes"] = {"kind": judging.kind, **judging.stats}
+    if winrates is not None:
+        extra["winrates"] = winrates.to_pylist()
+    run_spec = {**spec.model_dump(mode="json"), "input": attempt.join("input").uri}
+    run.rankings.write_parquet(rankings)
+    run.spearman.write_parquet(spearman)
+    run.position_bias.write_parquet(bias)
+    if winrates is not None:
+        run.winrates.write_parquet(winrates)
+        run.winrate_judges.write_parquet(winrate_judges)
+    report = build_report(
+        run_spec, judging.identity, judgments, spearman, bias, counts=counts,
+        wall_seconds=time.perf_counter() - wall, extra=extra,
+    )  # fmt: skip
+    run.report_json.write_json(report)
+    run.report_md.write_text(render_markdown(report))
+    run.manifest.write_json(
+        {
+            "name": run.name,
+            "state": "done",
+            "started_at": started.isoformat(),
+            "finished_at": clock().isoformat(),
+            "spec": run_spec,
+            "judge": judging.identity,
+            "counts": counts,
+            "nightly": {"name": spec.name, "night": night, "commit": commit.seq},
+        }
+    )
+    publish(root, spec.name, progress)
+    return NightlyResult(night, commit, run, counts, report)
+
+
+def history_table(layout: NightlyLayout, commits: list[Commit]) -> pa.Table:
+    """Every committed night's leaderboard snapshot, oldest first, with ``night`` and ``seq`` columns."""
+    parts = []
+    for commit in commits:
+        loc = layout.attempt(commit.folder).join("leaderboard.parquet")
+        t = validate(loc.read_parquet(), LEADERBOARD, loc.uri)
+        t = t.append_column("night", pa.array([commit.night] * t.num_rows, pa.string()))
+        parts.append(t.append_column("seq", pa.array([commit.seq] * t.num_rows, pa.int64())))
+    return pa.concat_tables(parts)
+
+
+def publish(root: Location, name: str, progress: Callable[[str], None] = lambda m: None) -> Commit | None:
+    """Write ``<root>/leaderboard/`` (latest snapshot, history, page) from the highest commit of ``name``.
+
+    The view is a function of the commits, so writing it twice is harmless. A
+    writer that finishes after a newer commit appeared would leave a stale view:
+    so after writing, the head is read again and, if it moved, the view is
+    written again from the new head (whose own writer does the same).
+    """
+    layout = NightlyLayout(root, name)
+    written = None
+    while True:
+        commits = CommitLog(layout).commits()
+        if not commits or commits[-1].seq == written:
+            return commits[-1] if commits else None
+        head = commits[-1]
+        folder = layout.attempt(head.folder)
+        table = validate(folder.join("leaderboard.parquet").read_parquet(), LEADERBOARD, folder.uri)
+        meta = {**folder.join("leaderboard.json").read_json(), "nightly": {
+            "name": name, "night": head.night, "commit": head.seq, "nights": [c.night for c in commits]}}  # fmt: skip
+        bias = validate(folder.join("position_bias.parquet").read_parquet(), POSITION_BIAS, folder.uri)
+        spearman = validate(folder.join("spearman.parquet").read_parquet(), SPEARMAN, folder.uri)
+        out = RunLayout(root, "").leaderboard
+        write_leaderboard(out, table, meta, bias, spearman, history=history_table(layout, commits))
+        progress(f"wrote {out.uri}/ from commit {head.seq} ({head.night}), history of {len(commits)} nights")
+        written = head.seq

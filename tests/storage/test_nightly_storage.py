@@ -1,0 +1,119 @@
+"""The nightly storage pieces: the conditional create, the commit log under racing writers (local and on a
+real SeaweedFS S3 server), and the input prefix of drops with its errors."""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow as pa
+import pytest
+
+from storage.fs import Location
+from storage.inputs import read_prefix
+from storage.nightly import CommitConflict, CommitLog, NightlyLayout
+from storage.schemas import CANDIDATES, TableError
+
+
+def race(log: CommitLog, writers: int) -> tuple[list, list]:
+    """``writers`` threads commit on top of commit 0 at once; returns the winners and the conflicts."""
+    start = threading.Barrier(writers)
+    won, lost = [], []
+
+    def write(i: int) -> None:
+        start.wait()
+        try:
+            won.append(log.commit(0, {"night": f"n{i}", "folder": f"nights/n{i}"}))
+        except CommitConflict as exc:
+            lost.append(str(exc))
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return won, lost
+
+
+def check_race(log: CommitLog) -> None:
+    won, lost = race(log, 8)
+    assert len(won) == 1 and len(lost) == 7, (won, lost)
+    head = log.head()
+    assert head.seq == 1 and head.night == won[0].night and head.record["parent"] == 0
+    assert all(f"committed night {won[0].night!r} as commit 1" in m for m in lost)
+    # the next commit goes on top of the winner
+    assert log.commit(1, {"night": "next", "folder": "nights/next"}).seq == 2
+    assert [c.night for c in log.commits()] == [won[0].night, "next"]
+
+
+def test_racing_local_writers_commit_once(tmp_path):
+    log = CommitLog(NightlyLayout(Location.of(str(tmp_path)), "board"))
+    check_race(log)
+    # no temporary file is left beside the records
+    assert sorted(p.name for p in (tmp_path / "nightly/board/commits").iterdir()) == ["000001.json", "000002.json"]
+
+
+@pytest.mark.s3
+def test_racing_s3_writers_commit_once(s3_server):
+    log = CommitLog(NightlyLayout(Location.of("s3://pairank/commit-race"), "board"))
+    check_race(log)
+
+
+def test_create_exclusive_keeps_the_first(tmp_path):
+    loc = Location.of(str(tmp_path / "a" / "x.json"))
+    assert loc.create_exclusive(b"first") is True
+    assert loc.create_exclusive(b"second") is False
+    assert loc.read_bytes() == b"first"
+
+
+def test_a_broken_commit_record_is_named(tmp_path):
+    layout = NightlyLayout(Location.of(str(tmp_path)), "board")
+    layout.commit_file(1).write_text("{not json")
+    with pytest.raises(ValueError, match="000001.json: not a nightly commit record"):
+        CommitLog(layout).commits()
+
+
+def candidates(rows: list[tuple[str, str, str, str]]) -> pa.Table:
+    """(context_id, candidate_id, system, text) rows; the context text is 'article <context_id>'."""
+    return pa.Table.from_pylist(
+        [dict(context_id=c, context=f"article {c}", candidate_id=i, system=s, text=t) for c, i, s, t in rows],
+        schema=CANDIDATES,
+    )
+
+
+def drop(prefix, name, rows) -> None:
+    Location.of(str(prefix / name)).join("candidates.parquet").write_parquet(candidates(rows))
+
+
+def test_prefix_union_of_drops(tmp_path):
+    drop(tmp_path, "2026-11-20", [("q1", "q1/S1", "S1", "a"), ("q1", "q1/S2", "S2", "b")])
+    drop(tmp_path, "2026-11-21", [("q1", "q1/S5", "S5", "e"), ("q2", "q2/S1", "S1", "c"), ("q2", "q2/S5", "S5", "f")])
+    drop(tmp_path, "2026-11-22", [("q1", "q1/S5", "S5", "e")])  # a repeat, identical: fine
+    table, human, folders = read_prefix(Location.of(str(tmp_path)))
+    assert sorted(table.column("candidate_id").to_pylist()) == ["q1/S1", "q1/S2", "q1/S5", "q2/S1", "q2/S5"]
+    assert [f.rsplit("/", 1)[-1] for f in folders] == ["2026-11-20", "2026-11-21", "2026-11-22"]
+    assert human.num_rows == 0
+
+
+def test_prefix_changed_output_names_file_row_and_column(tmp_path):
+    drop(tmp_path, "a", [("q1", "q1/S1", "S1", "a"), ("q1", "q1/S2", "S2", "b")])
+    drop(tmp_path, "b", [("q1", "q1/S3", "S3", "c"), ("q1", "q1/S2", "S2", "b, edited")])
+    with pytest.raises(TableError) as err:
+        read_prefix(Location.of(str(tmp_path)))
+    msg = str(err.value)
+    assert "column `text`" in msg and f"{tmp_path}/b/candidates.parquet row 1" in msg and "new candidate_id" in msg
+
+
+def test_prefix_changed_context_text(tmp_path):
+    drop(tmp_path, "a", [("q1", "q1/S1", "S1", "a"), ("q1", "q1/S2", "S2", "b")])
+    t = candidates([("q1", "q1/S3", "S3", "c")]).set_column(1, "context", pa.array(["another article"]))
+    Location.of(str(tmp_path / "b")).join("candidates.parquet").write_parquet(t)
+    with pytest.raises(TableError, match="column `context` in .*b/candidates.parquet row 0"):
+        read_prefix(Location.of(str(tmp_path)))
+
+
+def test_prefix_lone_candidate_and_empty_prefix(tmp_path):
+    drop(tmp_path, "a", [("q1", "q1/S1", "S1", "a"), ("q1", "q1/S2", "S2", "b"), ("q9", "q9/S1", "S1", "z")])
+    with pytest.raises(TableError, match="'q9' with 1 candidate"):
+        read_prefix(Location.of(str(tmp_path)))
+    with pytest.raises(FileNotFoundError, match="no candidates.parquet in the input prefix"):
+        read_prefix(Location.of(str(tmp_path / "nothing")))
