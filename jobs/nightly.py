@@ -61,7 +61,7 @@ from storage.inputs import read_labels, read_prefix
 from storage.keys import canonical_json, text_hash
 from storage.layout import RunLayout
 from storage.nightly import Commit, CommitLog, NightlyLayout
-from storage.schemas import LEADERBOARD, NIGHTLY_STATE, POSITION_BIAS, RANKINGS, SPEARMAN, validate
+from storage.schemas import LEADERBOARD, NIGHTLY_STATE, POSITION_BIAS, RANKINGS, SPEARMAN, WINRATES, validate
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,7 @@ def plan_night(
     placed: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
     for row in state.to_pylist():
         placed[(row["aspect"], row["context_id"])][row["candidate_id"]] = row
+    kept = [r for (aspect, _), rows in sorted(placed.items()) if aspect not in spec.aspects for r in rows.values()]
     for (aspect, ctx), rows in sorted(placed.items()):
         if aspect not in spec.aspects:
             continue
@@ -140,7 +141,7 @@ def plan_night(
                     "an output that changes needs a new candidate_id (and a changed prompt a new context_id)"
                 )
     sched = spec.scheduler
-    tasks, carried, previous = [], [], {}
+    tasks, carried, previous = [], kept, {}  # an aspect dropped from the spec keeps its placements for later
     counts = {"new": 0, "extended": 0, "unchanged": 0, "rebuilt": 0, "new_outputs": 0}
     for aspect in spec.aspects:
         for ctx, ids in sorted(by_ctx.items()):
@@ -302,29 +303,29 @@ def run_nightly(
         "errors_now": result.errors,
     }
 
-    # Everything of the night goes under a fresh attempt folder; nothing is visible until the commit names it.
-    attempt_name = layout.new_attempt(night)
-    attempt = layout.attempt(attempt_name)
-    attempt.join("input", "candidates.parquet").write_parquet(candidates)
-    attempt.join("input", "human_scores.parquet").write_parquet(human)
-    attempt.join("state.parquet").write_parquet(state)
-    winrates = None
+    winrates = winrate_judges = None
     if spec.winrate is not None:
         baseline = spec.winrate.baseline or spec.scheduler.baseline
         winrates, winrate_judges = winrate_tables(
             spec.winrate, baseline, spec.aspects, judgments, candidates, human, read_labels(prefix), progress
         )
-        attempt.join("winrates.parquet").write_parquet(winrates)
-        attempt.join("winrate_judges.parquet").write_parquet(winrate_judges)
+    attempt_name = layout.new_attempt(night)
+    attempt = layout.attempt(attempt_name)
     info = RunInfo(run.name, run, attempt.join("input").uri, list(spec.aspects), None, None, started.isoformat())
     baseline = spec.nightly.baseline or (spec.winrate.baseline if spec.winrate else None)
     options = LeaderboardOptions(n_boot=spec.nightly.n_boot, seed=spec.nightly.seed, baseline=baseline)
-    _, board, meta = compute_leaderboard(root, [info], options, winrates=winrates, clock=clock, progress=progress)
-    meta = {**meta, "nightly": {"name": spec.name, "night": night}}
+    # Everything of the night goes under the fresh attempt folder; nothing is read until a commit names it.
+    tables = {
+        "input/candidates": candidates, "input/human_scores": human, "state": state,
+        "position_bias": bias, "spearman": spearman, "winrates": winrates, "winrate_judges": winrate_judges,
+    }  # fmt: skip
+    for name, table in tables.items():
+        if table is not None:
+            attempt.join(f"{name}.parquet").write_parquet(table)
+    carried = winrates if winrates is not None else WINRATES.empty_table()  # none: not a stale run folder's
+    _, board, meta = compute_leaderboard(root, [info], options, winrates=carried, clock=clock, progress=progress)
     attempt.join("leaderboard.parquet").write_parquet(board)
-    attempt.join("leaderboard.json").write_json(meta)
-    attempt.join("position_bias.parquet").write_parquet(bias)
-    attempt.join("spearman.parquet").write_parquet(spearman)
+    attempt.join("leaderboard.json").write_json({**meta, "nightly": {"name": spec.name, "night": night}})
 
     commit = commits.commit(
         head.seq if head else 0,
@@ -342,18 +343,18 @@ def run_nightly(
     )
     progress(f"committed night {night} as {layout.commit_file(commit.seq).uri}")
 
-    extra = {"nightly": {"commit": commit.seq, "attempt": attempt.uri, **c}, "pool": pool_info}
+    # The night's run, for people and for `pairank leaderboard`: written by the writer that committed only.
+    extra = {"nightly": {"night": night, "commit": commit.seq, "attempt": attempt.uri, **c}, "pool": pool_info}
     if judging.kind is not None:
         extra["first_passes"] = {"kind": judging.kind, **judging.stats}
     if winrates is not None:
-        extra["winrates"] = winrates.to_pylist()
-    run_spec = {**spec.model_dump(mode="json"), "input": attempt.join("input").uri}
+        extra["winrates"], extra["winrate_judges"] = winrates.to_pylist(), winrate_judges.to_pylist()
+        run.winrates.write_parquet(winrates)
+        run.winrate_judges.write_parquet(winrate_judges)
+    run_spec = {**spec.model_dump(mode="json"), "input": info.input}
     run.rankings.write_parquet(rankings)
     run.spearman.write_parquet(spearman)
     run.position_bias.write_parquet(bias)
-    if winrates is not None:
-        run.winrates.write_parquet(winrates)
-        run.winrate_judges.write_parquet(winrate_judges)
     report = build_report(
         run_spec, judging.identity, judgments, spearman, bias, counts=counts,
         wall_seconds=time.perf_counter() - wall, extra=extra,

@@ -213,6 +213,7 @@ def render_markdown(report: dict) -> str:
     lines += ["", "## Position bias", "", "| aspect | n | slot A wins | mean p_a |", "|---|---|---|---|"]
     for r in report["position_bias"]:
         lines.append(f"| {r['aspect']} | {r['n']} | {_fmt(r['slot_a_win_fraction'])} | {_fmt(r['mean_p_a'])} |")
+    lines += _nightly_lines(report.get("nightly"))
     lines += _adaptive_lines(report.get("adaptive"))
     lines += _consistency_lines(report.get("transitivity"), report.get("seeds"))
     lines += winrate_lines(report.get("winrates"), report.get("winrate_judges"))
@@ -222,6 +223,23 @@ def render_markdown(report: dict) -> str:
     else:
         lines.append("None.")
     return "\n".join(lines) + "\n"
+
+
+def _nightly_lines(nightly: dict | None) -> list[str]:
+    """A nightly run's section: the night, its commit, and what it placed per context and aspect."""
+    if not nightly:
+        return []
+    return [
+        "",
+        f"## Nightly: {nightly['night']} (commit {nightly['commit']})",
+        "",
+        "| contexts x aspects new | with new outputs | unchanged | rebuilt (judge changed) | outputs placed |",
+        "|---|---|---|---|---|",
+        f"| {nightly['new']} | {nightly['extended']} | {nightly['unchanged']} | {nightly['rebuilt']} "
+        f"| {nightly['new_outputs']} |",
+        "",
+        f"Tables of the night: `{nightly['attempt']}`.",
+    ]
 
 
 def _judging_line(judging: dict, first_passes: dict | None, pool: list | None) -> str:

@@ -288,3 +288,36 @@ def test_the_demo_spec_runs_on_the_cluster_with_the_cpu_judge(ray_head, tmp_path
     assert_outputs(store, "demo")
     assert "entrypoint: python3 -m jobs.cli run configs/demo.yaml --set input=" in out.stderr
     assert pairank("status", job_id, "--address", ray_head).stdout.splitlines()[0] == "SUCCEEDED"
+
+
+def test_a_nightly_spec_submitted_on_two_nights_commits_both(ray_head, tmp_path, summeval_tables):
+    """A nightly job is a spec like any other for the Jobs API: each submission runs one night on the cluster."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    candidates = summeval_tables[0]
+    contexts = sorted(set(candidates.column("context_id").to_pylist()))[:2]
+
+    def drop(name: str, systems: list[str]) -> None:
+        mask = pc.and_(pc.is_in(candidates.column("context_id"), pa.array(contexts)),
+                       pc.is_in(candidates.column("system"), pa.array(systems)))  # fmt: skip
+        folder = tmp_path / "prefix" / name
+        folder.mkdir(parents=True)
+        pq.write_table(candidates.filter(mask), folder / "candidates.parquet")
+
+    spec = simulated_spec(tmp_path, tmp_path / "prefix", "board")
+    data = yaml.safe_load(spec.read_text())
+    spec.write_text(yaml.safe_dump({**data, "scheduler": {"name": "pairs_anchors"}, "nightly": {"n_boot": 10}}))
+    store = tmp_path / "store"
+    for night, systems in (("n1", ["M0", "M1", "M10"]), ("n2", ["M11"])):
+        drop(night, systems)
+        out = pairank("submit", str(spec), "--address", ray_head, "--set", f"nightly.night={night}")
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        assert str(store / "runs" / f"board-{night}" / "report.md") in out.stdout
+    commits = sorted((store / "nightly/board/commits").glob("*.json"))
+    records = [json.loads(p.read_text()) for p in commits]
+    assert [(r["seq"], r["night"]) for r in records] == [(1, "n1"), (2, "n2")]
+    assert records[1]["counts"]["new_outputs"] == 2 and records[1]["counts"]["contexts_extended"] == 2
+    history = json.loads((store / "leaderboard/leaderboard.json").read_text())["history"]
+    assert {r["night"] for r in history} == {"n1", "n2"}

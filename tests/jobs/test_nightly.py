@@ -236,3 +236,17 @@ def test_import_slices_drops_and_run_commits_a_night(tmp_path, shared_data, ray_
     head = CommitLog(NightlyLayout(Location.of(str(tmp_path / "store")), "board")).head()
     assert head.night == "n1" and head.record["counts"]["new_outputs"] == 6
     assert len(head.record["input_folders"]) == 2
+
+
+def test_a_night_with_win_rates_carries_them_and_reports_the_night(tmp_path, summeval_tables, contexts, ray_local):
+    prefix, out = tmp_path / "inputs", tmp_path / "store"
+    write_drop(prefix, "one", summeval_tables, contexts[:3], OLD)
+    night = run(prefix, out, "n1", winrate={"baseline": "M0", "methods": ["observed"]})
+    rows = json.loads((out / "leaderboard/leaderboard.json").read_text())["rows"]
+    mine = {r["system"]: r for r in rows if r["aspect"] == "coherence"}
+    assert mine["M0"]["winrate_status"] == "baseline"
+    for system in OLD[1:]:
+        assert mine[system]["winrate_method"] == "observed" and 0 <= mine[system]["winrate_estimate"] <= 1
+    assert night.run.winrates.exists()
+    md = night.run.report_md.read_text()
+    assert "## Nightly: n1 (commit 1)" in md and "| 3 | 0 | 0 | 0 | 12 |" in md
