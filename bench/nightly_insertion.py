@@ -23,6 +23,7 @@ Run from the repository root:  .venv/bin/python bench/nightly_insertion.py
 from __future__ import annotations
 
 import json
+import math
 import sys
 import tempfile
 import time
@@ -43,6 +44,7 @@ def main() -> None:
     from jobs.nightly import run_nightly
     from jobs.run import run_job
     from jobs.spec import parse_spec
+    from storage.cache import JudgmentCache
     from storage.fs import Location
 
     data = ensure_summeval()
@@ -84,11 +86,18 @@ def main() -> None:
 
         n1 = drop(prefix.join("night-1"), contexts[:OLD_CONTEXTS], old)
         c1, s1, r1 = night("night-1")
+        cache = JudgmentCache(Location.of(str(Path(tmp) / "store")).join("judgments"))
+        before = set(cache.read().column("key").to_pylist())
         rows.append(["night 1: nightly (all new)", n1, c1["judged_now"], round(rho(r1, "pairs_anchors"), 3), round(s1, 1)])
 
         added = drop(prefix.join("night-2-system"), contexts[:OLD_CONTEXTS], [new])
         added += drop(prefix.join("night-2-articles"), contexts[OLD_CONTEXTS:], old + [new])
         c2, s2, r2 = night("night-2")
+        asked = [r for r in cache.read().to_pylist() if r["key"] not in before]
+        on_old = sum(r["context_id"] in contexts[:OLD_CONTEXTS] for r in asked)
+        split = {"old_articles_insertion": on_old, "new_articles_sort": len(asked) - on_old,
+                 "per_old_article": round(on_old / OLD_CONTEXTS, 2), "per_new_article": round((len(asked) - on_old) / NEW_CONTEXTS, 1),
+                 "bound_per_old_article": 2 * math.ceil(math.log2(OLD_SYSTEMS + 1))}  # fmt: skip
         union = n1 + added
         rows.append(["night 2: nightly insertion", added, c2["judged_now"], round(rho(r2, "pairs_anchors"), 3), round(s2, 1)])
 
@@ -105,7 +114,7 @@ def main() -> None:
         only_new = OLD_CONTEXTS * 2 * OLD_SYSTEMS + NEW_CONTEXTS * n * (n - 1)
         rows.append(["night 2: full matrix over the union (counted)", union, full, None, None])
         rows.append(["night 2: full matrix of pairs with a new output (counted)", added, only_new, None, None])
-        counts = {"night_1": c1, "night_2": c2}
+        counts = {"night_1": c1, "night_2": c2, "night_2_split": split}
     cols = ["case", "outputs", "comparisons judged", "Spearman (per article)", "wall s"]
     print(table(rows, cols))
     ratios = {
@@ -113,7 +122,7 @@ def main() -> None:
         "nightly_vs_full": round(c2["judged_now"] / full, 3),
         "nightly_vs_full_new_pairs": round(c2["judged_now"] / only_new, 3),
     }
-    print(json.dumps(ratios))
+    print(json.dumps(ratios), json.dumps(split))
     write_result("nightly_insertion", {"benchmark": "nightly_insertion", "when": now(), "machine": machine(),
                                        "rows": [dict(zip(cols, r)) for r in rows], "ratios": ratios,
                                        "counts": counts})  # fmt: skip
