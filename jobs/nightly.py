@@ -103,6 +103,16 @@ def read_state(layout: NightlyLayout, head: Commit | None) -> pa.Table:
     return validate(loc.read_parquet(), NIGHTLY_STATE, loc.uri)
 
 
+def _texts(candidates: pa.Table) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """Each candidate's text, each context's text, and each candidate's system."""
+    ids = candidates.column("candidate_id").to_pylist()
+    return (
+        dict(zip(ids, candidates.column("text").to_pylist())),
+        dict(zip(candidates.column("context_id").to_pylist(), candidates.column("context").to_pylist())),
+        dict(zip(ids, candidates.column("system").to_pylist())),
+    )
+
+
 @dataclass
 class Plan:
     """What a night does per (aspect, context): the machines to run and the placements carried unchanged."""
@@ -118,8 +128,7 @@ def plan_night(
 ) -> Plan:
     """The night's machines (see the module docstring); errors name the output that was removed or changed."""
     by_ctx = contexts_of(candidates)
-    text = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("text").to_pylist()))
-    context = dict(zip(candidates.column("context_id").to_pylist(), candidates.column("context").to_pylist()))
+    text, context, _ = _texts(candidates)
     placed: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
     for row in state.to_pylist():
         placed[(row["aspect"], row["context_id"])][row["candidate_id"]] = row
@@ -179,9 +188,7 @@ def plan_night(
 
 def placed_rows(plan: Plan, candidates: pa.Table, fingerprints: dict[str, str], night: str) -> pa.Table:
     """The state after the night: carried rows, and every machine's placements."""
-    system = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
-    text = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("text").to_pylist()))
-    context = dict(zip(candidates.column("context_id").to_pylist(), candidates.column("context").to_pylist()))
+    text, context, system = _texts(candidates)
     rows = list(plan.carried)
     for task in plan.tasks:
         before = plan.previous.get((task.aspect, task.context_id), {})

@@ -7,6 +7,7 @@ source, a model folder) are relative to the spec file (see :func:`load_spec`).
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
@@ -380,6 +381,12 @@ class NightlySpec(Strict):
     baseline: str | None = Field(
         None, description="System the leaderboard carries win rates against (unset: winrate.baseline, if any)."
     )
+
+    @field_validator("night", mode="before")
+    @classmethod
+    def _date_label(cls, v):
+        """YAML reads ``2026-11-21`` (in a spec or a --set) as a date: it is the label ``2026-11-21``."""
+        return v.isoformat() if isinstance(v, dt.date) else v
 
 
 class JobSpec(Strict):

@@ -208,6 +208,17 @@ def test_nightly_spec_rules(tmp_path):
         parse_spec({**base, "nightly": {"night": "../up"}}, "nightly.yaml")
 
 
+def test_a_dated_night_label_from_yaml_or_set_is_a_string(tmp_path):
+    """YAML reads 2026-11-21 as a date; the label stays the text the user wrote."""
+    from jobs.spec import load_spec
+
+    path = tmp_path / "nightly.yaml"
+    path.write_text(json.dumps(nightly_spec(tmp_path, tmp_path, None)).replace('"night": null', '"night": "x"'))
+    assert load_spec(path, ["nightly.night=2026-11-21"]).nightly.night == "2026-11-21"
+    path.write_text(path.read_text().replace('"night": "x"', '"night": 2026-11-20'))
+    assert load_spec(path).nightly.night == "2026-11-20"
+
+
 def test_the_shipped_nightly_config_loads():
     from jobs.spec import load_spec
 
