@@ -145,8 +145,15 @@ def _pair_keys(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.binary_join_element_wise(a, b, "\x1f")
 
 
-def run_judgments(root: Location, runs: list[RunInfo], full: pa.Table, used: dict[str, pa.Table]):
-    """The cache's judgments on the runs' (context, aspect)s between the runs' candidates, and counts."""
+def run_judgments(
+    root: Location, runs: list[RunInfo], full: pa.Table, used: dict[str, pa.Table], strict: bool = True
+):
+    """The cache's judgments on the runs' (context, aspect)s between the runs' candidates, and counts.
+
+    ``strict``: a judgment there with a candidate in none of the runs' inputs is an
+    error; otherwise it is left out like any judgment outside the runs' candidates (a
+    nightly job shares its root, and so its contexts, with other jobs).
+    """
     cache = JudgmentCache(RunLayout(root, "").judgments)
     table = cache.read()
     if table.num_rows == 0:
@@ -158,7 +165,7 @@ def run_judgments(root: Location, runs: list[RunInfo], full: pa.Table, used: dic
     keys = _pair_keys(table.column("context_id"), table.column("aspect"))
     on_runs = table.filter(pc.is_in(keys, pa.array(sorted(allowed), type=pa.string())))
     known = full.column("candidate_id")
-    for slot in ("candidate_a", "candidate_b"):
+    for slot in ("candidate_a", "candidate_b") if strict else ():
         missing = pc.invert(pc.is_in(on_runs.column(slot), known))
         if pc.any(missing).as_py():
             row = pc.index(missing, True).as_py()
@@ -204,13 +211,14 @@ def compute_leaderboard(
     winrates: pa.Table | None = None,
     clock: Callable[[], dt.datetime] = _utc_now,
     progress: Callable[[str], None] = lambda m: None,
+    strict: bool = True,
 ) -> tuple[Leaderboard, pa.Table, dict]:
     """The leaderboard of ``infos``' judgments under ``loc``: the board, its LEADERBOARD table and its metadata.
 
-    ``winrates``: WINRATES to carry (default: those the runs wrote).
+    ``winrates``: WINRATES to carry (default: those the runs wrote); ``strict``: see :func:`run_judgments`.
     """
     full, used = run_candidates(infos)
-    judgments, counts = run_judgments(loc, infos, full, used)
+    judgments, counts = run_judgments(loc, infos, full, used, strict)
     systems = _union(list(used.values()), [r.input for r in infos])
     progress(f"{counts['used']} judgments on the runs' contexts and aspects ({counts['cache']} in the cache)")
     if winrates is None:

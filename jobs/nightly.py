@@ -330,7 +330,9 @@ def run_nightly(
         if table is not None:
             attempt.join(f"{name}.parquet").write_parquet(table)
     carried = winrates if winrates is not None else WINRATES.empty_table()  # none: not a stale run folder's
-    _, board, meta = compute_leaderboard(root, [info], options, winrates=carried, clock=clock, progress=progress)
+    _, board, meta = compute_leaderboard(
+        root, [info], options, winrates=carried, clock=clock, progress=progress, strict=False
+    )
     attempt.join("leaderboard.parquet").write_parquet(board)
     attempt.join("leaderboard.json").write_json({**meta, "nightly": {"name": spec.name, "night": night}})
 

@@ -261,3 +261,21 @@ def test_a_night_with_win_rates_carries_them_and_reports_the_night(tmp_path, sum
     assert night.run.winrates.exists()
     md = night.run.report_md.read_text()
     assert "## Nightly: n1 (commit 1)" in md and "| 3 | 0 | 0 | 0 | 12 |" in md
+
+
+def test_a_root_shared_with_other_jobs(tmp_path, summeval_tables, contexts, ray_local):
+    """A plain job on the same root judged these prompts with a fifth system: the night reuses its judgments of
+    the four systems it ranks, and leaves the fifth system's out of its leaderboard."""
+    from jobs.run import run_job
+
+    prefix, out = tmp_path / "inputs", tmp_path / "store"
+    other = Location.of(str(tmp_path / "other"))
+    write_drop(tmp_path, "other", summeval_tables, contexts[:2], OLD + [NEW])
+    plain = {k: v for k, v in nightly_spec(other.uri, out, None).items() if k != "nightly"}
+    run_job(parse_spec({**plain, "name": "plain", "scheduler": {"name": "full"}}, "test"), progress=lambda m: None)
+    write_drop(prefix, "one", summeval_tables, contexts[:2], OLD)
+    night = run(prefix, out, "n1")
+    assert night.counts["cached"] == night.counts["requests"] > 0 and night.counts["judged_now"] == 0
+    rows = json.loads((out / "leaderboard/leaderboard.json").read_text())
+    assert sorted({r["system"] for r in rows["rows"]}) == sorted(OLD)
+    assert rows["judgments"]["outside_subsets"] > 0
