@@ -146,16 +146,22 @@ def _pair_keys(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 def run_judgments(
-    root: Location, runs: list[RunInfo], full: pa.Table, used: dict[str, pa.Table], strict: bool = True
+    root: Location,
+    runs: list[RunInfo],
+    full: pa.Table,
+    used: dict[str, pa.Table],
+    strict: bool = True,
+    cached: pa.Table | None = None,
 ):
     """The cache's judgments on the runs' (context, aspect)s between the runs' candidates, and counts.
 
     ``strict``: a judgment there with a candidate in none of the runs' inputs is an
     error; otherwise it is left out like any judgment outside the runs' candidates (a
-    nightly job shares its root, and so its contexts, with other jobs).
+    nightly job shares its root, and so its contexts, with other jobs). ``cached``: the
+    cache as already read by the caller (default: read it here).
     """
     cache = JudgmentCache(RunLayout(root, "").judgments)
-    table = cache.read()
+    table = cache.read() if cached is None else cached
     if table.num_rows == 0:
         raise FileNotFoundError(f"{cache.folder.uri}: the judgment cache is empty; nothing to rank")
     allowed = set()
@@ -212,13 +218,15 @@ def compute_leaderboard(
     clock: Callable[[], dt.datetime] = _utc_now,
     progress: Callable[[str], None] = lambda m: None,
     strict: bool = True,
+    cached: pa.Table | None = None,
 ) -> tuple[Leaderboard, pa.Table, dict]:
     """The leaderboard of ``infos``' judgments under ``loc``: the board, its LEADERBOARD table and its metadata.
 
-    ``winrates``: WINRATES to carry (default: those the runs wrote); ``strict``: see :func:`run_judgments`.
+    ``winrates``: WINRATES to carry (default: those the runs wrote); ``strict`` and ``cached``: see
+    :func:`run_judgments`.
     """
     full, used = run_candidates(infos)
-    judgments, counts = run_judgments(loc, infos, full, used, strict)
+    judgments, counts = run_judgments(loc, infos, full, used, strict, cached)
     systems = _union(list(used.values()), [r.input for r in infos])
     progress(f"{counts['used']} judgments on the runs' contexts and aspects ({counts['cache']} in the cache)")
     if winrates is None:

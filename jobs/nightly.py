@@ -238,9 +238,9 @@ def state_rankings(state: pa.Table, judgments: pa.Table) -> pa.Table:
     return pa.Table.from_pylist(out, schema=RANKINGS)
 
 
-def night_judgments(cache: JudgmentCache, maker: RequestMaker, candidates: pa.Table, aspects: list[str]) -> pa.Table:
-    """Every cached judgment this judge made between the prefix's outputs (all nights): the key must match."""
-    table = cache.read()
+def night_judgments(table: pa.Table, maker: RequestMaker, candidates: pa.Table, aspects: list[str]) -> pa.Table:
+    """Of the cache's rows ``table``, every judgment this judge made between the prefix's outputs (all nights):
+    the key must match."""
     ids = candidates.column("candidate_id")
     mask = pc.and_(
         pc.and_(pc.is_in(table.column("aspect"), pa.array(aspects, pa.string())),
@@ -292,7 +292,8 @@ def run_nightly(
     driver = Driver(spec, candidates, judging, cache, partial(judge_pool, info=pool_info), progress, tasks=plan.tasks)
     result = driver.run()
     state = placed_rows(plan, candidates, fingerprints, night)
-    judgments = night_judgments(cache, maker, candidates, spec.aspects)
+    cached = cache.read()  # once after judging: the night's judgments and its leaderboard both read it
+    judgments = night_judgments(cached, maker, candidates, spec.aspects)
     rankings = pa.concat_tables(
         [state_rankings(state, judgments)] + [rank_table(judgments, candidates, mode) for mode in spec.scoring.verdicts]
     )
@@ -331,7 +332,7 @@ def run_nightly(
             attempt.join(f"{name}.parquet").write_parquet(table)
     carried = winrates if winrates is not None else WINRATES.empty_table()  # none: not a stale run folder's
     _, board, meta = compute_leaderboard(
-        root, [info], options, winrates=carried, clock=clock, progress=progress, strict=False
+        root, [info], options, winrates=carried, clock=clock, progress=progress, strict=False, cached=cached
     )
     attempt.join("leaderboard.parquet").write_parquet(board)
     attempt.join("leaderboard.json").write_json({**meta, "nightly": {"name": spec.name, "night": night}})
