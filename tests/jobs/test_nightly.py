@@ -196,6 +196,15 @@ def test_nightly_refuses_removed_outputs(tmp_path, summeval_tables, contexts, ra
     write_drop(prefix, "one", summeval_tables, contexts[:1], OLD[:3])  # the drop was rewritten without M11
     with pytest.raises(NightlyError, match=r"output '.*M11' .* was ranked on night 'n1' but is no longer"):
         run(prefix, out, "n2")
+    write_drop(prefix, "one", summeval_tables, contexts[:1], OLD)  # restored, but one output edited
+    loc = Location.of(str(prefix / "one" / "candidates.parquet"))
+    table = loc.read_parquet()
+    edited = table.column("text").to_pylist()
+    edited[0] += " (edited)"
+    loc.write_parquet(table.set_column(table.schema.get_field_index("text"), "text", pa.array(edited)))
+    first = table.column("candidate_id")[0].as_py()
+    with pytest.raises(NightlyError, match=rf"the text of output '{first}' changed since night 'n1'.*new candidate_id"):
+        run(prefix, out, "n2")
 
 
 def test_nightly_spec_rules(tmp_path):
