@@ -66,7 +66,7 @@ def simulate(n: int, n_judges: int, seed: int):
 # ---------------------------------------------------------------- one case, in a child process
 def fit_pm_nutpie(votes, judges, seed: int) -> dict:
     """``pm.sample(nuts_sampler="nutpie")`` on dawid_skene's model, diagnosed the same way."""
-    from operators.dawid_skene import build_model, diagnostics, prepare, refusal
+    from pairank.operators.dawid_skene import build_model, diagnostics, prepare, refusal
 
     t = time.perf_counter()
     import pymc as pm
@@ -85,7 +85,7 @@ def fit_pm_nutpie(votes, judges, seed: int) -> dict:
 
 def run_case(case: dict) -> dict:
     t = time.perf_counter()
-    from operators.dawid_skene import dawid_skene, em_dawid_skene
+    from pairank.operators.dawid_skene import dawid_skene, em_dawid_skene
 
     out: dict = {"case": case, "import_seconds": round(time.perf_counter() - t, 3), "calls": []}
     n, n_judges = case["pairs"], case["judges"]

@@ -76,7 +76,7 @@ def synthetic_candidates(contexts: int, per_context: int):
     """CANDIDATES rows: ``contexts`` x ``per_context`` short texts, validated against the schema."""
     import pyarrow as pa
 
-    from storage.schemas import CANDIDATES, validate
+    from pairank.storage.schemas import CANDIDATES, validate
 
     ctx, ctx_text, cid, system, text = [], [], [], [], []
     for k in range(contexts):
@@ -104,17 +104,17 @@ def run_case(case: dict) -> dict:
     """Run one case in this process; returns its measurements."""
     import contextlib
 
-    from cluster.runtime import ensure_ray
-    from jobs.driver import Driver
-    from jobs.passes import Judging
-    from jobs.requests import RequestMaker
-    from jobs.run import judge_pool, read_inputs
-    from jobs.spec import parse_spec
-    from operators.judges import judge_identity
-    from operators.prompts import load_prompts
-    from storage.cache import JudgmentCache
-    from storage.fs import Location
-    from storage.layout import RunLayout
+    from pairank.cluster.runtime import ensure_ray
+    from pairank.jobs.driver import Driver
+    from pairank.jobs.passes import Judging
+    from pairank.jobs.requests import RequestMaker
+    from pairank.jobs.run import judge_pool, read_inputs
+    from pairank.jobs.spec import parse_spec
+    from pairank.operators.judges import judge_identity
+    from pairank.operators.prompts import load_prompts
+    from pairank.storage.cache import JudgmentCache
+    from pairank.storage.fs import Location
+    from pairank.storage.layout import RunLayout
 
     rss = lambda: round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     out: dict = {"case": case}
@@ -200,7 +200,7 @@ def quality(tasks, spec) -> dict:
     import numpy as np
     from scipy.stats import spearmanr
 
-    from operators.judges.simulated import latent_qualities
+    from pairank.operators.judges.simulated import latent_qualities
 
     rhos = []
     for task in tasks:
@@ -216,9 +216,9 @@ def judge_parts(spec, maker, tasks, folder: Path) -> dict:
     """In process, on up to 4096 of the run's requests, microseconds per row of the parts of a round's
     ``judge_seconds`` that are not Ray Data: building the request table (keys known; rendering prompts,
     prefix order), the simulated judge's compute, and appending the judgments as a cache part."""
-    from operators.judges.simulated import SimulatedJudge
-    from storage.cache import JudgmentCache
-    from storage.fs import Location
+    from pairank.operators.judges.simulated import SimulatedJudge
+    from pairank.storage.cache import JudgmentCache
+    from pairank.storage.fs import Location
 
     wanted = {}
     for task in tasks:

@@ -51,11 +51,11 @@ RATIOS = [round(0.1 * i, 1) for i in range(1, 11)]
 
 
 def one(imported, seed: int, ds_kwargs: dict) -> dict:
-    from operators.dawid_skene import dawid_skene, em_dawid_skene
-    from operators.votes import human_truth, pair_votes, system_pairs
-    from operators.winrate import SYSTEM, accuracies, bwrs, observed
-    from operators.winrate_table import gold_mask
-    from storage.importers.llmbar import ASPECT, attribute_generators
+    from pairank.operators.dawid_skene import dawid_skene, em_dawid_skene
+    from pairank.operators.votes import human_truth, pair_votes, system_pairs
+    from pairank.operators.winrate import SYSTEM, accuracies, bwrs, observed
+    from pairank.operators.winrate_table import gold_mask
+    from pairank.storage.importers.llmbar import ASPECT, attribute_generators
 
     labels = imported.pairwise_labels
     cands = attribute_generators(imported.candidates, labels, 0.8, seed)
@@ -132,8 +132,8 @@ def main() -> int:
     if args.quick:
         args.seeds, args.subsets = 2, ["MT-Bench"]
 
-    from storage.fs import Location
-    from storage.importers.llmbar import load
+    from pairank.storage.fs import Location
+    from pairank.storage.importers.llmbar import load
 
     ds_kwargs = {}
     result = {"benchmark": "llmbar_winrate", "started": now(), "machine": machine(), "subsets": {}}

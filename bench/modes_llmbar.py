@@ -50,11 +50,11 @@ def main() -> None:
     import pyarrow.parquet as pq
     import yaml
 
-    from jobs.run import run_job
-    from jobs.spec import parse_spec
-    from operators.meta_eval import meta_eval
-    from storage.cache import JudgmentCache
-    from storage.importers import run_import
+    from pairank.jobs.run import run_job
+    from pairank.jobs.spec import parse_spec
+    from pairank.operators.meta_eval import meta_eval
+    from pairank.storage.cache import JudgmentCache
+    from pairank.storage.importers import run_import
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="pairank-modes-") as tmp:

@@ -41,11 +41,11 @@ def main() -> None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from jobs.nightly import run_nightly
-    from jobs.run import run_job
-    from jobs.spec import parse_spec
-    from storage.cache import JudgmentCache
-    from storage.fs import Location
+    from pairank.jobs.nightly import run_nightly
+    from pairank.jobs.run import run_job
+    from pairank.jobs.spec import parse_spec
+    from pairank.storage.cache import JudgmentCache
+    from pairank.storage.fs import Location
 
     data = ensure_summeval()
     cand = pq.read_table(data / "candidates.parquet")

@@ -62,7 +62,7 @@ TARGET = 0.9
 
 # ---------------------------------------------------------------- the spec and the requests
 def job_spec(output: str, args):
-    from jobs.spec import load_spec
+    from pairank.jobs.spec import load_spec
 
     overrides = [
         f"name=bench-{args.tag or 'pipeline'}",
@@ -81,10 +81,10 @@ def job_requests(spec):
     """The requests run_job builds for this spec (same code path, same order)."""
     from pathlib import Path as _P
 
-    from jobs.requests import build_requests, subset
-    from jobs.run import read_inputs
-    from operators.judges import judge_identity
-    from operators.prompts import load_prompts
+    from pairank.jobs.requests import build_requests, subset
+    from pairank.jobs.run import read_inputs
+    from pairank.operators.judges import judge_identity
+    from pairank.operators.prompts import load_prompts
 
     candidates, _ = read_inputs(spec)
     candidates = subset(candidates, spec.subset.contexts, spec.subset.candidates)
@@ -97,7 +97,7 @@ def job_requests(spec):
 
 # ---------------------------------------------------------------- arms
 def arm_bare(args) -> dict:
-    from operators.judges import make_judge
+    from pairank.operators.judges import make_judge
 
     spec = job_spec("/nonexistent-unused", args)
     requests = job_requests(spec)
@@ -131,9 +131,9 @@ def arm_bare(args) -> dict:
 def arm_pipeline(args) -> dict:
     import pyarrow.compute as pc
 
-    import cluster.runtime as runtime
-    from jobs.run import run_job
-    from storage.cache import JudgmentCache
+    import pairank.cluster.runtime as runtime
+    from pairank.jobs.run import run_job
+    from pairank.storage.cache import JudgmentCache
 
     with tempfile.TemporaryDirectory(prefix="pairank-bench-store-") as out:
         spec = job_spec(out, args)
@@ -175,7 +175,7 @@ def arm_pipeline(args) -> dict:
             )
         ]
         errors = table.num_rows - pc.sum(pc.is_null(table.column("error")).cast("int64")).as_py()
-    from cluster.runtime import shutdown_ray
+    from pairank.cluster.runtime import shutdown_ray
 
     shutdown_ray()
     judged_events = [e for e in events if e["judged"] is not None]
@@ -439,7 +439,7 @@ def main() -> None:
     C.quiet_engine_logs()
 
     if args.arm:
-        from operators.judges.models import prepare_default_model
+        from pairank.operators.judges.models import prepare_default_model
 
         prepare_default_model()
         result = arm_bare(args) if args.arm == "bare" else arm_pipeline(args)

@@ -88,9 +88,9 @@ def prepare_data(wait_s: float) -> dict:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from storage.cache import JudgmentCache
-    from storage.fs import Location
-    from storage.schemas import JUDGMENTS
+    from pairank.storage.cache import JudgmentCache
+    from pairank.storage.fs import Location
+    from pairank.storage.schemas import JUDGMENTS
 
     deadline = time.time() + wait_s
     while not matrix_report().is_file():
@@ -185,7 +185,7 @@ def arms(args) -> list[dict]:
 
 
 def spec_for(data: Path, output: str, scheduler: dict, args, name: str):
-    from jobs.spec import load_spec, parse_spec
+    from pairank.jobs.spec import load_spec, parse_spec
 
     d = load_spec(CONFIG).model_dump(mode="json")
     d.update(
@@ -204,7 +204,7 @@ def spec_for(data: Path, output: str, scheduler: dict, args, name: str):
 
 def run_one(spec) -> dict:
     """run_job, then what this benchmark needs from its report and rankings."""
-    from jobs.run import run_job
+    from pairank.jobs.run import run_job
 
     t = time.perf_counter()
     result = run_job(spec, progress=lambda _m: None)
@@ -264,7 +264,7 @@ def rho_rows(spearman: list[dict], method: str, aspect: str) -> dict:
 
 
 def spread(values: list) -> dict:
-    from operators.transitivity import seed_spread
+    from pairank.operators.transitivity import seed_spread
 
     values = [v for v in values if v is not None]
     if not values:
@@ -275,8 +275,8 @@ def spread(values: list) -> dict:
 
 def summarise(arm: dict, runs: list[dict], aspects: list[str], n_contexts: int, reference: dict) -> list[dict]:
     """One row per (method, aspect): comparisons and Spearman, mean and SE across seeds."""
-    from jobs.driver import method_name
-    from jobs.spec import SchedulerSpec
+    from pairank.jobs.driver import method_name
+    from pairank.jobs.spec import SchedulerSpec
 
     rows = []
     sched = arm["scheduler"]

@@ -38,8 +38,8 @@ class JudgeActor:
     """One judge engine in one Ray actor, for the life of the pool; it runs every stage of the judging mode."""
 
     def __init__(self, judge_spec, judging=None):
-        from operators.judges import make_judge
-        from operators.judges.modes import ModeRunner
+        from pairank.operators.judges import make_judge
+        from pairank.operators.judges.modes import ModeRunner
 
         started = time.perf_counter()
         self.runner = ModeRunner(make_judge(judge_spec), judging)

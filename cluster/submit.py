@@ -1,8 +1,10 @@
 """Submitting a job spec to a Ray cluster through the Ray Jobs API.
 
 ``pairank submit`` validates the spec here, uploads a working directory (the
-repository root by default) as the job's runtime environment, and has the
-cluster's head run ``python3 -m jobs.cli run <spec> --set ... --set
+repository root by default) and the ``pairank`` package this command runs (as a
+Ray ``py_modules`` entry, so the cluster runs the code you submit from, whatever
+version its image has installed) as the job's runtime environment, and has the
+cluster's head run ``python3 -m pairank.jobs.cli run <spec> --set ... --set
 cluster.address=auto``: the job's driver joins the cluster it runs on.
 
 Where the spec is on the cluster:
@@ -40,6 +42,7 @@ import yaml
 #: no trailing slash, so that Ray skips a whole folder instead of walking it).
 #: Ray also leaves out what the folder's ``.gitignore`` lists.
 EXCLUDES = (
+    "/pairank",  # the package travels as a py_module (the checkout's pairank/ alone is not importable)
     "/.venv",
     "/.git",
     "/runs",
@@ -88,6 +91,31 @@ def repository_root() -> Path:
     return root
 
 
+#: The subpackages of ``pairank`` (folders of the checkout, or of the installed package).
+SUBPACKAGES = ("jobs", "operators", "cluster", "storage")
+
+
+def package_folders() -> dict[str, Path]:
+    """Where the running ``pairank`` lives: ``{"__init__.py": file, "jobs": folder, ...}``."""
+    import importlib
+
+    import pairank
+
+    found = {"__init__.py": Path(pairank.__file__).resolve()}
+    for name in SUBPACKAGES:
+        found[name] = Path(importlib.import_module(f"pairank.{name}").__file__).resolve().parent
+    return found
+
+
+def staged_package(into: Path) -> Path:
+    """``into/pairank``: the running package as one folder (entries linked; Ray follows the links)."""
+    package = into / "pairank"
+    package.mkdir(parents=True, exist_ok=True)
+    for name, source in package_folders().items():
+        (package / name).symlink_to(source, target_is_directory=source.is_dir())
+    return package
+
+
 def _excluded(relative: Path) -> bool:
     """Whether ``relative`` (a path in the working directory) is under one of :data:`EXCLUDES`.
 
@@ -114,15 +142,18 @@ class Submission:
     staged: tuple[str, str] | None = None  # (path in the upload, YAML) of a spec from outside the working dir
     notes: tuple[str, ...] = ()  # warnings about paths that may not exist on the cluster
 
-    def runtime_env(self, upload: Path | None = None) -> dict:
+    def runtime_env(self, upload: Path | None = None, package: Path | None = None) -> dict:
+        """Ray's runtime environment: the working directory (or ``upload``), and ``package`` as a py_module."""
         env: dict = {"working_dir": str(upload or self.working_dir), "excludes": list(EXCLUDES)}
+        if package is not None:
+            env["py_modules"] = [str(package)]
         if self.env_vars:
             env["env_vars"] = dict(self.env_vars)
         return env
 
 
 def _raw_spec(path: Path, overrides: list[str]) -> dict:
-    from jobs.spec import apply_overrides
+    from pairank.jobs.spec import apply_overrides
 
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     return apply_overrides(data, overrides)
@@ -201,11 +232,11 @@ def prepare(
 ) -> Submission:
     """Validate the spec (with ``overrides``) here and build what :meth:`Jobs.submit` sends.
 
-    A bad spec raises :class:`jobs.spec.SpecError` naming the file, before anything
+    A bad spec raises :class:`pairank.jobs.spec.SpecError` naming the file, before anything
     is sent. ``extra_env`` names more variables to forward; ``forward_env=False``
     forwards only those.
     """
-    from jobs.spec import load_spec
+    from pairank.jobs.spec import load_spec
 
     overrides = list(overrides)
     spec = load_spec(spec_path, [*overrides, JOIN_CLUSTER])
@@ -230,7 +261,7 @@ def prepare(
         staged = (spec_in_upload, yaml.safe_dump(copy, sort_keys=False))
         run_args = [spec_in_upload]
         notes = _path_notes(copy, Path(STAGED_SPECS), root)
-    entrypoint = shlex.join([PYTHON, "-m", "jobs.cli", "run", *run_args, "--set", JOIN_CLUSTER])
+    entrypoint = shlex.join([PYTHON, "-m", "pairank.jobs.cli", "run", *run_args, "--set", JOIN_CLUSTER])
     api_key_env = getattr(spec.judge, "api_key_env", None)  # the http judge's token variable
     names = [*FORWARDED_ENV, *([api_key_env] if api_key_env else [])] if forward_env else []
     return Submission(
@@ -316,11 +347,12 @@ class Jobs:
         with tempfile.TemporaryDirectory(prefix="pairank-submit-") as tmp:
             upload = submission.working_dir
             if submission.staged:
-                upload = staged_upload(submission.working_dir, submission.staged, Path(tmp))
+                upload = staged_upload(submission.working_dir, submission.staged, Path(tmp) / "upload")
+            package = staged_package(Path(tmp) / "package")
             return self._call(
                 f"submitting {submission.spec}", self.client.submit_job,
                 entrypoint=submission.entrypoint, submission_id=job_id,
-                runtime_env=submission.runtime_env(upload), metadata=metadata,
+                runtime_env=submission.runtime_env(upload, package), metadata=metadata,
             )  # fmt: skip
 
     def info(self, job_id: str):

@@ -21,7 +21,7 @@ binary search among them) and :class:`AdaptiveSymmetric` (ask both orders of
 the pairs whose order a Bradley-Terry posterior is least sure of).
 
 The candidate order before sorting is a seeded shuffle of the sorted ids (the
-generator is :func:`jobs.schedulers.rng` of the job seed and the context id), so
+generator is :func:`pairank.jobs.schedulers.rng` of the job seed and the context id), so
 identical seeds give identical requests and rankings, whatever order the ids
 come in::
 
@@ -75,7 +75,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from scipy.optimize import brentq
 
-from jobs.schedulers import Pair, rng
+from pairank.jobs.schedulers import Pair, rng
 
 LN2 = math.log(2.0)
 #: Floor for a probability inside a logarithm (a path score stays finite).

@@ -31,12 +31,12 @@ def _progress(msg: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from jobs.run import run_job
-    from jobs.spec import load_spec
+    from pairank.jobs.run import run_job
+    from pairank.jobs.spec import load_spec
 
     spec = load_spec(args.spec, args.set or [])
     if spec.nightly is not None:
-        from jobs.nightly import run_nightly
+        from pairank.jobs.nightly import run_nightly
 
         night = run_nightly(spec, progress=_progress)
         print(night.run.report_md.uri)
@@ -47,7 +47,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from storage.importers import run_import
+    from pairank.storage.importers import run_import
 
     systems = [x for x in args.systems.split(",") if x] if args.systems else None
     counts = run_import(
@@ -62,12 +62,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_winrate(args: argparse.Namespace) -> int:
     import pyarrow as pa
 
-    from jobs.run import read_input_folder, winrate_tables
-    from jobs.spec import WinRateSpec
-    from operators.judges.replay_judge import read_judgments
-    from operators.reports import winrate_lines
-    from storage.fs import Location
-    from storage.inputs import read_labels
+    from pairank.jobs.run import read_input_folder, winrate_tables
+    from pairank.jobs.spec import WinRateSpec
+    from pairank.operators.judges.replay_judge import read_judgments
+    from pairank.operators.reports import winrate_lines
+    from pairank.storage.fs import Location
+    from pairank.storage.inputs import read_labels
 
     folder = Location.of(args.input)
     candidates, human = read_input_folder(folder)
@@ -94,7 +94,7 @@ def cmd_winrate(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from jobs.leaderboard import build_leaderboard
+    from pairank.jobs.publish import build_leaderboard
 
     result = build_leaderboard(
         args.root, runs=args.runs, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed, progress=_progress
@@ -108,8 +108,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import os
 
-    from jobs.serve import serve_until_stopped
-    from jobs.spec import load_spec
+    from pairank.jobs.online import serve_until_stopped
+    from pairank.jobs.spec import load_spec
 
     spec = load_spec(args.spec, args.set or [])
     token = None
@@ -122,7 +122,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_model_prepare(args: argparse.Namespace) -> int:
-    from operators.judges.models import prepare_default_model
+    from pairank.operators.judges.models import prepare_default_model
 
     _progress("preparing the embedded judge model (once; about a minute)")
     print(prepare_default_model(args.dir, force=args.force))
@@ -130,9 +130,9 @@ def cmd_model_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from jobs.plan import TIME_BUDGET_S, measure_judge, plan, render
-    from jobs.spec import SimulatedJudgeSpec
-    from operators.judges.replay_judge import read_judgments
+    from pairank.jobs.plan import TIME_BUDGET_S, measure_judge, plan, render
+    from pairank.jobs.spec import SimulatedJudgeSpec
+    from pairank.operators.judges.replay_judge import read_judgments
 
     given = {k: getattr(args, k) for k in ("scale", "noise", "position_bias", "intransitivity")}
     measured = None
@@ -154,7 +154,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _jobs(args: argparse.Namespace):
-    from cluster.submit import Jobs
+    from pairank.cluster.submit import Jobs
 
     jobs = Jobs.connect(args.address)  # imports Ray, which configures its loggers
     if not args.verbose:  # Ray's client logs each upload step, and that it skips .git and .venv itself
@@ -171,7 +171,7 @@ def _final(job_id: str, status: str, message: str) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from cluster.submit import prepare
+    from pairank.cluster.submit import prepare
 
     submission = prepare(
         args.spec, args.set or [], working_dir=args.working_dir, extra_env=args.env or [],
@@ -231,8 +231,8 @@ def _add_address(p: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    from jobs.meta_eval import add_judgments_option
-    from jobs.meta_eval import cli_parser as meta_eval_parser
+    from pairank.jobs.assess_judges import add_judgments_option
+    from pairank.jobs.assess_judges import cli_parser as meta_eval_parser
 
     p = argparse.ArgumentParser(prog="pairank", description="Pairwise LLM-judge comparisons at cluster scale.")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -392,7 +392,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
-    from storage.nightly import CommitConflict
+    from pairank.storage.commits import CommitConflict
 
     try:
         return args.fn(args)

@@ -11,7 +11,7 @@ Each round the driver
    resumed run stops where the first would have);
 3. answers what the judgment cache already holds and sends the rest through the
    judge pool, one Ray Data stream per stage of the judging mode (PRePair: the
-   outputs not yet analysed, then the verdicts; see :mod:`jobs.passes`); the pool
+   outputs not yet analysed, then the verdicts; see :mod:`pairank.jobs.passes`); the pool
    is started on the first round that needs it and stays up (engines warm) until
    the last round;
 4. appends the new judgments to the cache (atomic parts, every ``flush_rows``)
@@ -40,13 +40,13 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.adaptive import AdaptiveScheduler, get_adaptive
-from jobs.passes import Judging
-from jobs.requests import contexts_of
-from jobs.run import error_count
-from jobs.spec import JobSpec, SchedulerSpec
-from storage.cache import JudgmentCache
-from storage.schemas import RANKINGS
+from pairank.jobs.adaptive import AdaptiveScheduler, get_adaptive
+from pairank.jobs.passes import Judging
+from pairank.jobs.requests import contexts_of
+from pairank.jobs.run import error_count
+from pairank.jobs.spec import JobSpec, SchedulerSpec
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.schemas import RANKINGS
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class RoundCalibration:
         self._count: dict[str, int] = defaultdict(int)
 
     def __call__(self, values: dict[str, float], aspect_of: dict[str, str]) -> dict[str, float]:
-        from operators.calibration import batch_calibrate
+        from pairank.operators.calibration import batch_calibrate
 
         by_aspect: dict[str, list[str]] = defaultdict(list)
         for key in values:

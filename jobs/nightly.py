@@ -1,23 +1,23 @@
 """Nightly, incremental runs: insert what is new, keep what is ranked, commit the night at once.
 
 A spec with a ``nightly:`` section (``pairank run configs/nightly.yaml``) reads its
-``input`` as a *prefix* of input folders (:func:`storage.inputs.read_prefix`): every
+``input`` as a *prefix* of input folders (:func:`pairank.storage.inputs.read_prefix`): every
 night a new folder lands there with a new system's outputs, new prompts, or both.
 For each aspect and context the night then
 
-1. finds what the last committed night placed there (:data:`storage.schemas.NIGHTLY_STATE`);
+1. finds what the last committed night placed there (:data:`pairank.storage.schemas.NIGHTLY_STATE`);
 2. builds one machine per context with something new: a context never seen is
-   ranked from scratch by scaled PAIRS (:class:`jobs.adaptive.AnchorInsertion`:
+   ranked from scratch by scaled PAIRS (:class:`pairank.jobs.adaptive.AnchorInsertion`:
    sort the anchors, binary-insert the rest); a context seen before is
-   :meth:`~jobs.adaptive.AnchorInsertion.resume`\\ d from its placements and only its
+   :meth:`~pairank.jobs.adaptive.AnchorInsertion.resume`\\ d from its placements and only its
    new outputs are binary-inserted among its sorted anchors (at most
    ``ceil(log2(n + 1))`` probes each, both orders when ``scheduler.symmetric``);
    an unchanged context asks nothing;
-3. runs them in lockstep rounds on one warm judge pool (:class:`jobs.driver.Driver`).
+3. runs them in lockstep rounds on one warm judge pool (:class:`pairank.jobs.driver.Driver`).
    Every request is keyed (judge model, revision, prompt hash, sampling settings,
    both texts), so a comparison in the judgment cache is never paid again;
 4. writes the night under a fresh attempt folder (input snapshot, state,
-   leaderboard snapshot), then commits it (:class:`storage.nightly.CommitLog`),
+   leaderboard snapshot), then commits it (:class:`pairank.storage.commits.CommitLog`),
    then writes the run's reports under ``runs/<name>-<night>/`` and the latest
    leaderboard with its history under ``<output>/leaderboard/`` (:func:`publish`).
 
@@ -43,25 +43,25 @@ from functools import partial
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.adaptive import AnchorInsertion
-from jobs.driver import Driver, Task, make_machine
-from jobs.leaderboard import RunInfo, compute_leaderboard, write_leaderboard
-from jobs.passes import Judging
-from jobs.requests import RequestMaker, contexts_of
-from jobs.run import judge_pool, mode_prompts, winrate_tables
-from jobs.spec import JobSpec
-from operators.judges import judge_identity
-from operators.judges.modes import judging_identity
-from operators.leaderboard import LeaderboardOptions
-from operators.reports import build_report, position_bias, render_markdown, spearman_table
-from operators.scores import rank_table
-from storage.cache import JudgmentCache
-from storage.fs import Location
-from storage.inputs import read_labels, read_prefix
-from storage.keys import canonical_json, text_hash
-from storage.layout import RunLayout
-from storage.nightly import Commit, CommitLog, NightlyLayout
-from storage.schemas import LEADERBOARD, NIGHTLY_STATE, POSITION_BIAS, RANKINGS, SPEARMAN, WINRATES, validate
+from pairank.jobs.adaptive import AnchorInsertion
+from pairank.jobs.driver import Driver, Task, make_machine
+from pairank.jobs.publish import RunInfo, compute_leaderboard, write_leaderboard
+from pairank.jobs.passes import Judging
+from pairank.jobs.requests import RequestMaker, contexts_of
+from pairank.jobs.run import judge_pool, mode_prompts, winrate_tables
+from pairank.jobs.spec import JobSpec
+from pairank.operators.judges import judge_identity
+from pairank.operators.judges.modes import judging_identity
+from pairank.operators.leaderboard import LeaderboardOptions
+from pairank.operators.reports import build_report, position_bias, render_markdown, spearman_table
+from pairank.operators.scores import rank_table
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.fs import Location
+from pairank.storage.inputs import read_labels, read_prefix
+from pairank.storage.keys import canonical_json, text_hash
+from pairank.storage.layout import RunLayout
+from pairank.storage.commits import Commit, CommitLog, NightlyLayout
+from pairank.storage.schemas import LEADERBOARD, NIGHTLY_STATE, POSITION_BIAS, RANKINGS, SPEARMAN, WINRATES, validate
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ pass per output and cache it (``<output>/passes/``, PASSES rows):
 
 then render the verdict prompts with both analyses and send them through the
 ``pairwise`` stage (PRePair), or compare the two scores (pointwise: see
-:func:`operators.judges.modes.pair_scores_verdict`). A pair whose first pass
+:func:`pairank.operators.judges.modes.pair_scores_verdict`). A pair whose first pass
 failed is an error row naming the output, retried on the next run like any
 error row; a first pass that failed is asked again then too.
 """
@@ -27,10 +27,10 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from operators.judges.modes import describe_scores, judging_identity, pair_scores_verdict, pass_identity
-from storage.cache import JudgmentCache
-from storage.keys import judgment_key
-from storage.schemas import JUDGMENTS, PASS_REQUESTS
+from pairank.operators.judges.modes import describe_scores, judging_identity, pair_scores_verdict, pass_identity
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.keys import judgment_key
+from pairank.storage.schemas import JUDGMENTS, PASS_REQUESTS
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +212,7 @@ class Judging:
 
 def judgment_table_of(requests: pa.Table, identity: dict, p_a, label, raw_text, error) -> pa.Table:
     """JUDGMENTS rows made on the driver (no engine time or tokens)."""
-    from operators.judges.base import judgment_table
+    from pairank.operators.judges.base import judgment_table
 
     n = requests.num_rows
     return judgment_table(

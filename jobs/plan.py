@@ -1,18 +1,18 @@
 """Plan a run on a SIMULATED judge: how many comparisons reach a target Spearman.
 
-The judge is :mod:`operators.judges.simulated` (latent quality, noise, position
+The judge is :mod:`pairank.operators.judges.simulated` (latent quality, noise, position
 bias, intransitivity), given by its coefficients or measured from a judgments
 table with :func:`measure_judge`. For each scheduler the plan simulates many
 contexts (no Ray, no tables) and reports the comparisons per context it uses and
 the mean over contexts of the Spearman correlation between its ranking and the
 latent quality, with a standard error (sd / sqrt(contexts)).
 
-* Static schedulers (:data:`jobs.schedulers.SCHEDULERS`) rank by win ratios
+* Static schedulers (:data:`pairank.jobs.schedulers.SCHEDULERS`) rank by win ratios
   (soft by default: c = p_a; a candidate never compared scores 0.5). A budgeted
   one gets the smallest budget R whose mean Spearman reaches the target, by
   bisection over R (the schedules of a context share its seed, so the curve is
   close to monotone); ``full`` has one point.
-* Adaptive machines (every entry of :data:`jobs.adaptive.ADAPTIVE`, read when
+* Adaptive machines (every entry of :data:`pairank.jobs.adaptive.ADAPTIVE`, read when
   the plan runs) run with their default options, and also with the other
   ``symmetric`` setting where they take one (a machine that refuses it is
   skipped); they use what they use. A slow machine may run only the first
@@ -37,11 +37,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy.stats import rankdata
 
-from jobs import adaptive
-from jobs.schedulers import SCHEDULERS, rng
-from jobs.spec import SimulatedJudgeSpec
-from operators.judges.simulated import model_of, simulate_matrices
-from operators.scores import win_ratios
+from pairank.jobs import adaptive
+from pairank.jobs.schedulers import SCHEDULERS, rng
+from pairank.jobs.spec import SimulatedJudgeSpec
+from pairank.operators.judges.simulated import model_of, simulate_matrices
+from pairank.operators.scores import win_ratios
 
 #: p_a is clipped to [CLIP, 1 - CLIP] before its logit is taken (a 0 or 1 would be infinite).
 CLIP = 1e-3

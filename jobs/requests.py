@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.schedulers import schedule
-from operators.prompts import PromptTemplate
-from storage.keys import judgment_key, text_hash
-from storage.schemas import REQUESTS
+from pairank.jobs.schedulers import schedule
+from pairank.operators.prompts import PromptTemplate
+from pairank.storage.keys import judgment_key, text_hash
+from pairank.storage.schemas import REQUESTS
 
 
 def contexts_of(candidates: pa.Table) -> dict[str, list[str]]:

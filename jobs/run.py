@@ -4,7 +4,7 @@
 2. The scheduler makes requests; each carries a key of everything that
    determines its outcome, and requests already answered in the cache are dropped.
 3. The rest stream through Ray Data to a fixed pool of long-lived judge actors
-   (one engine per actor, started once; see :mod:`cluster.pools`). Judgments come back to the
+   (one engine per actor, started once; see :mod:`pairank.cluster.pools`). Judgments come back to the
    driver and are appended to the cache as atomic Parquet parts every
    ``flush_rows`` rows, so a run killed midway keeps what it finished.
 4. Rankings, Spearman and position-bias tables and the report are written under
@@ -25,20 +25,20 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cluster.pools import JudgePool
-from jobs.passes import Judging
-from jobs.requests import RequestMaker, Variant, contexts_of, scheduled_requests, subset
-from jobs.spec import JobSpec, WinRateSpec
-from operators.judges import judge_identity
-from operators.judges.modes import judging_identity
-from operators.prompts import load_prompts
-from operators.reports import build_report, position_bias, render_markdown, spearman_table
-from operators.scores import rank_table
-from storage.cache import JudgmentCache
-from storage.fs import Location
-from storage.inputs import read_candidates, read_human_scores, read_labels
-from storage.layout import RunLayout
-from storage.schemas import JUDGMENTS, PASSES, WINRATE_JUDGES, WINRATES
+from pairank.cluster.pools import JudgePool
+from pairank.jobs.passes import Judging
+from pairank.jobs.requests import RequestMaker, Variant, contexts_of, scheduled_requests, subset
+from pairank.jobs.spec import JobSpec, WinRateSpec
+from pairank.operators.judges import judge_identity
+from pairank.operators.judges.modes import judging_identity
+from pairank.operators.prompts import load_prompts
+from pairank.operators.reports import build_report, position_bias, render_markdown, spearman_table
+from pairank.operators.scores import rank_table
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.fs import Location
+from pairank.storage.inputs import read_candidates, read_human_scores, read_labels
+from pairank.storage.layout import RunLayout
+from pairank.storage.schemas import JUDGMENTS, PASSES, WINRATE_JUDGES, WINRATES
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class RunResult:
 
 def mode_prompts(spec: JobSpec) -> dict[str, list[Variant]]:
     """Per aspect, the prompt variants of the spec's judging mode (see ``JudgingSpec.variants``)."""
-    from operators.prompts import Domain, load_mode_prompts
+    from pairank.operators.prompts import Domain, load_mode_prompts
 
     j = spec.judging
     if j.mode == "logprob" and j.variants is None:
@@ -101,7 +101,7 @@ def judge_pool(spec: JobSpec, info: list | None = None) -> Iterator[JudgePool]:
 
     On exit, each actor's counters (engine prompts per stage) are added to ``info``.
     """
-    from cluster.runtime import ensure_ray
+    from pairank.cluster.runtime import ensure_ray
 
     ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
     with JudgePool(spec.judge, spec.pool, spec.judging) as pool:
@@ -159,8 +159,8 @@ def winrate_tables(
     Every judge identity in ``judgments`` is a judge; the truth comes from
     ``labels`` (pairwise) or ``human`` (scores) of the input.
     """
-    from operators.votes import human_truth, pair_votes, system_pairs
-    from operators.winrate_table import WinRateOptions, win_rates
+    from pairank.operators.votes import human_truth, pair_votes, system_pairs
+    from pairank.operators.winrate_table import WinRateOptions, win_rates
 
     present = sorted(set(candidates.column("system").to_pylist()))
     if baseline not in present:
@@ -194,9 +194,9 @@ def ood_accuracies(folder: str, aspects: list[str], seed: int) -> dict[str, dict
     better); its judgments (``judgments.parquet`` or a ``judgments/`` cache) the votes.
     Judgments without an aspect of the job are not used.
     """
-    from operators.judges.replay_judge import read_judgments
-    from operators.votes import labelled_pairs, pair_votes
-    from operators.winrate import accuracies
+    from pairank.operators.judges.replay_judge import read_judgments
+    from pairank.operators.votes import labelled_pairs, pair_votes
+    from pairank.operators.winrate import accuracies
 
     loc = Location.of(folder)
     labels = read_labels(loc)
@@ -219,7 +219,7 @@ def judge_adaptive(
     spec: JobSpec, candidates: pa.Table, judging: Judging, cache: JudgmentCache, progress: Callable[[str], None]
 ) -> dict:
     """An adaptive schedule: lockstep rounds of the driver over one warm pool."""
-    from jobs.driver import Driver, ranking_rows
+    from pairank.jobs.driver import Driver, ranking_rows
 
     pool_info: list[dict] = []
     driver = Driver(spec, candidates, judging, cache, partial(judge_pool, info=pool_info), progress)
@@ -253,7 +253,7 @@ def judge_adaptive(
 
 def quantile_rankings(rankings: pa.Table, human: pa.Table, target_spec) -> pa.Table:
     """Every ranking's scores mapped onto the target distribution (methods suffixed ``_quantile``)."""
-    from operators.quantile import quantile_table, target_from_percentages, target_from_scores
+    from pairank.operators.quantile import quantile_table, target_from_percentages, target_from_scores
 
     if target_spec.percentages is not None:
         return quantile_table(rankings, target_from_percentages(target_spec.percentages))
@@ -269,8 +269,8 @@ def quantile_rankings(rankings: pa.Table, human: pa.Table, target_spec) -> pa.Ta
 
 def consistency_sections(judgments: pa.Table, spearman: pa.Table, spec: JobSpec) -> dict:
     """Intransitive triads of any full matrices judged, and the Spearman spread across seeds."""
-    from jobs.driver import method_name
-    from operators.transitivity import intransitive_triads, seed_spread
+    from pairank.jobs.driver import method_name
+    from pairank.operators.transitivity import intransitive_triads, seed_spread
 
     triads = intransitive_triads(judgments).to_pylist()
     transitivity = []
@@ -328,7 +328,7 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     table = judged_run["judgments"]  # one row per comparison the run used: no second read of the cache
     scored = table
     if spec.scoring.calibration == "batch":
-        from operators.calibration import calibrate_table
+        from pairank.operators.calibration import calibrate_table
 
         scored = calibrate_table(table, by=("aspect",)).select(JUDGMENTS.names)
     rankings = pa.concat_tables(
@@ -375,3 +375,24 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     )
     progress(f"report: {layout.report_md.uri}")
     return RunResult(layout, counts["requests"], counts["cached"], counts["judged_now"], counts["errors_now"], report)
+
+
+def run(
+    spec: JobSpec | str | Path, overrides: list[str] = (), progress: Callable[[str], None] = log.info
+) -> RunResult:
+    """Run a job: a :class:`~pairank.jobs.spec.JobSpec`, or a YAML spec file with ``--set``-style ``overrides``.
+
+    A spec with a ``nightly`` section runs one night (:func:`pairank.jobs.nightly.run_nightly`) and
+    returns its :class:`~pairank.jobs.nightly.NightlyResult`.
+    """
+    from pairank.jobs.spec import load_spec
+
+    if not isinstance(spec, JobSpec):
+        spec = load_spec(spec, list(overrides))
+    elif overrides:
+        raise ValueError("overrides apply to a spec file; change a JobSpec with model_copy(update=...)")
+    if spec.nightly is not None:
+        from pairank.jobs.nightly import run_nightly
+
+        return run_nightly(spec, progress=progress)
+    return run_job(spec, progress=progress)

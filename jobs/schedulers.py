@@ -12,7 +12,7 @@ in the job or in what order they come::
 
 ``one_vs_n`` needs each candidate's system: it pairs the baseline system's
 candidate with every other candidate of the context, in both orders (for win
-rates against a baseline, :mod:`operators.winrate`)::
+rates against a baseline, :mod:`pairank.operators.winrate`)::
 
     >>> one_vs_n({"x": "base", "y": "s1", "z": "s2"}, "base")
     [('y', 'x'), ('x', 'y'), ('z', 'x'), ('x', 'z')]

@@ -1,6 +1,6 @@
 """Bayesian Dawid-Skene: the win rate from several imperfect judges, in PyMC.
 
-The setting of :mod:`operators.winrate` (Gao et al., "Bayesian Calibration of Win
+The setting of :mod:`pairank.operators.winrate` (Gao et al., "Bayesian Calibration of Win
 Rate Estimation with LLM Evaluators", EMNLP 2024): each pair has a latent true
 class ``z`` (:data:`SYSTEM` = 0, the system's output is better; :data:`BASELINE`
 = 1), and the win rate is ``pi = P(z = 0)``, prior ``Beta(1, 1)``. Each judge
@@ -15,7 +15,7 @@ The prior of the rows (``prior=``):
   Dirichlet([1, 2]): skewed towards better than chance, which also breaks the
   label-switching symmetry (``pi -> 1 - pi``, ``q0 <-> 1 - q1``);
 - ``"ood"``: per-judge hits and misses measured on another labelled set
-  (:class:`operators.winrate.Accuracy`); row prior ``Beta(a, b)`` with ``(a, b)``
+  (:class:`pairank.operators.winrate.Accuracy`); row prior ``Beta(a, b)`` with ``(a, b)``
   proportional to ``(1 + hits, 1 + misses)`` and rescaled to ``a + b = 2``
   (:func:`ood_prior`), so the other set sets the direction, not the confidence;
 - ``"in_dist"``: the ``"none"`` rows, with human labels (``gold``) on some pairs.
@@ -65,8 +65,8 @@ from pathlib import Path
 
 import numpy as np
 
-from operators.judges.models import cache_dir
-from operators.winrate import BASELINE, NO_VOTE, SYSTEM, Accuracy, Summary, summarize
+from pairank.operators.judges.models import cache_dir
+from pairank.operators.winrate import BASELINE, NO_VOTE, SYSTEM, Accuracy, Summary, summarize
 
 PRIORS = ("none", "ood", "in_dist")
 #: The parameters whose r_hat and bulk ESS gate the result.
@@ -497,7 +497,7 @@ def dawid_skene(
 
     ``votes``: int array (pairs, judges) of 0, 1 and -1 (no vote); ``judges``: one
     name per column; ``gold``: 0/1 per pair where a human label is known, -1
-    elsewhere; ``ood``: one :class:`~operators.winrate.Accuracy` per judge for
+    elsewhere; ``ood``: one :class:`~pairank.operators.winrate.Accuracy` per judge for
     ``prior="ood"``. ``draws`` and ``tune`` are per chain. The estimate is
     ``None`` (and ``ok`` False) when the worst r_hat exceeds ``rhat_max`` or the
     smallest bulk ESS is below ``ess_min``.

@@ -5,7 +5,7 @@ system (plus, optionally, a WINRATES table). Output: a LEADERBOARD table, one ro
 per (aspect or ``"overall"``, system). The rules:
 
 - **Verdicts.** Each judgment with a verdict gives slot A its hard points
-  (:func:`operators.scores.hard_verdict`: the row's label, A 1, B 0, ``tie`` 1/2)
+  (:func:`pairank.operators.scores.hard_verdict`: the row's label, A 1, B 0, ``tie`` 1/2)
   and slot B the rest, so a tie is half a win to each side. These points fill a
   win matrix ``W[x, y]``: the wins of system x over system y. Error rows are
   skipped and counted (``n_errors``); a comparison of two candidates of the same
@@ -60,11 +60,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from operators.checks import require_columns
-from operators.scores import LABEL_POINTS, min_ranks
-from operators.votes import JUDGE_COLUMNS, judge_names
-from operators.winrate_table import METHODS as WINRATE_METHOD_NAMES
-from storage.schemas import LEADERBOARD
+from pairank.operators.checks import require_columns
+from pairank.operators.scores import LABEL_POINTS, min_ranks
+from pairank.operators.votes import JUDGE_COLUMNS, judge_names
+from pairank.operators.winrate_table import METHODS as WINRATE_METHOD_NAMES
+from pairank.storage.schemas import LEADERBOARD
 
 #: The pooled row of every aspect's judgments.
 OVERALL = "overall"

@@ -26,8 +26,8 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from operators.checks import require_columns
-from operators.leaderboard import OVERALL
+from pairank.operators.checks import require_columns
+from pairank.operators.leaderboard import OVERALL
 
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px; color: #1d232a; }
@@ -469,7 +469,7 @@ def render_html(
 
     ``meta`` may hold ``generated_at``, ``runs``, ``judges``, ``n_boot``, ``seed``,
     ``mass``, ``prior_ties``, ``baseline`` and ``counts`` (per aspect, from
-    :class:`operators.leaderboard.Leaderboard`). ``position_bias`` and
+    :class:`pairank.operators.leaderboard.Leaderboard`). ``position_bias`` and
     ``spearman`` are POSITION_BIAS and SPEARMAN tables, each optionally with a
     ``run`` column. ``history`` holds the LEADERBOARD rows of the nightly runs so
     far with two more columns, ``night`` (the night's label) and ``seq`` (int, the
@@ -532,7 +532,7 @@ def render_html(
 
 
 def _example() -> pa.Table:
-    from storage.schemas import LEADERBOARD
+    from pairank.storage.schemas import LEADERBOARD
 
     row = {f.name: None for f in LEADERBOARD}
     row.update(aspect=OVERALL, system="<b>", rank=1, strength=0.0, elo=1000.0, mass=0.95, n_boot=0, win_ratio=0.5,

@@ -55,7 +55,7 @@ aspect). A judge with no judgment in one order for any pair of a subset gets nul
 for that order and for the statistics that combine both orders; a pair that misses
 one order among others counts as a missing winner there (like LLMBar's null
 winner). Several judgments of one judge, pair and order: the newest verdict, else
-the newest error row (as :func:`storage.cache.latest_per_key`).
+the newest error row (as :func:`pairank.storage.cache.latest_per_key`).
 """
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from operators.checks import require_columns
-from operators.votes import JUDGE_COLUMNS, VOTE_COLUMNS, judge_names
-from storage.schemas import LABELS, META_EVAL, TableError
+from pairank.operators.checks import require_columns
+from pairank.operators.votes import JUDGE_COLUMNS, VOTE_COLUMNS, judge_names
+from pairank.storage.schemas import LABELS, META_EVAL, TableError
 
 #: Columns of the judgments table the meta-evaluation reads (those votes are made from).
 JUDGMENT_COLUMNS = VOTE_COLUMNS

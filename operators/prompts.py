@@ -105,7 +105,7 @@ class PromptTemplate:
     text: str
     placeholders: frozenset[str] = PLACEHOLDERS
     #: The judge's answer to this template is parsed for a verdict marker, so every
-    #: filled text is also passed through :func:`operators.verdicts.defuse`: a
+    #: filled text is also passed through :func:`pairank.operators.verdicts.defuse`: a
     #: candidate (or an analysis) cannot plant a verdict the judge might echo.
     parsed: bool = False
 
@@ -145,7 +145,7 @@ class PromptTemplate:
                 f"prompt template {self.name}: field 'focus' must be one of {list(FOCUS)}, found {fields['focus']!r}"
             )
         if self.parsed:
-            from operators.verdicts import defuse
+            from pairank.operators.verdicts import defuse
 
             fields = {key: defuse(value) for key, value in fields.items()}
         return self.text.format(**{key: neutralise(value) for key, value in fields.items()})

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from operators.checks import finite_vector
-from storage.schemas import RANKINGS
+from pairank.operators.checks import finite_vector
+from pairank.storage.schemas import RANKINGS
 
 #: Columns of the rankings table this operator reads.
 COLUMNS = ("context_id", "aspect", "candidate_id", "method", "rank")

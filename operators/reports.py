@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import stats
 
-from operators.scores import hard_verdict
-from storage.schemas import POSITION_BIAS, SPEARMAN
+from pairank.operators.scores import hard_verdict
+from pairank.storage.schemas import POSITION_BIAS, SPEARMAN
 
 
 def position_bias(judgments: pa.Table) -> pa.Table:
@@ -26,7 +26,7 @@ def position_bias(judgments: pa.Table) -> pa.Table:
 
     Swapping the slots of every comparison maps p_a to 1 - p_a, so a judge with no
     positional preference sits at 0.5 on a symmetric schedule. Slot A's wins are the
-    rows' hard verdicts (:func:`operators.scores.hard_verdict`: the label where the
+    rows' hard verdicts (:func:`pairank.operators.scores.hard_verdict`: the label where the
     table has one, else the side of 0.5 p_a is on), so a tie counts half a slot-A win.
     """
 

@@ -15,10 +15,10 @@ Hard verdicts take c = 1 for a win of slot A, 0 for a loss and 1/2 for a tie
 Ties. A judgment row's hard verdict is its ``label`` (:func:`hard_verdict`): "A"
 is 1, "B" 0 and "tie" 1/2, so a row labelled "tie" is a tie even if its ``p_a``
 is a hair off 0.5, and hard win ratios count exactly what the swap-and-sum votes
-of :mod:`operators.votes` count. A comparison without a label (the ``(a, b, p)``
+of :mod:`pairank.operators.votes` count. A comparison without a label (the ``(a, b, p)``
 tuples of :func:`win_ratios`, or a table without a ``label`` column) is read from
 the side of 0.5 its p is on, which is how every judge labels its rows
-(:func:`operators.judges.base.label_of`): exactly 0.5 is a tie. Soft verdicts
+(:func:`pairank.operators.judges.base.label_of`): exactly 0.5 is a tie. Soft verdicts
 always use ``p_a``. A tie of x and y gives each half a win:
 
     >>> win_ratios([("x", "y", hard_verdict(0.5, "tie")), ("x", "z", 1.0)], "hard")
@@ -33,7 +33,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.schemas import LABELS, RANKINGS
+from pairank.storage.schemas import LABELS, RANKINGS
 
 #: Columns of the judgments table this operator reads; ``label`` too where the table has it.
 COLUMNS = ("context_id", "aspect", "candidate_a", "candidate_b", "p_a", "error")

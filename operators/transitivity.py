@@ -55,8 +55,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from operators.checks import finite_vector
-from operators.reports import spearman_table
+from pairank.operators.checks import finite_vector
+from pairank.operators.reports import spearman_table
 
 #: Columns of the judgments table this operator reads.
 COLUMNS = ("context_id", "aspect", "candidate_a", "candidate_b", "p_a", "error")
@@ -179,7 +179,7 @@ def seed_spread(values: Sequence[float]) -> dict:
 def spearman_by_seed(rankings_by_seed: Mapping[int, pa.Table], human: pa.Table) -> pa.Table:
     """Spread of Spearman rho over seeds: SEED_SPREAD rows per (aspect, method, level).
 
-    Each seed's rankings go through :func:`operators.reports.spearman_table` (no
+    Each seed's rankings go through :func:`pairank.operators.reports.spearman_table` (no
     bootstrap); a seed whose rho is undefined for a row is left out of its ``n``.
     """
     rhos: dict[tuple[str, str, str], list[float]] = {}

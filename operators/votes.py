@@ -9,11 +9,11 @@ Several models, prompt modes or sampling settings in one table are several judge
 Swap-and-sum: every judgment of the pair, in either slot order, gives the first
 candidate (the system) 1 point for a win, 0.5 for a ``tie`` verdict and 0 for a
 loss. Over the ``n`` orders judged, more than ``n/2`` points is a vote for the
-system (:data:`~operators.winrate.SYSTEM`), fewer a vote for the baseline; exactly
-``n/2`` is a tie, broken by a seeded coin (:func:`~operators.winrate.tie_break`)
+system (:data:`~pairank.operators.winrate.SYSTEM`), fewer a vote for the baseline; exactly
+``n/2`` is a tie, broken by a seeded coin (:func:`~pairank.operators.winrate.tie_break`)
 and counted. Error rows are not votes.
 
-Ties. The points are the rows' hard verdicts (:data:`operators.scores.LABEL_POINTS`,
+Ties. The points are the rows' hard verdicts (:data:`pairank.operators.scores.LABEL_POINTS`,
 read from ``label``: a ``tie`` with p_a 0.5 is 0.5 whatever mode made it), so a
 vote agrees with the hard win ratio of the two candidates over the same rows:
 above 1/2 is the system's vote, below the baseline's, and exactly 1/2 (a tie in
@@ -42,10 +42,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from operators.checks import require_columns
-from operators.scores import LABEL_POINTS
-from operators.winrate import BASELINE, NO_VOTE, SYSTEM, tie_break
-from storage.keys import sampling_mode
+from pairank.operators.checks import require_columns
+from pairank.operators.scores import LABEL_POINTS
+from pairank.operators.winrate import BASELINE, NO_VOTE, SYSTEM, tie_break
+from pairank.storage.keys import sampling_mode
 
 JUDGE_COLUMNS = ("engine", "model", "revision", "prompt_hash", "sampling")
 VOTE_COLUMNS = JUDGE_COLUMNS + ("context_id", "aspect", "candidate_a", "candidate_b", "label", "error", "created_at")

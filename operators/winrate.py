@@ -25,7 +25,7 @@ their posteriors, maps each draw through :func:`correct`, keeps draws in (0, 1)
 and pools the kept draws of every judge.
 
 Ties. A vote is binary: a pair the judge ties on (its swap-and-sum points
-exactly half, :mod:`operators.votes`) goes to :data:`SYSTEM` or :data:`BASELINE`
+exactly half, :mod:`pairank.operators.votes`) goes to :data:`SYSTEM` or :data:`BASELINE`
 by :func:`tie_break`, a fair coin seeded by (seed, pair, judge), and is counted
 (``n_ties``). The coin is the same rule on labelled and unlabelled pairs, so
 ``q0`` and ``q1`` are measured on the same coin-broken votes and the correction

@@ -1,14 +1,14 @@
 """Win-rate tables: every estimator on the votes of one (system, baseline, aspect).
 
-Methods (rows of :data:`storage.schemas.WINRATES`):
+Methods (rows of :data:`pairank.storage.schemas.WINRATES`):
 
 - ``human``: the win rate over the pairs with a human truth, ``Beta(1 + wins, 1 + losses)``
   (the reference the others are measured against, where labels exist);
 - ``observed``: each judge's raw win rate ``k`` with its Beta posterior, and all
   judges' votes pooled (``judge = '*'``);
-- ``bwrs``: Bayesian Win Rate Sampling (:func:`operators.winrate.bwrs`), pooled
+- ``bwrs``: Bayesian Win Rate Sampling (:func:`pairank.operators.winrate.bwrs`), pooled
   over judges; needs accuracies, so a prior of ``in_dist`` or ``ood``;
-- ``dawid_skene``: Bayesian Dawid-Skene in PyMC (:mod:`operators.dawid_skene`);
+- ``dawid_skene``: Bayesian Dawid-Skene in PyMC (:mod:`pairank.operators.dawid_skene`);
   refused (estimate null, status says why) when its diagnostics fail;
 - ``dawid_skene_em``: crowd-kit's EM Dawid-Skene, a point estimate to cross-check.
 
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from operators.votes import PairVotes
-from operators.winrate import NO_VOTE, SYSTEM, Accuracy, Counts, Summary, accuracies, bwrs, observed
+from pairank.operators.votes import PairVotes
+from pairank.operators.winrate import NO_VOTE, SYSTEM, Accuracy, Counts, Summary, accuracies, bwrs, observed
 
 METHODS = ("human", "observed", "bwrs", "dawid_skene", "dawid_skene_em")
 PRIORS = ("none", "in_dist", "ood")
@@ -130,7 +130,7 @@ def win_rates(
         ds, row = _dawid_skene_row(where, votes, q, gold, options, common)
         rows.append(row)
     if "dawid_skene_em" in options.methods:
-        from operators.dawid_skene import em_dawid_skene
+        from pairank.operators.dawid_skene import em_dawid_skene
 
         em = em_dawid_skene(V, votes.judges)
         point = Summary(em.win_rate, em.win_rate, em.win_rate, em.win_rate, mass, 0)
@@ -174,7 +174,7 @@ def _bwrs_row(
 
 
 def _dawid_skene_row(where, votes, q, gold, options, common):
-    from operators.dawid_skene import dawid_skene
+    from pairank.operators.dawid_skene import dawid_skene
 
     names = votes.judges
     kwargs = dict(options.ds)

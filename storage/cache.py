@@ -20,8 +20,8 @@ import uuid
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.fs import Location
-from storage.schemas import JUDGMENTS, validate
+from pairank.storage.fs import Location
+from pairank.storage.schemas import JUDGMENTS, validate
 
 
 class JudgmentCache:

@@ -1,11 +1,11 @@
 """The answered rows of a judgment cache by key, kept current by reading only new parts.
 
 A long-lived reader (the online compare endpoint) cannot read the whole cache for
-every lookup. Parts are never rewritten (:mod:`storage.cache`), so a reader that
+every lookup. Parts are never rewritten (:mod:`pairank.storage.cache`), so a reader that
 remembers which parts it has read stays exact by reading only the parts that
 appeared since: one listing per refresh, and each part read once.
 
-The rows it answers with are those :meth:`storage.cache.JudgmentCache.answered`
+The rows it answers with are those :meth:`pairank.storage.cache.JudgmentCache.answered`
 gives: a key with a verdict maps to its newest verdict; error rows are not
 answers (they are asked again).
 """
@@ -17,8 +17,8 @@ import threading
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.cache import JudgmentCache
-from storage.schemas import validate
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.schemas import validate
 
 
 class CacheIndex:

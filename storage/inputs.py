@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from storage.fs import Location
-from storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS, TableError, validate
+from pairank.storage.fs import Location
+from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS, TableError, validate
 
 
 def read_candidates(folder: Location) -> pa.Table:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from storage.fs import Location
+from pairank.storage.fs import Location
 
 
 @dataclass(frozen=True)

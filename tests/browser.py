@@ -55,7 +55,7 @@ def check_screenshot(shot: Path, min_bytes: int = 20_000) -> None:
 
 def check_rows_in_dom(dom: str, rows: list[dict]) -> None:
     """Every row's system name and strength interval are text of the rendered page."""
-    from operators.leaderboard_html import strength_text, winrate_text
+    from pairank.operators.leaderboard_html import strength_text, winrate_text
 
     assert "<svg" in dom and "</table>" in dom
     for r in rows:

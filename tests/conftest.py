@@ -116,7 +116,7 @@ def ray_local(s3_server):
     AWS_* settings) comes first: judge actors then reach it like a cluster with
     credentials in its environment would.
     """
-    from cluster.runtime import ensure_ray, shutdown_ray
+    from pairank.cluster.runtime import ensure_ray, shutdown_ray
 
     ensure_ray(num_cpus=2)
     yield
@@ -126,7 +126,7 @@ def ray_local(s3_server):
 @pytest.fixture(scope="session")
 def default_model() -> Path:
     """The embedded Gemma-3-270M, converted once into the pairank cache."""
-    from operators.judges.models import prepare_default_model
+    from pairank.operators.judges.models import prepare_default_model
 
     return prepare_default_model()
 
@@ -134,8 +134,8 @@ def default_model() -> Path:
 @pytest.fixture(scope="session")
 def summeval_tables(shared_data):
     """SummEval imported through the real importer (candidates, human scores)."""
-    from storage.fs import Location
-    from storage.importers import get_importer
+    from pairank.storage.fs import Location
+    from pairank.storage.importers import get_importer
 
     imported = get_importer("summeval")(Location.of(str(shared_data / "summeval")))
     return imported.candidates, imported.human_scores
@@ -145,8 +145,8 @@ def write_input(folder: Path, tables, contexts: int, per_context: int):
     """An input folder with the first ``contexts`` articles x ``per_context`` summaries and their human scores."""
     import pyarrow.compute as pc
 
-    from jobs.requests import subset
-    from storage.fs import Location
+    from pairank.jobs.requests import subset
+    from pairank.storage.fs import Location
 
     candidates, human = tables
     small = subset(candidates, contexts, per_context)

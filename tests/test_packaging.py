@@ -10,7 +10,7 @@ import sys
 from tests.conftest import ROOT
 
 PACKAGES = ("jobs", "operators", "cluster", "storage")
-PAIRANK = [sys.executable, "-m", "jobs.cli"]
+PAIRANK = [sys.executable, "-m", "pairank.jobs.cli"]
 
 
 def test_no_other_distribution_provides_pairank_top_level_names():

@@ -8,53 +8,53 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from operators.judges.base import Judge
+from pairank.operators.judges.base import Judge
 
 
 def _vllm(spec) -> Judge:
-    from operators.judges.vllm_judge import VllmJudge
+    from pairank.operators.judges.vllm_judge import VllmJudge
 
     return VllmJudge(spec)
 
 
 def _http(spec) -> Judge:
-    from operators.judges.http_judge import HttpJudge
+    from pairank.operators.judges.http_judge import HttpJudge
 
     return HttpJudge(spec)
 
 
 def _replay(spec) -> Judge:
-    from operators.judges.replay_judge import ReplayJudge
+    from pairank.operators.judges.replay_judge import ReplayJudge
 
     return ReplayJudge(spec)
 
 
 def _simulated(spec) -> Judge:
-    from operators.judges.simulated import SimulatedJudge
+    from pairank.operators.judges.simulated import SimulatedJudge
 
     return SimulatedJudge(spec)
 
 
 def _vllm_identity(spec) -> dict:
-    from operators.judges.vllm_judge import vllm_identity
+    from pairank.operators.judges.vllm_judge import vllm_identity
 
     return vllm_identity(spec)
 
 
 def _http_identity(spec) -> dict:
-    from operators.judges.http_judge import http_identity
+    from pairank.operators.judges.http_judge import http_identity
 
     return http_identity(spec)
 
 
 def _replay_identity(spec) -> dict:
-    from operators.judges.replay_judge import replay_identity
+    from pairank.operators.judges.replay_judge import replay_identity
 
     return replay_identity(spec)
 
 
 def _simulated_identity(spec) -> dict:
-    from operators.judges.simulated import simulated_identity
+    from pairank.operators.judges.simulated import simulated_identity
 
     return simulated_identity(spec)
 

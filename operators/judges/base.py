@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from operators.checks import require_columns
-from storage.keys import canonical_json
-from storage.schemas import JUDGMENTS
+from pairank.operators.checks import require_columns
+from pairank.storage.keys import canonical_json
+from pairank.storage.schemas import JUDGMENTS
 
 #: Columns of a request batch that every judge reads.
 REQUEST_COLUMNS = {
@@ -152,7 +152,7 @@ class LabelProbabilityJudge(Judge):
 class GeneratingJudge(LabelProbabilityJudge):
     """An engine that also generates text and reads the probabilities of any single-token options.
 
-    The judging modes (:mod:`operators.judges.modes`) are built on these two calls.
+    The judging modes (:mod:`pairank.operators.judges.modes`) are built on these two calls.
     """
 
     @abstractmethod

@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-from operators.judges.base import (
+from pairank.operators.judges.base import (
     Generated,
     GenerateParams,
     GeneratingJudge,

@@ -1,13 +1,13 @@
 """Judging modes: what one judge actor does with each stage's batch.
 
 A mode is a sequence of stages (see ``JudgingSpec.passes``); each stage is its
-own Ray Data stream through the same warm pool (:mod:`cluster.pools`), and the
-driver (:mod:`jobs.passes`) decides what each stage is asked. On the actor,
+own Ray Data stream through the same warm pool (:mod:`pairank.cluster.pools`), and the
+driver (:mod:`pairank.jobs.passes`) decides what each stage is asked. On the actor,
 :class:`ModeRunner` turns a batch of one stage into rows:
 
 * ``pairwise`` (REQUESTS -> JUDGMENTS): the verdict of each rendered prompt, read
   as label probabilities (``logprob``), as a generated verdict parsed by
-  :func:`operators.verdicts.parse_verdict` (``generate``: an unparseable answer
+  :func:`pairank.operators.verdicts.parse_verdict` (``generate``: an unparseable answer
   is re-asked at most ``retries`` times at ``retry_temperature`` with a new seed,
   then it is an error row; never a guess), or as ``samples`` generations whose
   p_a is the fraction choosing A, a tie counting half (``sample``).
@@ -36,7 +36,7 @@ from collections import Counter
 
 import pyarrow as pa
 
-from operators.judges.base import (
+from pairank.operators.judges.base import (
     REQUEST_COLUMNS,
     GenerateParams,
     GeneratingJudge,
@@ -48,8 +48,8 @@ from operators.judges.base import (
     label_of,
     logsumexp,
 )
-from storage.keys import canonical_json
-from storage.schemas import PASSES
+from pairank.storage.keys import canonical_json
+from pairank.storage.schemas import PASSES
 
 #: Columns of a first-pass batch (PASS_REQUESTS) the actor reads.
 PASS_COLUMNS = {
@@ -184,7 +184,7 @@ class ModeRunner:
         return self._sampled(requests)
 
     def _generated(self, requests: pa.Table) -> pa.Table:
-        from operators.verdicts import parse_verdict
+        from pairank.operators.verdicts import parse_verdict
 
         j = self.judging
         prompts, keys = requests.column("prompt").to_pylist(), requests.column("key").to_pylist()
@@ -231,7 +231,7 @@ class ModeRunner:
         )
 
     def _sampled(self, requests: pa.Table) -> pa.Table:
-        from operators.verdicts import parse_verdict
+        from pairank.operators.verdicts import parse_verdict
 
         j = self.judging
         prompts, keys = requests.column("prompt").to_pylist(), requests.column("key").to_pylist()

@@ -15,11 +15,11 @@ import datetime as dt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from operators.judges.base import REQUEST_COLUMNS, Judge, check_columns
-from storage.cache import JudgmentCache, latest_per_key
-from storage.fs import Location
-from storage.keys import canonical_json, sampling_mode
-from storage.schemas import JUDGMENTS, validate
+from pairank.operators.judges.base import REQUEST_COLUMNS, Judge, check_columns
+from pairank.storage.cache import JudgmentCache, latest_per_key
+from pairank.storage.fs import Location
+from pairank.storage.keys import canonical_json, sampling_mode
+from pairank.storage.schemas import JUDGMENTS, validate
 
 
 def replay_identity(spec) -> dict:

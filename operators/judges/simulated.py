@@ -39,10 +39,10 @@ import numpy as np
 import pyarrow as pa
 from scipy.special import expit, log_expit, ndtri
 
-from operators.judges.base import Judge, LabelScore, check_columns, judgment_rows
-from storage.fs import Location
-from storage.keys import canonical_json
-from storage.schemas import HUMAN_SCORES, validate
+from pairank.operators.judges.base import Judge, LabelScore, check_columns, judgment_rows
+from pairank.storage.fs import Location
+from pairank.storage.keys import canonical_json
+from pairank.storage.schemas import HUMAN_SCORES, validate
 
 #: Columns of a request batch this judge reads (it never reads the prompt).
 COLUMNS = {
@@ -144,7 +144,7 @@ def simulated_p_a(q_a, q_b, *, scale, noise, position_bias, intransitivity, phas
 
 
 def model_of(spec) -> dict:
-    """The model's coefficients from a :class:`jobs.spec.SimulatedJudgeSpec`."""
+    """The model's coefficients from a :class:`pairank.jobs.spec.SimulatedJudgeSpec`."""
     return {k: float(getattr(spec, k)) for k in ("scale", "noise", "position_bias", "intransitivity")}
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 
-from operators.judges.base import (
+from pairank.operators.judges.base import (
     Generated,
     GenerateParams,
     GeneratingJudge,
@@ -22,7 +22,7 @@ from operators.judges.base import (
     logsumexp,
     single_token_forms,
 )
-from operators.judges.models import folder_revision, resolve_model
+from pairank.operators.judges.models import folder_revision, resolve_model
 
 #: Set (unless the spec's judge.env sets them) before vLLM is imported: no telemetry,
 #: warnings only, and for a local folder nothing fetched from a hub and vLLM's

@@ -35,8 +35,8 @@ import json
 import math
 import re
 
-from storage.fs import Location
-from storage.schemas import TableError
+from pairank.storage.fs import Location
+from pairank.storage.schemas import TableError
 
 from ._records import NUMBER, TEXT, ImportedSet, Record, check_unique, close, grouped, read_records, scored_set
 

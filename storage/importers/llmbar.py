@@ -34,7 +34,7 @@ both swaps) or null. Each record gives two judgment rows:
   canonical JSON of ``score_1``/``score_2``, else null. Tokens 0, seconds 0.0,
   created_at :data:`CREATED_AT` (the commit time of the revision), so an import is
   deterministic.
-- key: :func:`storage.keys.judgment_key` with the judge identity ``{"engine",
+- key: :func:`pairank.storage.keys.judgment_key` with the judge identity ``{"engine",
   "model", "revision", "sampling"}`` as for pairank's own judges.
 
 In Rating modes LLMBar derives the winner from two scores: equal scores go to the
@@ -56,9 +56,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from storage.fs import Location
-from storage.keys import canonical_json, judgment_key, text_hash
-from storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, PAIRWISE_LABELS, TableError, empty
+from pairank.storage.fs import Location
+from pairank.storage.keys import canonical_json, judgment_key, text_hash
+from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, PAIRWISE_LABELS, TableError, empty
 
 from ._records import ANY, TEXT, ImportedSet, Record, check, raw_records, show, source_name, subfolders, table
 

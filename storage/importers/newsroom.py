@@ -28,8 +28,8 @@ from __future__ import annotations
 import html
 import re
 
-from storage.fs import Location
-from storage.schemas import TableError
+from pairank.storage.fs import Location
+from pairank.storage.schemas import TableError
 
 from ._records import ANY, NUMBER, TEXT, ImportedSet, check, close, grouped, read_records, scored_set
 

@@ -21,8 +21,8 @@ Ids: ``context_id`` = article_id, ``candidate_id`` = ``{article_id}/{system}``.
 
 from __future__ import annotations
 
-from storage.fs import Location
-from storage.schemas import TableError
+from pairank.storage.fs import Location
+from pairank.storage.schemas import TableError
 
 from ._records import (
     ANY,

@@ -23,7 +23,7 @@ context) pair, and its id is ``D<k>``, k its rank by first appearance in the fil
 
 from __future__ import annotations
 
-from storage.fs import Location
+from pairank.storage.fs import Location
 
 from ._records import NUMBER, TEXT, ImportedSet, read_records, scored_set
 

@@ -8,7 +8,7 @@ import re
 
 import yaml
 
-from jobs.spec import parse_spec
+from pairank.jobs.spec import parse_spec
 from tests.conftest import ROOT
 
 RAYJOB = ROOT / "cluster" / "kuberay-rayjob.yaml"

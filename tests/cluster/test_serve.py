@@ -13,16 +13,16 @@ import uuid
 import psutil
 import pytest
 
-from jobs.cli import main
-from jobs.leaderboard import build_leaderboard
-from jobs.requests import RequestMaker
-from jobs.run import mode_prompts, run_job
-from jobs.serve import OnlineJudging, start_server
-from jobs.spec import parse_spec
-from operators.judges import judge_identity
-from operators.judges.modes import judging_identity
-from storage.cache import JudgmentCache
-from storage.layout import RunLayout
+from pairank.jobs.cli import main
+from pairank.jobs.publish import build_leaderboard
+from pairank.jobs.requests import RequestMaker
+from pairank.jobs.run import mode_prompts, run_job
+from pairank.jobs.online import OnlineJudging, start_server
+from pairank.jobs.spec import parse_spec
+from pairank.operators.judges import judge_identity
+from pairank.operators.judges.modes import judging_identity
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.layout import RunLayout
 from tests.conftest import ROOT
 
 PROMPTS = str(ROOT / "configs/prompts/summarization")
@@ -85,7 +85,7 @@ def rows_with_key(output: str, key: str) -> int:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, summeval_tables, ray_local):
     """The app on 127.0.0.1:<free port>, with a bearer token, over an S3 storage root."""
-    from cluster.serve import stop
+    from pairank.cluster.serving import stop
     from tests.conftest import write_input
 
     folder = write_input(tmp_path_factory.mktemp("serve") / "input", summeval_tables, 3, 4)
@@ -119,7 +119,7 @@ def test_compare_then_cached(server):
     assert (again["key"], again["p_a"], again["label"]) == (first["key"], first["p_a"], first["label"])
     assert rows_with_key(output, first["key"]) == 1
 
-    from cluster.serve import judge_info
+    from pairank.cluster.serving import judge_info
 
     info = judge_info()[0]
     assert info["rows"] == 1 and info["calls"]["pairwise"] == 1  # the second answer cost no engine call

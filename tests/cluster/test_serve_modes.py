@@ -14,13 +14,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pyarrow as pa
 import pytest
 
-from cluster.serve import stop
-from jobs.requests import RequestMaker
-from jobs.run import mode_prompts
-from jobs.serve import start_server
-from jobs.spec import parse_spec
-from operators.judges import judge_identity
-from operators.judges.modes import judging_identity
+from pairank.cluster.serving import stop
+from pairank.jobs.requests import RequestMaker
+from pairank.jobs.run import mode_prompts
+from pairank.jobs.online import start_server
+from pairank.jobs.spec import parse_spec
+from pairank.operators.judges import judge_identity
+from pairank.operators.judges.modes import judging_identity
 from tests.cluster.test_serve import compare_body, free_port, request, rows_with_key, spec_dict
 from tests.conftest import CPU_ENGINE_ENV
 
@@ -107,7 +107,7 @@ def test_generating_modes_online(tmp_path, ray_local, endpoint, judging, p_a, la
 @pytest.mark.engine
 def test_the_cpu_vllm_judge_online(tmp_path, ray_local, default_model):
     """The real engine in a Serve replica: started on the replica's judge thread, no PyMC/llvmlite loaded."""
-    from cluster.serve import judge_info
+    from pairank.cluster.serving import judge_info
 
     output = str(tmp_path / "store")
     spec = parse_spec(

@@ -22,7 +22,7 @@ import yaml
 
 from tests.conftest import ROOT, stop_process, write_input
 
-PAIRANK = [sys.executable, "-m", "jobs.cli"]
+PAIRANK = [sys.executable, "-m", "pairank.jobs.cli"]
 SECRET = "pairank-test-secret-value-0f9e"
 
 
@@ -154,27 +154,31 @@ def assert_outputs(store: Path, name: str) -> None:
 
 
 def test_a_spec_in_the_checkout_runs_from_its_own_path_with_the_overrides_on_the_command_line():
-    from cluster.submit import EXCLUDES, prepare
+    from pairank.cluster.submit import EXCLUDES, prepare, staged_package
 
     sub = prepare("configs/demo.yaml", ["output=s3://bucket/pairank", "scheduler.name=random"], environ={})
     assert sub.working_dir == ROOT and sub.staged is None and sub.env_vars == {}
     assert sub.entrypoint == (
-        "python3 -m jobs.cli run configs/demo.yaml --set output=s3://bucket/pairank --set scheduler.name=random "
+        "python3 -m pairank.jobs.cli run configs/demo.yaml --set output=s3://bucket/pairank --set scheduler.name=random "
         "--set cluster.address=auto"
     )
     assert sub.runtime_env() == {"working_dir": str(ROOT), "excludes": list(EXCLUDES)}
+    # the code travels as the pairank package the submitting command runs
+    package = staged_package(Path(tempfile.mkdtemp()))
+    assert (package / "jobs" / "cli.py").is_file() and (package / "__init__.py").is_file()
+    assert sub.runtime_env(package=package)["py_modules"] == [str(package)] and "/pairank" in EXCLUDES
     # the demo's input is under runs/, which is not uploaded
     assert [n.split(" ")[0] for n in sub.notes] == ["input"] and "not uploaded" in sub.notes[0]
 
 
 def test_a_spec_from_elsewhere_is_uploaded_as_a_validated_copy_that_finds_the_checkouts_prompts(tmp_path):
-    from cluster.submit import prepare, staged_upload
-    from jobs.spec import load_spec
+    from pairank.cluster.submit import prepare, staged_upload
+    from pairank.jobs.spec import load_spec
 
     spec = simulated_spec(tmp_path, tmp_path / "input", "copied")
     environ = {"AWS_SECRET_ACCESS_KEY": SECRET, "AWS_PROFILE": "laptop", "HOME": "/home/x", "EXTRA": "1"}
     sub = prepare(str(spec), ["subset.contexts=2"], extra_env=["EXTRA"], environ=environ)
-    assert sub.entrypoint == "python3 -m jobs.cli run .pairank-submit/copied.yaml --set cluster.address=auto"
+    assert sub.entrypoint == "python3 -m pairank.jobs.cli run .pairank-submit/copied.yaml --set cluster.address=auto"
     assert sub.env_vars == {"AWS_SECRET_ACCESS_KEY": SECRET, "EXTRA": "1"}
     path, text = sub.staged
     copy = yaml.safe_load(text)

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs import adaptive
-from jobs.adaptive import (
+from pairank.jobs import adaptive
+from pairank.jobs.adaptive import (
     ADAPTIVE,
     LN2,
     AdaptiveScheduler,

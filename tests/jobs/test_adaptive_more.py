@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.adaptive import (
+from pairank.jobs.adaptive import (
     ADAPTIVE,
     AdaptiveScheduler,
     AdaptiveSymmetric,

@@ -19,16 +19,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.driver import Driver, RoundCalibration
-from jobs.passes import Judging
-from jobs.requests import RequestMaker, contexts_of
-from jobs.run import judge_pool, read_inputs, run_job
-from jobs.spec import load_spec, parse_spec
-from operators.judges import judge_identity
-from operators.judges.simulated import latent_quality
-from operators.prompts import load_prompts
-from storage.cache import JudgmentCache
-from storage.fs import Location
+from pairank.jobs.driver import Driver, RoundCalibration
+from pairank.jobs.passes import Judging
+from pairank.jobs.requests import RequestMaker, contexts_of
+from pairank.jobs.run import judge_pool, read_inputs, run_job
+from pairank.jobs.spec import load_spec, parse_spec
+from pairank.operators.judges import judge_identity
+from pairank.operators.judges.simulated import latent_quality
+from pairank.operators.prompts import load_prompts
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.fs import Location
 from tests.conftest import ROOT, write_input
 
 PROMPTS = str(ROOT / "configs/prompts/summarization")
@@ -197,7 +197,7 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_local, si
     log_path = tmp_path / "run1.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "jobs.cli", "run", str(spec)],
+            [sys.executable, "-m", "pairank.jobs.cli", "run", str(spec)],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         try:
@@ -214,7 +214,7 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_local, si
     assert before, "nothing was judged before the kill"
 
     second = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "run", str(spec)], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "pairank.jobs.cli", "run", str(spec)], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert second.returncode == 0, second.stderr[-3000:]
     rows = [r for part in cache.parts() for r in part.read_parquet().to_pylist()]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.run import run_job
-from jobs.spec import parse_spec
+from pairank.jobs.run import run_job
+from pairank.jobs.spec import parse_spec
 from tests.conftest import CPU_ENGINE_ENV, ROOT
 
 pytestmark = pytest.mark.engine

@@ -13,13 +13,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from jobs.requests import subset
-from jobs.run import run_job
-from jobs.spec import parse_spec
-from storage.cache import JudgmentCache
-from storage.fs import Location
-from storage.keys import sampling_mode
-from storage.schemas import PASSES
+from pairank.jobs.requests import subset
+from pairank.jobs.run import run_job
+from pairank.jobs.spec import parse_spec
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.fs import Location
+from pairank.storage.keys import sampling_mode
+from pairank.storage.schemas import PASSES
 from tests.conftest import CPU_ENGINE_ENV, ROOT
 
 pytestmark = pytest.mark.engine

@@ -14,15 +14,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.cli import main
-from jobs.nightly import NightlyError, run_nightly
-from jobs.spec import SpecError, parse_spec
-from operators.leaderboard import OVERALL
-from storage.cache import JudgmentCache
-from storage.fs import Location
-from storage.layout import RunLayout
-from storage.nightly import CommitConflict, CommitLog, NightlyLayout
-from storage.schemas import NIGHTLY_STATE, validate
+from pairank.jobs.cli import main
+from pairank.jobs.nightly import NightlyError, run_nightly
+from pairank.jobs.spec import SpecError, parse_spec
+from pairank.operators.leaderboard import OVERALL
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.fs import Location
+from pairank.storage.layout import RunLayout
+from pairank.storage.commits import CommitConflict, CommitLog, NightlyLayout
+from pairank.storage.schemas import NIGHTLY_STATE, validate
 from tests.browser import check_screenshot, render
 from tests.conftest import ROOT
 
@@ -219,7 +219,7 @@ def test_nightly_spec_rules(tmp_path):
 
 def test_a_dated_night_label_from_yaml_or_set_is_a_string(tmp_path):
     """YAML reads 2026-11-21 as a date; the label stays the text the user wrote."""
-    from jobs.spec import load_spec
+    from pairank.jobs.spec import load_spec
 
     path = tmp_path / "nightly.yaml"
     path.write_text(json.dumps(nightly_spec(tmp_path, tmp_path, None)).replace('"night": null', '"night": "x"'))
@@ -229,7 +229,7 @@ def test_a_dated_night_label_from_yaml_or_set_is_a_string(tmp_path):
 
 
 def test_the_shipped_nightly_config_loads():
-    from jobs.spec import load_spec
+    from pairank.jobs.spec import load_spec
 
     spec = load_spec(ROOT / "configs/nightly.yaml")
     assert spec.nightly is not None and spec.scheduler.name == "pairs_anchors"
@@ -275,7 +275,7 @@ def test_a_night_with_win_rates_carries_them_and_reports_the_night(tmp_path, sum
 def test_a_root_shared_with_other_jobs(tmp_path, summeval_tables, contexts, ray_local):
     """A plain job on the same root judged these prompts with a fifth system: the night reuses its judgments of
     the four systems it ranks, and leaves the fifth system's out of its leaderboard."""
-    from jobs.run import run_job
+    from pairank.jobs.run import run_job
 
     prefix, out = tmp_path / "inputs", tmp_path / "store"
     other = Location.of(str(tmp_path / "other"))

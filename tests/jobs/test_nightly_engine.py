@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from jobs.nightly import run_nightly
-from jobs.spec import parse_spec
-from operators.leaderboard import OVERALL
-from storage.cache import JudgmentCache
-from storage.fs import Location
+from pairank.jobs.nightly import run_nightly
+from pairank.jobs.spec import parse_spec
+from pairank.operators.leaderboard import OVERALL
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.fs import Location
 from tests.browser import check_screenshot, render
 from tests.conftest import CPU_ENGINE_ENV, ROOT
 

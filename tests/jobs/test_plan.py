@@ -8,13 +8,13 @@ import json
 import pyarrow as pa
 import pytest
 
-from jobs import adaptive
-from jobs.cli import main
-from jobs.plan import Point, measure_judge, plan, smallest_budget
-from jobs.schedulers import SCHEDULERS
-from jobs.spec import SimulatedJudgeSpec
-from operators.judges.simulated import SimulatedJudge
-from storage.fs import Location
+from pairank.jobs import adaptive
+from pairank.jobs.cli import main
+from pairank.jobs.plan import Point, measure_judge, plan, smallest_budget
+from pairank.jobs.schedulers import SCHEDULERS
+from pairank.jobs.spec import SimulatedJudgeSpec
+from pairank.operators.judges.simulated import SimulatedJudge
+from pairank.storage.fs import Location
 
 SMALL = {"candidates": 8, "contexts": 20}
 

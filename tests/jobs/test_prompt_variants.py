@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from jobs.run import run_job
-from jobs.spec import parse_spec
-from storage.cache import JudgmentCache
+from pairank.jobs.run import run_job
+from pairank.jobs.spec import parse_spec
+from pairank.storage.cache import JudgmentCache
 from tests.conftest import write_input
 from tests.jobs.test_driver import spec_for
 

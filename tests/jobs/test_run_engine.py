@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from storage.cache import JudgmentCache
-from storage.fs import Location
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.fs import Location
 from tests.conftest import CPU_ENGINE_ENV, ROOT
 
 pytestmark = [pytest.mark.engine, pytest.mark.s3]
-PAIRANK = [sys.executable, "-m", "jobs.cli"]
+PAIRANK = [sys.executable, "-m", "pairank.jobs.cli"]
 TOTAL = 3 * (4 * 3) * 2  # contexts x ordered pairs of 4 candidates x aspects
 
 

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from jobs.run import run_job
-from jobs.spec import parse_spec
-from storage.cache import JudgmentCache
-from storage.fs import Location
-from storage.schemas import JUDGMENTS
+from pairank.jobs.run import run_job
+from pairank.jobs.spec import parse_spec
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.fs import Location
+from pairank.storage.schemas import JUDGMENTS
 
 PROMPTS = "configs/prompts/summarization"
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.schedulers import SCHEDULERS, get_scheduler, rng, schedule
+from pairank.jobs.schedulers import SCHEDULERS, get_scheduler, rng, schedule
 
 NAMES = sorted(SCHEDULERS)
 PARTIAL = [n for n in NAMES if n != "full"]

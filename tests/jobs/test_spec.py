@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.spec import (
+from pairank.jobs.spec import (
     HttpJudgeSpec,
     JobSpec,
     ReplayJudgeSpec,

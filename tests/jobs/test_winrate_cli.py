@@ -12,10 +12,10 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 
-from jobs.cli import main
-from storage.fs import Location
-from storage.importers.llmbar import attribute_generators
-from storage.schemas import WINRATES, validate
+from pairank.jobs.cli import main
+from pairank.storage.fs import Location
+from pairank.storage.importers.llmbar import attribute_generators
+from pairank.storage.schemas import WINRATES, validate
 
 
 def test_winrate_cli_corrects_the_published_judges_toward_the_true_rate(tmp_path, shared_data, capsys):

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.run import run_job
-from jobs.spec import SpecError, parse_spec
-from storage.schemas import WINRATE_JUDGES, WINRATES, validate
+from pairank.jobs.run import run_job
+from pairank.jobs.spec import SpecError, parse_spec
+from pairank.storage.schemas import WINRATE_JUDGES, WINRATES, validate
 from tests.conftest import ROOT, write_input
 
 PROMPTS = str(ROOT / "configs/prompts/summarization")

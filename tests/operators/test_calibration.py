@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.calibration import batch_calibrate, calibrate_table
-from storage.schemas import JUDGMENTS, validate
+from pairank.operators.calibration import batch_calibrate, calibrate_table
+from pairank.storage.schemas import JUDGMENTS, validate
 from tests.operators.rows import judgment
 
 

@@ -15,8 +15,8 @@ import sys
 import numpy as np
 import pytest
 
-from operators.dawid_skene import DawidSkeneResult, dawid_skene, em_dawid_skene, prepare
-from operators.winrate import NO_VOTE, accuracies
+from pairank.operators.dawid_skene import DawidSkeneResult, dawid_skene, em_dawid_skene, prepare
+from pairank.operators.winrate import NO_VOTE, accuracies
 
 JUDGES = [f"judge-{j}" for j in range(8)]
 Q0 = np.array([0.85, 0.80, 0.75, 0.70, 0.80, 0.65, 0.90, 0.70])

@@ -12,15 +12,15 @@ import sys
 import pyarrow as pa
 import pytest
 
-from jobs.spec import HttpJudgeSpec, JudgingSpec, ReplayJudgeSpec, VllmJudgeSpec
-from operators.judges import judge_identity, make_judge
-from operators.judges.base import GenerateParams, p_a_from_logprobs
-from operators.judges.modes import ModeRunner, score_options
-from operators.judges.vllm_judge import label_token_ids
-from operators.prompts import Domain, load_mode_prompts, load_prompts
-from operators.verdicts import parse_verdict
-from storage.fs import Location
-from storage.schemas import JUDGMENTS, PASS_REQUESTS, PASSES, REQUESTS, validate
+from pairank.jobs.spec import HttpJudgeSpec, JudgingSpec, ReplayJudgeSpec, VllmJudgeSpec
+from pairank.operators.judges import judge_identity, make_judge
+from pairank.operators.judges.base import GenerateParams, p_a_from_logprobs
+from pairank.operators.judges.modes import ModeRunner, score_options
+from pairank.operators.judges.vllm_judge import label_token_ids
+from pairank.operators.prompts import Domain, load_mode_prompts, load_prompts
+from pairank.operators.verdicts import parse_verdict
+from pairank.storage.fs import Location
+from pairank.storage.schemas import JUDGMENTS, PASS_REQUESTS, PASSES, REQUESTS, validate
 from tests.conftest import CPU_ENGINE_ENV, ROOT, stop_process, wait_for_port
 
 pytestmark = pytest.mark.engine

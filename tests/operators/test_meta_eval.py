@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.meta_eval import cohen_kappa, markdown, meta_eval
-from storage.fs import Location
-from storage.importers import llmbar
-from storage.importers._records import Record
-from storage.schemas import JUDGMENTS, META_EVAL, PAIRWISE_LABELS, TableError
+from pairank.operators.meta_eval import cohen_kappa, markdown, meta_eval
+from pairank.storage.fs import Location
+from pairank.storage.importers import llmbar
+from pairank.storage.importers._records import Record
+from pairank.storage.schemas import JUDGMENTS, META_EVAL, PAIRWISE_LABELS, TableError
 from tests.operators.rows import T0, judgment
 
 BLANK = ("Processed/LLMEval^2", 169)  # blank output_2: the import skips it, LLMBar's statistics count it
@@ -264,8 +264,8 @@ def test_markdown_lists_every_row(complete) -> None:
 
 
 def test_the_markdown_says_when_the_judge_is_the_embedded_demo_model():
-    from operators.meta_eval import markdown
-    from storage.schemas import META_EVAL
+    from pairank.operators.meta_eval import markdown
+    from pairank.storage.schemas import META_EVAL
 
     row = dict.fromkeys(META_EVAL.names) | {"subset": "", "aspect": "x", "judge": "j", "n_pairs": 2,
                                             "model": "gemma-3-270m (embedded default)"}  # fmt: skip

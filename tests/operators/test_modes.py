@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.spec import JudgingSpec, SpecError, parse_spec
-from operators.judges.modes import (
+from pairank.jobs.spec import JudgingSpec, SpecError, parse_spec
+from pairank.operators.judges.modes import (
     expected_score,
     judging_identity,
     pair_scores_verdict,

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.prompts import (
+from pairank.operators.prompts import (
     FIELDS,
     KINDS,
     PLACEHOLDERS,

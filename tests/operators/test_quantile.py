@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.quantile import (
+from pairank.operators.quantile import (
     Target,
     quantile_match,
     quantile_match_ranks,
@@ -17,7 +17,7 @@ from operators.quantile import (
     target_from_percentages,
     target_from_scores,
 )
-from storage.schemas import RANKINGS
+from pairank.storage.schemas import RANKINGS
 
 FIVE = {1: 0.2, 2: 0.2, 3: 0.2, 4: 0.2, 5: 0.2}
 IDS = [f"c{i:02d}" for i in range(40)]

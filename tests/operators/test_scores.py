@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.scores import comparison_counts, min_ranks, rank_table, verdict, win_ratios
-from storage.schemas import CANDIDATES, JUDGMENTS, RANKINGS
+from pairank.operators.scores import comparison_counts, min_ranks, rank_table, verdict, win_ratios
+from pairank.storage.schemas import CANDIDATES, JUDGMENTS, RANKINGS
 from tests.operators.rows import judgment
 
 IDS = ["a", "b", "c", "d", "e", "f"]

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.spec import SimulatedJudgeSpec
-from operators.judges import judge_identity, make_judge
-from operators.judges.simulated import SimulatedJudge, latent_quality, simulate_matrices, simulated_p_a
-from operators.scores import win_ratios
-from storage.fs import Location
-from storage.schemas import JUDGMENTS, validate
+from pairank.jobs.spec import SimulatedJudgeSpec
+from pairank.operators.judges import judge_identity, make_judge
+from pairank.operators.judges.simulated import SimulatedJudge, latent_quality, simulate_matrices, simulated_p_a
+from pairank.operators.scores import win_ratios
+from pairank.storage.fs import Location
+from pairank.storage.schemas import JUDGMENTS, validate
 
 IDS = [f"x{i}" for i in range(8)]
 

@@ -17,15 +17,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.adaptive import ADAPTIVE, AnchorInsertion, run_lockstep, symmetric_p
-from operators.calibration import calibrate_table
-from operators.meta_eval import meta_eval
-from operators.reports import position_bias
-from operators.scores import hard_verdict, rank_table, win_ratios
-from operators.transitivity import intransitive_triads
-from operators.votes import pair_votes
-from operators.winrate import BASELINE, NO_VOTE, SYSTEM, tie_break
-from storage.schemas import CANDIDATES, JUDGMENTS, PAIRWISE_LABELS
+from pairank.jobs.adaptive import ADAPTIVE, AnchorInsertion, run_lockstep, symmetric_p
+from pairank.operators.calibration import calibrate_table
+from pairank.operators.meta_eval import meta_eval
+from pairank.operators.reports import position_bias
+from pairank.operators.scores import hard_verdict, rank_table, win_ratios
+from pairank.operators.transitivity import intransitive_triads
+from pairank.operators.votes import pair_votes
+from pairank.operators.winrate import BASELINE, NO_VOTE, SYSTEM, tie_break
+from pairank.storage.schemas import CANDIDATES, JUDGMENTS, PAIRWISE_LABELS
 from tests.operators.rows import judgment
 
 #: Generated verdicts as stored: the label and its p_a.

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.reports import spearman_table
-from operators.transitivity import TRIADS, cyclic_triads, intransitive_triads, seed_spread, spearman_by_seed
-from storage.schemas import HUMAN_SCORES, JUDGMENTS, RANKINGS
+from pairank.operators.reports import spearman_table
+from pairank.operators.transitivity import TRIADS, cyclic_triads, intransitive_triads, seed_spread, spearman_by_seed
+from pairank.storage.schemas import HUMAN_SCORES, JUDGMENTS, RANKINGS
 from tests.operators.rows import judgment as row
 
 

@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from operators.votes import human_truth, judge_names, labelled_pairs, pair_votes, system_pairs
-from operators.winrate import BASELINE, NO_VOTE, SYSTEM
-from storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS
+from pairank.operators.votes import human_truth, judge_names, labelled_pairs, pair_votes, system_pairs
+from pairank.operators.winrate import BASELINE, NO_VOTE, SYSTEM
+from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS
 from tests.operators.rows import judgment
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -23,7 +23,7 @@ def verdict(ctx, a, b, label, model="m", at=0, error=None):
 
 
 def table(rows):
-    from storage.schemas import JUDGMENTS
+    from pairank.storage.schemas import JUDGMENTS
 
     return pa.Table.from_pylist(rows, schema=JUDGMENTS)
 

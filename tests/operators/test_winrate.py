@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from operators.winrate import (
+from pairank.operators.winrate import (
     BASELINE,
     NO_VOTE,
     SYSTEM,

@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from storage.fs import Location
-from storage.importers import IMPORTERS, ImportedSet, get_importer, run_import
-from storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS, TableError
+from pairank.storage.fs import Location
+from pairank.storage.importers import IMPORTERS, ImportedSet, get_importer, run_import
+from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS, TableError
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_data = pytest.mark.skipif(

@@ -10,11 +10,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.cli import main as cli
-from storage.fs import Location
-from storage.importers import ImportedSet, get_importer, llmbar, run_import
-from storage.keys import canonical_json, judgment_key, text_hash
-from storage.schemas import JUDGMENTS, TableError
+from pairank.jobs.cli import main as cli
+from pairank.storage.fs import Location
+from pairank.storage.importers import ImportedSet, get_importer, llmbar, run_import
+from pairank.storage.keys import canonical_json, judgment_key, text_hash
+from pairank.storage.schemas import JUDGMENTS, TableError
 from tests.storage.test_importers import topicalchat_rows, write_json
 
 STATS = ("correct_False", "correct_True", "correct_both", "equal")

@@ -10,15 +10,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.cli import main
-from jobs.leaderboard import build_leaderboard
-from jobs.run import run_job
-from jobs.spec import parse_spec
-from operators.leaderboard import OVERALL
-from storage.cache import JudgmentCache
-from storage.fs import Location
-from storage.layout import RunLayout
-from storage.schemas import LEADERBOARD, validate
+from pairank.jobs.cli import main
+from pairank.jobs.publish import build_leaderboard
+from pairank.jobs.run import run_job
+from pairank.jobs.spec import parse_spec
+from pairank.operators.leaderboard import OVERALL
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.fs import Location
+from pairank.storage.layout import RunLayout
+from pairank.storage.schemas import LEADERBOARD, validate
 from tests.browser import check_rows_in_dom, check_screenshot, render
 from tests.conftest import ROOT, write_input
 

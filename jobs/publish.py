@@ -6,7 +6,7 @@ Reads, under ``<root>`` (a local path or ``s3://``)::
     judgments/part-*.parquet      the judgment cache shared by the runs
     runs/<name>/winrates.parquet, position_bias.parquet, spearman.parquet   (when a run wrote them)
 
-and writes, each file atomically (:meth:`storage.fs.Location.write_bytes`)::
+and writes, each file atomically (:meth:`pairank.storage.fs.Location.write_bytes`)::
 
     leaderboard/leaderboard.parquet   LEADERBOARD rows (operators.leaderboard)
     leaderboard/leaderboard.json      the rows plus when, runs, judges, n_boot, seed and per-aspect counts
@@ -31,14 +31,14 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.requests import subset
-from operators.leaderboard import Leaderboard, LeaderboardOptions, leaderboard
-from operators.leaderboard_html import render_html
-from storage.cache import JudgmentCache
-from storage.fs import Location
-from storage.inputs import read_candidates
-from storage.layout import RunLayout
-from storage.schemas import LEADERBOARD, POSITION_BIAS, SPEARMAN, WINRATES, validate
+from pairank.jobs.requests import subset
+from pairank.operators.leaderboard import Leaderboard, LeaderboardOptions, leaderboard
+from pairank.operators.leaderboard_html import render_html
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.fs import Location
+from pairank.storage.inputs import read_candidates
+from pairank.storage.layout import RunLayout
+from pairank.storage.schemas import LEADERBOARD, POSITION_BIAS, SPEARMAN, WINRATES, validate
 
 
 @dataclass(frozen=True)

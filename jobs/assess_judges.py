@@ -7,9 +7,9 @@
 
 Reads ``<input>/candidates.parquet`` and ``<input>/pairwise_labels.parquet`` (the
 human-preferred candidate of each pair) and the judgments (a judgments Parquet
-file or a judgment cache folder, as :func:`operators.judges.replay_judge.read_judgments`;
+file or a judgment cache folder, as :func:`pairank.operators.judges.replay_judge.read_judgments`;
 default ``<input>/judgments.parquet``), and returns
-:func:`operators.meta_eval.meta_eval`: one META_EVAL row per (subset, aspect,
+:func:`pairank.operators.meta_eval.meta_eval`: one META_EVAL row per (subset, aspect,
 judge). With ``out`` it also writes ``meta_eval.parquet`` and ``meta_eval.md``
 there (local or s3://).
 
@@ -31,9 +31,9 @@ if TYPE_CHECKING:
 
 def read_input(input_folder: str) -> tuple[pa.Table, pa.Table]:
     """The folder's candidates and pairwise labels, validated; every label must name two of its candidates."""
-    from storage.fs import Location
-    from storage.inputs import read_candidates, read_labels
-    from storage.schemas import TableError
+    from pairank.storage.fs import Location
+    from pairank.storage.inputs import read_candidates, read_labels
+    from pairank.storage.schemas import TableError
 
     folder = Location.of(input_folder)
     cand, lab = folder.join("candidates.parquet"), folder.join("pairwise_labels.parquet")
@@ -55,10 +55,10 @@ def meta_eval(
     """META_EVAL of the judgments against the input's labels; written to ``out`` when given."""
     import pyarrow as pa
 
-    from operators.judges.replay_judge import read_judgments
-    from operators.meta_eval import markdown
-    from operators.meta_eval import meta_eval as evaluate
-    from storage.fs import Location
+    from pairank.operators.judges.replay_judge import read_judgments
+    from pairank.operators.meta_eval import markdown
+    from pairank.operators.meta_eval import meta_eval as evaluate
+    from pairank.storage.fs import Location
 
     _, labels = read_input(input_folder)
     if judgments_source is None:
@@ -82,7 +82,7 @@ def cmd_meta_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(table.to_pylist(), indent=2))
     else:
-        from operators.meta_eval import markdown
+        from pairank.operators.meta_eval import markdown
 
         print(markdown(table).strip())
     return 0

@@ -14,14 +14,14 @@ cache needs none (its parts are immutable and uniquely named, so concurrent
 writers add parts and never overwrite one). A night writes everything under its
 own attempt folder (a fresh id, so nothing another writer reads is touched), then
 commits by creating ``commits/<parent + 1>.json`` with
-:meth:`storage.fs.Location.create_exclusive` (S3 ``If-None-Match: *``; locally a
+:meth:`pairank.storage.fs.Location.create_exclusive` (S3 ``If-None-Match: *``; locally a
 hard link). Of two writers that started from the same parent exactly one
 creates that name; the other gets :class:`CommitConflict` and commits nothing
 (its judgments are in the cache, so a re-run on top of the new head judges only
 what is still missing). Readers take the highest commit: an attempt folder no
 commit names is never read. The latest view under ``<output>/leaderboard/`` is
 derived from the highest commit and rewritten by whoever finds it stale (see
-:func:`jobs.nightly.publish`).
+:func:`pairank.jobs.nightly.publish`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from storage.fs import Location
+from pairank.storage.fs import Location
 
 _COMMIT = re.compile(r"^(\d{6,})\.json$")
 

@@ -1,12 +1,12 @@
 """``pairank serve``: online comparisons and the latest leaderboard over HTTP.
 
-What each endpoint does is here, free of Ray; :mod:`cluster.serve` holds the Ray
+What each endpoint does is here, free of Ray; :mod:`pairank.cluster.serving` holds the Ray
 Serve deployments that carry it (an HTTP ingress, and judge replicas that each
 hold one engine for the life of the server).
 
 * ``POST /compare`` judges one ordered pair with the batch runs' judge code
-  (:class:`operators.judges.modes.ModeRunner` on
-  :func:`operators.judges.make_judge`), keyed by :class:`jobs.requests.RequestMaker`
+  (:class:`pairank.operators.judges.modes.ModeRunner` on
+  :func:`pairank.operators.judges.make_judge`), keyed by :class:`pairank.jobs.requests.RequestMaker`
   exactly as a batch run of the same spec keys it. A key with a verdict in the
   spec's judgment cache is answered from there (no engine call); otherwise the
   judgment is appended to that cache (one atomic part per engine batch), so batch
@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from jobs.requests import RequestMaker
-from jobs.spec import JobSpec
-from storage.cache import JudgmentCache
-from storage.cache_index import CacheIndex
-from storage.fs import Location
-from storage.keys import text_hash
-from storage.layout import RunLayout
+from pairank.jobs.requests import RequestMaker
+from pairank.jobs.spec import JobSpec
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.cache_index import CacheIndex
+from pairank.storage.fs import Location
+from pairank.storage.keys import text_hash
+from pairank.storage.layout import RunLayout
 
 log = logging.getLogger(__name__)
 
@@ -207,9 +207,9 @@ class OnlineJudging:
     """
 
     def __init__(self, spec: JobSpec, token_sha256: str | None = None):
-        from jobs.run import mode_prompts
-        from operators.judges import judge_identity
-        from operators.judges.modes import judging_identity
+        from pairank.jobs.run import mode_prompts
+        from pairank.operators.judges import judge_identity
+        from pairank.operators.judges.modes import judging_identity
 
         self.output, self.aspects = spec.output, list(spec.aspects)
         self.mode = spec.judging.mode
@@ -347,8 +347,8 @@ def start_server(
     spec: JobSpec, host: str = "127.0.0.1", port: int = 8000, token: str | None = None, name: str = "pairank"
 ) -> str:
     """Start the application on the spec's Ray (a local Ray on 127.0.0.1 when unset); returns its URL."""
-    from cluster.runtime import ensure_ray
-    from cluster.serve import start
+    from pairank.cluster.runtime import ensure_ray
+    from pairank.cluster.serving import start
 
     service = OnlineJudging(spec, token_digest(token) if token else None)
     ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
@@ -364,7 +364,7 @@ def serve_until_stopped(
     import signal
     import threading
 
-    from cluster.serve import stop
+    from pairank.cluster.serving import stop
 
     stopped = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

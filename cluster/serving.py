@@ -1,16 +1,16 @@
-"""Ray Serve deployments of ``pairank serve`` (what the endpoints do is in :mod:`jobs.serve`).
+"""Ray Serve deployments of ``pairank serve`` (what the endpoints do is in :mod:`pairank.jobs.online`).
 
 Two deployments:
 
 * :class:`JudgeReplica`, ``pool.size`` replicas, each holding one judge engine
-  (:func:`operators.judges.make_judge` in :class:`operators.judges.modes.ModeRunner`,
+  (:func:`pairank.operators.judges.make_judge` in :class:`pairank.operators.judges.modes.ModeRunner`,
   the batch pools' code) for the life of the server. Concurrent requests are
   gathered into batches of at most ``pool.batch_size`` (``serve.batch``), judged
   in one engine call, and appended to the judgment cache as one atomic part per
   batch. Every engine call, and the engine's start, run on one dedicated thread,
   so a thread-bound engine always sees the same thread.
 * :class:`Ingress`: a plain ``__call__(starlette Request)`` deployment (no
-  FastAPI) that hands each request to :meth:`jobs.serve.OnlineJudging.handle`.
+  FastAPI) that hands each request to :meth:`pairank.jobs.online.OnlineJudging.handle`.
 
 Serve's HTTP proxy binds ``host`` (127.0.0.1 unless told otherwise), on the head
 node only. The judge replicas import only the judge code: vLLM's CPU kernel
@@ -37,8 +37,8 @@ class JudgeReplica:
     """One judge engine; ``judge(request_row)`` answers one REQUESTS row with one JUDGMENTS row."""
 
     def __init__(self, judge_spec, judging, cache_uri: str, batch_size: int, batch_wait_s: float = 0.01):
-        from storage.cache import JudgmentCache
-        from storage.fs import Location
+        from pairank.storage.cache import JudgmentCache
+        from pairank.storage.fs import Location
 
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pairank-judge")
         self.runner = self._thread.submit(self._build, judge_spec, judging).result()
@@ -49,8 +49,8 @@ class JudgeReplica:
 
     @staticmethod
     def _build(judge_spec, judging):
-        from operators.judges import make_judge
-        from operators.judges.modes import ModeRunner
+        from pairank.operators.judges import make_judge
+        from pairank.operators.judges.modes import ModeRunner
 
         return ModeRunner(make_judge(judge_spec), judging)
 
@@ -62,7 +62,7 @@ class JudgeReplica:
     def _judge_and_append(self, requests: list[dict]) -> list[dict]:
         import pyarrow as pa
 
-        from storage.schemas import REQUESTS
+        from pairank.storage.schemas import REQUESTS
 
         table = self.runner.run("pairwise", pa.Table.from_pylist(requests, schema=REQUESTS))
         if self.cache.append(table) is not None:
@@ -79,7 +79,7 @@ class JudgeReplica:
 
 @serve.deployment(name="ingress")
 class Ingress:
-    """HTTP in, :meth:`jobs.serve.OnlineJudging.handle`, HTTP out."""
+    """HTTP in, :meth:`pairank.jobs.online.OnlineJudging.handle`, HTTP out."""
 
     def __init__(self, service, judge=None):
         self.service, self.judge_handle = service, judge
@@ -114,7 +114,7 @@ def start(
 
     ``judge`` is ``(judge_spec, judging_spec, pool_spec)``, or None to deploy no
     engine (a mode that is not served online). Ray must already be up
-    (:func:`cluster.runtime.ensure_ray`); ``local``: the head node is this machine,
+    (:func:`pairank.cluster.runtime.ensure_ray`); ``local``: the head node is this machine,
     so the port is checked here first.
     """
     if local:

@@ -1,4 +1,4 @@
-"""jobs.meta_eval, and replaying LLMBar's published verdicts per model and mode (ReplayJudgeSpec.mode).
+"""pairank.jobs.assess_judges, and replaying LLMBar's published verdicts per model and mode (ReplayJudgeSpec.mode).
 
 A `pairank run` with the replay judge starts Ray; here the same requests (scheduler
 `full`, keyed with the replay identity) go straight to the replay judge, which is
@@ -15,16 +15,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from jobs.meta_eval import cli_parser, meta_eval
-from jobs.requests import build_requests
-from jobs.spec import ReplayJudgeSpec
-from operators.judges import judge_identity, make_judge
-from operators.meta_eval import meta_eval as evaluate
-from operators.prompts import PromptTemplate
-from storage.cache import JudgmentCache
-from storage.fs import Location
-from storage.importers import llmbar, run_import
-from storage.schemas import JUDGMENTS, META_EVAL, PAIRWISE_LABELS, TableError
+from pairank.jobs.assess_judges import cli_parser, meta_eval
+from pairank.jobs.requests import build_requests
+from pairank.jobs.spec import ReplayJudgeSpec
+from pairank.operators.judges import judge_identity, make_judge
+from pairank.operators.meta_eval import meta_eval as evaluate
+from pairank.operators.prompts import PromptTemplate
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.fs import Location
+from pairank.storage.importers import llmbar, run_import
+from pairank.storage.schemas import JUDGMENTS, META_EVAL, PAIRWISE_LABELS, TableError
 from tests.operators.test_meta_eval import by_evaluator, mismatches, published
 
 TEMPLATE = PromptTemplate("llmbar", "{context}\n\nOutput (a):\n{candidate_a}\n\nOutput (b):\n{candidate_b}\n\nBetter:")

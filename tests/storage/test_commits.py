@@ -8,10 +8,10 @@ import threading
 import pyarrow as pa
 import pytest
 
-from storage.fs import Location
-from storage.inputs import read_prefix
-from storage.nightly import CommitConflict, CommitLog, NightlyLayout
-from storage.schemas import CANDIDATES, TableError
+from pairank.storage.fs import Location
+from pairank.storage.inputs import read_prefix
+from pairank.storage.commits import CommitConflict, CommitLog, NightlyLayout
+from pairank.storage.schemas import CANDIDATES, TableError
 
 
 def race(log: CommitLog, writers: int) -> tuple[list, list]:

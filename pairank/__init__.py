@@ -1,0 +1,78 @@
+"""pairank: rank LLM outputs by asking a judge "which of these two is better?", at cluster scale.
+
+The one import name. Its subpackages are the repository's folders:
+:mod:`pairank.storage` (schemas, object storage, the judgment cache),
+:mod:`pairank.operators` (prompts, judges, rankings, calibration, win rates, reports),
+:mod:`pairank.jobs` (specs, schedulers, the driver, the CLI) and
+:mod:`pairank.cluster` (Ray, actor pools, submission). This module re-exports the
+small, stable API a program needs:
+
+- :func:`load_spec` (a YAML file, ``--set``-style overrides) and :func:`parse_spec`
+  (a mapping) give a validated :class:`JobSpec`;
+- :func:`run` runs it (local Ray unless the spec names a cluster) and returns a
+  :class:`RunResult` (counts and the run's layout under the output root);
+- :class:`Judge` is the engine interface (request rows in, judgment rows out);
+  :data:`JUDGES` and :data:`SCHEDULERS` are the registries of engines and schedulers
+  by the names a spec uses.
+
+A run on the SIMULATED judge (no model needed), two texts of one context, both slot
+orders::
+
+    >>> import pathlib, tempfile
+    >>> import pyarrow as pa, pyarrow.parquet as pq
+    >>> import pairank
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> (root / "prompts").mkdir()
+    >>> _ = (root / "prompts" / "quality.txt").write_text(
+    ...     "Text: {context}\\nA: {candidate_a}\\nB: {candidate_b}\\nWhich answer is better? Answer:")
+    >>> (root / "input").mkdir()
+    >>> pq.write_table(pa.table({"context_id": ["q1", "q1"], "context": ["2+2?", "2+2?"],
+    ...     "candidate_id": ["q1-x", "q1-y"], "system": ["x", "y"], "text": ["4", "5"]}),
+    ...     root / "input" / "candidates.parquet")
+    >>> spec = pairank.parse_spec({"name": "example", "input": str(root / "input"),
+    ...     "output": str(root / "store"), "aspects": ["quality"], "prompts": str(root / "prompts"),
+    ...     "judge": {"engine": "simulated"}, "scheduler": {"name": "full"},
+    ...     "cluster": {"num_cpus": 1}}, "example")
+    >>> result = pairank.run(spec, progress=lambda message: None)
+    >>> result.requests, result.judged, result.errors
+    (2, 2, 0)
+    >>> sorted(pairank.SCHEDULERS)[:3], sorted(pairank.JUDGES)
+    (['full', 'no_repeat', 'random'], ['http', 'replay', 'simulated', 'vllm'])
+
+Names are imported on first use, so ``import pairank`` starts neither Ray nor an engine.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+#: public name -> (module, attribute)
+_API = {
+    "load_spec": ("pairank.jobs.spec", "load_spec"),
+    "parse_spec": ("pairank.jobs.spec", "parse_spec"),
+    "JobSpec": ("pairank.jobs.spec", "JobSpec"),
+    "SpecError": ("pairank.jobs.spec", "SpecError"),
+    "run": ("pairank.jobs.run", "run"),
+    "RunResult": ("pairank.jobs.run", "RunResult"),
+    "Judge": ("pairank.operators.judges.base", "Judge"),
+    "JUDGES": ("pairank.operators.judges", "JUDGES"),
+    "SCHEDULERS": ("pairank.jobs.schedulers", "SCHEDULERS"),
+}
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str):
+    try:
+        module, attribute = _API[name]
+    except KeyError:
+        raise AttributeError(f"module 'pairank' has no attribute {name!r}; its API: {', '.join(__all__)}") from None
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

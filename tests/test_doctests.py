@@ -1,0 +1,61 @@
+"""Every docstring example of the installed ``pairank`` package, run as a test.
+
+pytest's ``--doctest-modules`` would import the checkout's folders under their
+folder names (``jobs.spec``), a second copy of each module beside ``pairank.jobs.spec``;
+this collects the examples from the modules as the package imports them.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+import pairank
+
+SUBPACKAGES = ("jobs", "operators", "cluster", "storage")
+#: Modules whose import needs an optional engine; their examples need it too.
+OPTIONAL = {"pairank.operators.judges.vllm_judge"}
+
+
+def _modules() -> list[str]:
+    names = ["pairank"]
+    for sub in SUBPACKAGES:
+        package = importlib.import_module(f"pairank.{sub}")
+        names.append(package.__name__)
+        names += [info.name for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")]
+    return sorted(set(names))
+
+
+def _examples() -> list[tuple[str, str]]:
+    found = []
+    finder = doctest.DocTestFinder()
+    for name in _modules():
+        if name in OPTIONAL:
+            continue
+        module = importlib.import_module(name)
+        for test in finder.find(module, name):
+            if test.examples and test.name.split(".")[: len(name.split("."))] == name.split("."):
+                found.append((name, test.name))
+    return found
+
+
+EXAMPLES = _examples()
+
+
+def test_every_subpackage_module_is_walked():
+    names = _modules()
+    for module in ("pairank.jobs.spec", "pairank.operators.scores", "pairank.storage.schemas", "pairank.cluster.submit"):
+        assert module in names
+    assert len(EXAMPLES) > 50, EXAMPLES
+
+
+@pytest.mark.parametrize(("module", "name"), EXAMPLES, ids=[name for _, name in EXAMPLES])
+def test_docstring_example(module: str, name: str) -> None:
+    test = next(t for t in doctest.DocTestFinder().find(importlib.import_module(module), module) if t.name == name)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    out: list[str] = []
+    runner.run(test, out=out.append)
+    assert runner.failures == 0, "".join(out)
