@@ -82,11 +82,11 @@ def job_requests(spec):
     from pathlib import Path as _P
 
     from pairank.jobs.requests import build_requests, subset
-    from pairank.jobs.run import read_inputs
+    from pairank.jobs.stages import read_inputs
     from pairank.operators.judges import judge_identity
     from pairank.operators.prompts import load_prompts
 
-    candidates, _ = read_inputs(spec)
+    candidates = read_inputs(spec).candidates
     candidates = subset(candidates, spec.subset.contexts, spec.subset.candidates)
     prompts = load_prompts(_P(spec.prompts), spec.aspects)
     return build_requests(

@@ -276,12 +276,12 @@ def spread(values: list) -> dict:
 def summarise(arm: dict, runs: list[dict], aspects: list[str], n_contexts: int, reference: dict) -> list[dict]:
     """One row per (method, aspect): comparisons and Spearman, mean and SE across seeds."""
     from pairank.jobs.driver import method_name
-    from pairank.jobs.spec import SchedulerSpec
+    from pairank.jobs.schedulers import parse_scheduler
 
     rows = []
     sched = arm["scheduler"]
     if sched["name"] in ("pairs_greedy", "pairs_beam", "pairs_anchors", "adaptive_symmetric"):
-        spec = SchedulerSpec.model_validate(sched)
+        spec = parse_scheduler(sched)
         run = runs[0]
         methods = [method_name(spec, s) for s in range(spec.seed, spec.seed + spec.repeats)]
         for aspect in aspects:

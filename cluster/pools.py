@@ -16,6 +16,11 @@ actor gets the same number of blocks, give or take one.
 
 The forwarding tasks reserve no CPU (``num_cpus=0``): the actors hold the
 node's CPUs, and a forwarder that waited for a CPU would wait for ever.
+
+The pool knows nothing of judges: it receives what to run as a factory (a
+picklable callable that builds, in the actor, an object with ``run(stage, batch)``
+and ``info()``; :func:`pairank.jobs.stages.judge_factory`) and where to run it as
+:class:`PoolResources`.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,15 +40,22 @@ log = logging.getLogger(__name__)
 SLOT = "__judge_slot"
 
 
+@dataclass(frozen=True)
+class PoolResources:
+    """Where a pool runs: how many actors, what each reserves, and the rows sent per batch."""
+
+    size: int = 1
+    num_cpus: float = 1
+    num_gpus: float = 0
+    batch_size: int = 64
+
+
 class JudgeActor:
-    """One judge engine in one Ray actor, for the life of the pool; it runs every stage of the judging mode."""
+    """One engine in one Ray actor, for the life of the pool; it runs every stage it is sent."""
 
-    def __init__(self, judge_spec, judging=None):
-        from pairank.operators.judges import make_judge
-        from pairank.operators.judges.modes import ModeRunner
-
+    def __init__(self, factory: Callable[[], object]):
         started = time.perf_counter()
-        self.runner = ModeRunner(make_judge(judge_spec), judging)
+        self.runner = factory()
         self.stats = {"pid": os.getpid(), "start_seconds": time.perf_counter() - started, "batches": 0, "rows": 0}
 
     def judge_batch(self, batch: pa.Table, stage: str = "pairwise") -> pa.Table:
@@ -82,7 +95,7 @@ def deal_blocks(n_rows: int, batch_size: int, size: int) -> list[tuple[int, int,
 
 
 class JudgePool:
-    """``pool.size`` judge actors, started on entry and stopped on exit.
+    """``resources.size`` actors, each running ``factory()``, started on entry and stopped on exit.
 
     ``judge(requests, stage)`` streams one stage of one round through Ray Data and
     yields result batches as the actors finish them; call it as often as needed:
@@ -90,8 +103,8 @@ class JudgePool:
     an adaptive schedule runs on the same warm engines.
     """
 
-    def __init__(self, judge_spec, pool_spec, judging=None):
-        self.judge_spec, self.pool_spec, self.judging = judge_spec, pool_spec, judging
+    def __init__(self, factory: Callable[[], object], resources: PoolResources):
+        self.factory, self.resources = factory, resources
         self.actors: list = []
 
     def __enter__(self) -> JudgePool:
@@ -104,11 +117,11 @@ class JudgePool:
     def start(self) -> None:
         import ray
 
-        options = {"num_cpus": self.pool_spec.num_cpus, "max_concurrency": 1}
-        if self.pool_spec.num_gpus:
-            options["num_gpus"] = self.pool_spec.num_gpus
+        options = {"num_cpus": self.resources.num_cpus, "max_concurrency": 1}
+        if self.resources.num_gpus:
+            options["num_gpus"] = self.resources.num_gpus
         actor = ray.remote(JudgeActor).options(**options)
-        self.actors = [actor.remote(self.judge_spec, self.judging) for _ in range(self.pool_spec.size)]
+        self.actors = [actor.remote(self.factory) for _ in range(self.resources.size)]
         try:
             ray.get([a.info.remote() for a in self.actors])  # engines are up once their constructors return
         except Exception as exc:
@@ -137,7 +150,7 @@ class JudgePool:
             return
         blocks = [
             requests.slice(off, length).append_column(SLOT, pa.array([actor] * length, pa.int64()))
-            for off, length, actor in deal_blocks(requests.num_rows, self.pool_spec.batch_size, len(self.actors))
+            for off, length, actor in deal_blocks(requests.num_rows, self.resources.batch_size, len(self.actors))
         ]
         ds = ray.data.from_arrow(blocks).map_batches(
             _forward,

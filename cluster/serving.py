@@ -2,13 +2,13 @@
 
 Two deployments:
 
-* :class:`JudgeReplica`, ``pool.size`` replicas, each holding one judge engine
-  (:func:`pairank.operators.judges.make_judge` in :class:`pairank.operators.judges.modes.ModeRunner`,
-  the batch pools' code) for the life of the server. Concurrent requests are
-  gathered into batches of at most ``pool.batch_size`` (``serve.batch``), judged
-  in one engine call, and appended to the judgment cache as one atomic part per
-  batch. Every engine call, and the engine's start, run on one dedicated thread,
-  so a thread-bound engine always sees the same thread.
+* :class:`JudgeReplica`, ``resources.size`` replicas, each holding what
+  ``factory()`` builds (the batch pools' factory, :func:`pairank.jobs.stages.judge_factory`)
+  for the life of the server. Concurrent requests are gathered into batches of at
+  most ``resources.batch_size`` (``serve.batch``), run in one engine call, and each
+  batch's result is handed to ``after_batch`` (the judgment cache's append, from
+  :class:`pairank.jobs.online.CacheAppend`). Every engine call, and the engine's start,
+  run on one dedicated thread, so a thread-bound engine always sees the same thread.
 * :class:`Ingress`: a plain ``__call__(starlette Request)`` deployment (no
   FastAPI) that hands each request to :meth:`pairank.jobs.online.OnlineJudging.handle`.
 
@@ -24,8 +24,11 @@ import asyncio
 import os
 import socket
 import sys
+from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+import pyarrow as pa
 from ray import serve
 
 #: Modules a judge replica must never load (see the module docstring); its ``info()`` reports any that are.
@@ -34,25 +37,22 @@ FORBIDDEN_IN_ENGINE = ("pymc", "llvmlite", "numba", "pytensor", "nutpie")
 
 @serve.deployment(name="judge")
 class JudgeReplica:
-    """One judge engine; ``judge(request_row)`` answers one REQUESTS row with one JUDGMENTS row."""
+    """One engine; ``judge(request_row)`` answers one request row with one result row.
 
-    def __init__(self, judge_spec, judging, cache_uri: str, batch_size: int, batch_wait_s: float = 0.01):
-        from pairank.storage.cache import JudgmentCache
-        from pairank.storage.fs import Location
+    ``after_batch(table)`` gets every batch's result table before the callers are
+    answered and returns a dict of counters to add to :meth:`info`.
+    """
 
+    def __init__(
+        self, factory: Callable[[], object], after_batch: Callable[[pa.Table], dict], request_schema: pa.Schema,
+        batch_size: int, batch_wait_s: float = 0.01,
+    ):  # fmt: skip
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pairank-judge")
-        self.runner = self._thread.submit(self._build, judge_spec, judging).result()
-        self.cache = JudgmentCache(Location.of(cache_uri))
-        self.stats = {"pid": os.getpid(), "batches": 0, "rows": 0, "parts": 0}
+        self.runner = self._thread.submit(factory).result()
+        self.after_batch, self.request_schema = after_batch, request_schema
+        self.stats: Counter = Counter({"pid": os.getpid(), "batches": 0, "rows": 0})
         self.judge.set_max_batch_size(batch_size)
         self.judge.set_batch_wait_timeout_s(batch_wait_s)
-
-    @staticmethod
-    def _build(judge_spec, judging):
-        from pairank.operators.judges import make_judge
-        from pairank.operators.judges.modes import ModeRunner
-
-        return ModeRunner(make_judge(judge_spec), judging)
 
     @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.01)
     async def judge(self, requests: list[dict]) -> list[dict]:
@@ -60,19 +60,15 @@ class JudgeReplica:
         return await loop.run_in_executor(self._thread, self._judge_and_append, requests)
 
     def _judge_and_append(self, requests: list[dict]) -> list[dict]:
-        import pyarrow as pa
-
-        from pairank.storage.schemas import REQUESTS
-
-        table = self.runner.run("pairwise", pa.Table.from_pylist(requests, schema=REQUESTS))
-        if self.cache.append(table) is not None:
-            self.stats["parts"] += 1
+        table = self.runner.run("pairwise", pa.Table.from_pylist(requests, schema=self.request_schema))
+        self.stats.update(self.after_batch(table))
         self.stats["batches"] += 1
         self.stats["rows"] += table.num_rows
         return table.to_pylist()
 
     def info(self) -> dict:
-        """pid, batches, rows and cache parts so far, engine prompts per stage, and any forbidden module loaded."""
+        """pid, batches, rows (and ``after_batch``'s counters) so far, engine prompts per stage, and any
+        forbidden module loaded."""
         loaded = sorted({m.split(".")[0] for m in sys.modules} & set(FORBIDDEN_IN_ENGINE))
         return {**self.stats, **self.runner.info(), "forbidden_modules": loaded}
 
@@ -107,12 +103,12 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def start(
-    service, judge, cache_uri: str, host: str = "127.0.0.1", port: int = 8000, name: str = "pairank",
-    local: bool = True,
+    service, judge, host: str = "127.0.0.1", port: int = 8000, name: str = "pairank", local: bool = True,
 ) -> str:  # fmt: skip
     """Start Serve's proxy on ``host:port`` and deploy the application; returns its URL once it is running.
 
-    ``judge`` is ``(judge_spec, judging_spec, pool_spec)``, or None to deploy no
+    ``judge`` is ``(factory, after_batch, request_schema, resources)`` (see :class:`JudgeReplica`;
+    ``resources`` a :class:`pairank.cluster.pools.PoolResources`), or None to deploy no
     engine (a mode that is not served online). Ray must already be up
     (:func:`pairank.cluster.runtime.ensure_ray`); ``local``: the head node is this machine,
     so the port is checked here first.
@@ -122,11 +118,11 @@ def start(
     serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
     handle = None
     if judge is not None:
-        judge_spec, judging, pool = judge
+        factory, after_batch, request_schema, pool = judge
         actor = {"num_cpus": pool.num_cpus, **({"num_gpus": pool.num_gpus} if pool.num_gpus else {})}
         handle = JudgeReplica.options(
             num_replicas=pool.size, ray_actor_options=actor, max_ongoing_requests=2 * pool.batch_size
-        ).bind(judge_spec, judging, cache_uri, pool.batch_size)
+        ).bind(factory, after_batch, request_schema, pool.batch_size)
     app = Ingress.options(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256).bind(service, handle)
     serve.run(app, name=name, route_prefix="/", blocking=False)
     return f"http://{host}:{port}"

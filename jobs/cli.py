@@ -31,17 +31,9 @@ def _progress(msg: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pairank.jobs.run import run_job
-    from pairank.jobs.spec import load_spec
+    from pairank.jobs.run import run
 
-    spec = load_spec(args.spec, args.set or [])
-    if spec.nightly is not None:
-        from pairank.jobs.nightly import run_nightly
-
-        night = run_nightly(spec, progress=_progress)
-        print(night.run.report_md.uri)
-        return 0 if night.errors == 0 else 3
-    result = run_job(spec, progress=_progress)
+    result = run(args.spec, args.set or [], progress=_progress)  # a nightly spec runs one night
     print(result.layout.report_md.uri)
     return 0 if result.errors == 0 else 3
 
@@ -62,8 +54,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_winrate(args: argparse.Namespace) -> int:
     import pyarrow as pa
 
-    from pairank.jobs.run import read_input_folder, winrate_tables
     from pairank.jobs.spec import WinRateSpec
+    from pairank.jobs.stages import read_input_folder, winrate_tables
     from pairank.operators.judges.replay_judge import read_judgments
     from pairank.operators.reports import winrate_lines
     from pairank.storage.fs import Location

@@ -40,11 +40,10 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pairank.jobs.adaptive import AdaptiveScheduler, get_adaptive
-from pairank.jobs.passes import Judging
+from pairank.jobs.passes import Judging, error_count
 from pairank.jobs.requests import contexts_of
-from pairank.jobs.run import error_count
-from pairank.jobs.spec import JobSpec, SchedulerSpec
+from pairank.jobs.schedulers import AdaptiveScheduler, AdaptiveSettings
+from pairank.jobs.spec import JobSpec
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.schemas import RANKINGS
 
@@ -54,33 +53,6 @@ log = logging.getLogger(__name__)
 NO_PREFERENCE = 0.5
 
 Request = tuple[str, str, str, str, int]  # (aspect, context_id, candidate_a, candidate_b, prompt variant)
-
-
-def make_machine(scheduler: SchedulerSpec, context_id: str, ids: list[str], seed: int) -> AdaptiveScheduler:
-    """The adaptive machine ``scheduler.name`` for one context, with the spec's options."""
-    cls = get_adaptive(scheduler.name)
-    beam = {
-        "beam_size": scheduler.beam.size,
-        "entropy_threshold": scheduler.beam.entropy_threshold,
-        "score": scheduler.beam.score,
-    }
-    if scheduler.name == "pairs_greedy":
-        return cls(context_id, ids, seed, symmetric=scheduler.symmetric)
-    if scheduler.name == "pairs_beam":
-        return cls(context_id, ids, seed, symmetric=scheduler.symmetric, **beam)
-    if scheduler.name == "pairs_anchors":
-        a = scheduler.anchors
-        return cls(
-            context_id, ids, seed, symmetric=scheduler.symmetric, anchors=a.size, z=a.z, p=a.p, margin=a.margin,
-            deff=a.deff, inner=a.inner, **beam,
-        )  # fmt: skip
-    if scheduler.name == "adaptive_symmetric":
-        s = scheduler.sampling
-        return cls(
-            context_id, ids, seed, budget=s.budget, pairs_per_round=s.pairs_per_round, patience=s.patience,
-            confidence=s.confidence,
-        )  # fmt: skip
-    raise ValueError(f"{scheduler.name!r} is not an adaptive scheduler")
 
 
 class RoundCalibration:
@@ -154,7 +126,7 @@ class Driver:
         self.maker = judging.maker
         sched = spec.scheduler
         self.tasks = tasks if tasks is not None else [
-            Task(aspect, ctx, seed, make_machine(sched, ctx, ids, seed))
+            Task(aspect, ctx, seed, sched.machine(ctx, ids, seed))
             for aspect in spec.aspects
             for ctx, ids in sorted(contexts_of(candidates).items())
             for seed in range(sched.seed, sched.seed + sched.repeats)
@@ -246,12 +218,12 @@ class Driver:
         return DriverResult(self.tasks, rounds, used, stopped, judgments, judged, errors, hits)
 
 
-def method_name(scheduler: SchedulerSpec, seed: int) -> str:
+def method_name(scheduler: AdaptiveSettings, seed: int) -> str:
     """The rankings method of a scheduler run: its name, plus the seed for repeats."""
     return scheduler.name if seed == scheduler.seed else f"{scheduler.name}@seed{seed}"
 
 
-def ranking_rows(tasks: Iterable[Task], scheduler: SchedulerSpec, system: dict[str, str]) -> pa.Table:
+def ranking_rows(tasks: Iterable[Task], scheduler: AdaptiveSettings, system: dict[str, str]) -> pa.Table:
     """RANKINGS rows of every finished machine: rank = position, score = 1 - position / (N - 1)."""
     rows = []
     for task in tasks:

@@ -7,13 +7,14 @@ For each aspect and context the night then
 
 1. finds what the last committed night placed there (:data:`pairank.storage.schemas.NIGHTLY_STATE`);
 2. builds one machine per context with something new: a context never seen is
-   ranked from scratch by scaled PAIRS (:class:`pairank.jobs.adaptive.AnchorInsertion`:
+   ranked from scratch by scaled PAIRS (:class:`pairank.jobs.schedulers.anchors.AnchorInsertion`:
    sort the anchors, binary-insert the rest); a context seen before is
-   :meth:`~pairank.jobs.adaptive.AnchorInsertion.resume`\\ d from its placements and only its
+   :meth:`~pairank.jobs.schedulers.anchors.AnchorInsertion.resume`\\ d from its placements and only its
    new outputs are binary-inserted among its sorted anchors (at most
    ``ceil(log2(n + 1))`` probes each, both orders when ``scheduler.symmetric``);
    an unchanged context asks nothing;
-3. runs them in lockstep rounds on one warm judge pool (:class:`pairank.jobs.driver.Driver`).
+3. runs them in lockstep rounds on one warm judge pool (:class:`pairank.jobs.driver.Driver`,
+   through the same stages as any run, :mod:`pairank.jobs.stages`).
    Every request is keyed (judge model, revision, prompt hash, sampling settings,
    both texts), so a comparison in the judgment cache is never paid again;
 4. writes the night under a fresh attempt folder (input snapshot, state,
@@ -37,31 +38,41 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import partial
+from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pairank.jobs.adaptive import AnchorInsertion
-from pairank.jobs.driver import Driver, Task, make_machine
+from pairank.jobs.driver import Task
 from pairank.jobs.publish import RunInfo, compute_leaderboard, write_leaderboard
-from pairank.jobs.passes import Judging
 from pairank.jobs.requests import RequestMaker, contexts_of
-from pairank.jobs.run import judge_pool, mode_prompts, winrate_tables
+from pairank.jobs.schedulers import AnchorInsertion
 from pairank.jobs.spec import JobSpec
-from pairank.operators.judges import judge_identity
-from pairank.operators.judges.modes import judging_identity
+from pairank.jobs.stages import (
+    Inputs,
+    Judged,
+    judge_adaptive,
+    prepare_judging,
+    report,
+    score,
+    win_rates,
+    write_run,
+)
 from pairank.operators.leaderboard import LeaderboardOptions
-from pairank.operators.reports import build_report, position_bias, render_markdown, spearman_table
-from pairank.operators.scores import rank_table
-from pairank.storage.cache import JudgmentCache
+from pairank.storage.commits import Commit, CommitLog, NightlyLayout
 from pairank.storage.fs import Location
-from pairank.storage.inputs import read_labels, read_prefix
+from pairank.storage.inputs import read_prefix
 from pairank.storage.keys import canonical_json, text_hash
 from pairank.storage.layout import RunLayout
-from pairank.storage.commits import Commit, CommitLog, NightlyLayout
-from pairank.storage.schemas import LEADERBOARD, NIGHTLY_STATE, POSITION_BIAS, RANKINGS, SPEARMAN, WINRATES, validate
+from pairank.storage.schemas import (
+    LEADERBOARD,
+    NIGHTLY_STATE,
+    POSITION_BIAS,
+    RANKINGS,
+    SPEARMAN,
+    WINRATES,
+    validate,
+)
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +95,11 @@ class NightlyResult:
     @property
     def errors(self) -> int:
         return self.counts["errors_now"]
+
+    @property
+    def layout(self) -> RunLayout:
+        """The night's run folder (``runs/<name>-<night>/``), as a run's result has it."""
+        return self.run
 
 
 def _utc_now() -> dt.datetime:
@@ -161,7 +177,7 @@ def plan_night(
             elif not rows:
                 counts["new"] += 1
             if not rows:
-                tasks.append(Task(aspect, ctx, sched.seed, make_machine(sched, ctx, ids, sched.seed)))
+                tasks.append(Task(aspect, ctx, sched.seed, sched.machine(ctx, ids, sched.seed)))
                 counts["new_outputs"] += len(ids)
                 continue
             new = sorted(set(ids) - set(rows))
@@ -256,11 +272,18 @@ def night_judgments(table: pa.Table, maker: RequestMaker, candidates: pa.Table, 
     return table.take(pa.array(keep, type=pa.int64()))
 
 
+def read_prefix_inputs(spec: JobSpec) -> Inputs:
+    """The read stage of a night: every drop of the input prefix (see :func:`pairank.storage.inputs.read_prefix`)."""
+    prefix = Location.of(spec.input)
+    candidates, human, folders = read_prefix(prefix)
+    return Inputs(candidates, human, prefix, tuple(folders))
+
+
 def run_nightly(
     spec: JobSpec, progress: Callable[[str], None] = log.info, clock: Callable[[], dt.datetime] = _utc_now
 ) -> NightlyResult:
     """One night of ``spec`` (which has a ``nightly`` section); see the module docstring."""
-    wall = time.perf_counter()
+    started_wall = time.perf_counter()
     started = clock()
     night = spec.nightly.night or started.date().isoformat()
     root = Location.of(spec.output)
@@ -274,49 +297,33 @@ def run_nightly(
             f"{layout.commit_file(done[0].seq).uri}: night {night!r} of {spec.name!r} is already committed; "
             "set nightly.night to another label to run again today"
         )
-    prefix = Location.of(spec.input)
-    candidates, human, folders = read_prefix(prefix)
-    progress(f"{spec.name} night {night}: {len(folders)} input folders, {candidates.num_rows} outputs; "
+    inputs = read_prefix_inputs(spec)
+    candidates, prefix = inputs.candidates, inputs.source
+    progress(f"{spec.name} night {night}: {len(inputs.folders)} input folders, {candidates.num_rows} outputs; "
              f"on top of {'commit ' + str(head.seq) + ' (' + head.night + ')' if head else 'nothing (first night)'}")
-    engine = judge_identity(spec.judge)
-    maker = RequestMaker(candidates, mode_prompts(spec), judging_identity(engine, spec.judging))
     run = RunLayout(root, f"{spec.name}-{night}")
-    judging = Judging(spec.judging, maker, engine, JudgmentCache(run.passes), spec.flush_rows)
-    cache = JudgmentCache(run.judgments)
-    fingerprints = {aspect: judge_fingerprint(judging.identity, maker, aspect) for aspect in spec.aspects}
+    setup = prepare_judging(spec, candidates, run)
+    fingerprints = {aspect: judge_fingerprint(setup.identity, setup.maker, aspect) for aspect in spec.aspects}
     plan = plan_night(read_state(layout, head), candidates, spec, fingerprints, prefix.uri)
     c = plan.counts
     progress(f"contexts x aspects: {c['new']} new, {c['extended']} with new outputs, {c['unchanged']} unchanged, "
              f"{c['rebuilt']} rebuilt for a changed judge; {c['new_outputs']} outputs to place")  # fmt: skip
-    pool_info: list[dict] = []
-    driver = Driver(spec, candidates, judging, cache, partial(judge_pool, info=pool_info), progress, tasks=plan.tasks)
-    result = driver.run()
+    judged = judge_adaptive(spec, inputs, setup, progress, tasks=plan.tasks)
     state = placed_rows(plan, candidates, fingerprints, night)
-    cached = cache.read()  # once after judging: the night's judgments and its leaderboard both read it
-    judgments = night_judgments(cached, maker, candidates, spec.aspects)
-    rankings = pa.concat_tables(
-        [state_rankings(state, judgments)] + [rank_table(judgments, candidates, mode) for mode in spec.scoring.verdicts]
-    )
-    spearman = spearman_table(rankings, human, spec.report.bootstrap, spec.report.seed)
-    bias = position_bias(judgments)
+    cached = setup.cache.read()  # once after judging: the night's judgments and its leaderboard both read it
+    # A night ranks with every verdict its judge gave between the prefix's outputs, on any night.
+    judgments = night_judgments(cached, setup.maker, candidates, spec.aspects)
+    scored = score(spec, inputs, Judged(judgments, judged.counts, [state_rankings(state, judgments)]))
+    rates = win_rates(spec, inputs, judgments, progress)
     counts = {
         "night": night,
-        "input_folders": len(folders),
-        "contexts": len(contexts_of(candidates)),
+        "input_folders": len(inputs.folders),
+        "contexts": inputs.contexts,
         "candidates": candidates.num_rows,
         **{f"contexts_{k}" if k != "new_outputs" else k: v for k, v in c.items()},
-        "requests": len(result.used_keys),
-        "cached": result.cache_hits,
-        "judged_now": result.judged,
-        "errors_now": result.errors,
+        **asdict(judged.counts),
     }
 
-    winrates = winrate_judges = None
-    if spec.winrate is not None:
-        baseline = spec.winrate.baseline or spec.scheduler.baseline
-        winrates, winrate_judges = winrate_tables(
-            spec.winrate, baseline, spec.aspects, judgments, candidates, human, read_labels(prefix), progress
-        )
     attempt_name = layout.new_attempt(night)
     attempt = layout.attempt(attempt_name)
     info = RunInfo(run.name, run, attempt.join("input").uri, list(spec.aspects), None, None, started.isoformat())
@@ -324,13 +331,14 @@ def run_nightly(
     options = LeaderboardOptions(n_boot=spec.nightly.n_boot, seed=spec.nightly.seed, baseline=baseline)
     # Everything of the night goes under the fresh attempt folder; nothing is read until a commit names it.
     tables = {
-        "input/candidates": candidates, "input/human_scores": human, "state": state,
-        "position_bias": bias, "spearman": spearman, "winrates": winrates, "winrate_judges": winrate_judges,
+        "input/candidates": candidates, "input/human_scores": inputs.human, "state": state,
+        "position_bias": scored.bias, "spearman": scored.spearman,
+        "winrates": rates.rates if rates else None, "winrate_judges": rates.judges if rates else None,
     }  # fmt: skip
     for name, table in tables.items():
         if table is not None:
             attempt.join(f"{name}.parquet").write_parquet(table)
-    carried = winrates if winrates is not None else WINRATES.empty_table()  # none: not a stale run folder's
+    carried = rates.rates if rates is not None else WINRATES.empty_table()  # none: not a stale run folder's
     _, board, meta = compute_leaderboard(
         root, [info], options, winrates=carried, clock=clock, progress=progress, strict=False, cached=cached
     )
@@ -344,7 +352,7 @@ def run_nightly(
             "folder": attempt_name,
             "run": run.name,
             "input": prefix.uri,
-            "input_folders": folders,
+            "input_folders": list(inputs.folders),
             "judges": fingerprints,
             "started_at": started.isoformat(),
             "committed_at": clock().isoformat(),
@@ -354,37 +362,22 @@ def run_nightly(
     progress(f"committed night {night} as {layout.commit_file(commit.seq).uri}")
 
     # The night's run, for people and for `pairank leaderboard`: written by the writer that committed only.
-    extra = {"nightly": {"night": night, "commit": commit.seq, "attempt": attempt.uri, **c}, "pool": pool_info}
-    if judging.kind is not None:
-        extra["first_passes"] = {"kind": judging.kind, **judging.stats}
-    if winrates is not None:
-        extra["winrates"], extra["winrate_judges"] = winrates.to_pylist(), winrate_judges.to_pylist()
-        run.winrates.write_parquet(winrates)
-        run.winrate_judges.write_parquet(winrate_judges)
+    extra = {"nightly": {"night": night, "commit": commit.seq, "attempt": attempt.uri, **c}, **judged.extra}
     run_spec = {**spec.model_dump(mode="json"), "input": info.input}
-    run.rankings.write_parquet(rankings)
-    run.spearman.write_parquet(spearman)
-    run.position_bias.write_parquet(bias)
-    report = build_report(
-        run_spec, judging.identity, judgments, spearman, bias, counts=counts,
-        wall_seconds=time.perf_counter() - wall, extra=extra,
-    )  # fmt: skip
-    run.report_json.write_json(report)
-    run.report_md.write_text(render_markdown(report))
-    run.manifest.write_json(
-        {
-            "name": run.name,
-            "state": "done",
-            "started_at": started.isoformat(),
-            "finished_at": clock().isoformat(),
-            "spec": run_spec,
-            "judge": judging.identity,
-            "counts": counts,
-            "nightly": {"name": spec.name, "night": night, "commit": commit.seq},
-        }
-    )
+    rep = report(run_spec, setup.identity, judgments, scored, rates, counts, started_wall, extra)
+    manifest = {
+        "name": run.name,
+        "state": "done",
+        "started_at": started.isoformat(),
+        "finished_at": clock().isoformat(),
+        "spec": run_spec,
+        "judge": setup.identity,
+        "counts": counts,
+        "nightly": {"name": spec.name, "night": night, "commit": commit.seq},
+    }
+    write_run(run, scored, rates, rep, manifest)
     publish(root, spec.name, progress)
-    return NightlyResult(night, commit, run, counts, report)
+    return NightlyResult(night, commit, run, counts, rep)
 
 
 def history_table(layout: NightlyLayout, commits: list[Commit]) -> pa.Table:

@@ -40,6 +40,7 @@ from pairank.storage.cache_index import CacheIndex
 from pairank.storage.fs import Location
 from pairank.storage.keys import text_hash
 from pairank.storage.layout import RunLayout
+from pairank.storage.schemas import REQUESTS
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +208,7 @@ class OnlineJudging:
     """
 
     def __init__(self, spec: JobSpec, token_sha256: str | None = None):
-        from pairank.jobs.run import mode_prompts
+        from pairank.jobs.stages import mode_prompts
         from pairank.operators.judges import judge_identity
         from pairank.operators.judges.modes import judging_identity
 
@@ -349,12 +350,36 @@ def start_server(
     """Start the application on the spec's Ray (a local Ray on 127.0.0.1 when unset); returns its URL."""
     from pairank.cluster.runtime import ensure_ray
     from pairank.cluster.serving import start
+    from pairank.jobs.stages import judge_factory, pool_resources
 
     service = OnlineJudging(spec, token_digest(token) if token else None)
     ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
-    judge = (spec.judge, spec.judging, spec.pool) if service.online else None
+    judge = None
+    if service.online:
+        append = CacheAppend(service.layout.judgments.uri)
+        judge = (judge_factory(spec), append, REQUESTS, pool_resources(spec))
     local = not spec.cluster.address
-    return start(service, judge, service.layout.judgments.uri, host=host, port=port, name=name, local=local)
+    return start(service, judge, host=host, port=port, name=name, local=local)
+
+
+class CacheAppend:
+    """What a judge replica does with each batch it judged: one atomic part in the judgment cache.
+
+    Picklable (it holds the cache's URI), so it travels to the replica; returns the
+    counter it adds to the replica's ``info()`` (``parts``).
+    """
+
+    def __init__(self, cache_uri: str):
+        self.cache_uri = cache_uri
+        self._cache: JudgmentCache | None = None
+
+    def __getstate__(self) -> dict:
+        return {"cache_uri": self.cache_uri, "_cache": None}
+
+    def __call__(self, table: pa.Table) -> dict:
+        if self._cache is None:
+            self._cache = JudgmentCache(Location.of(self.cache_uri))
+        return {"parts": 1 if self._cache.append(table) is not None else 0}
 
 
 def serve_until_stopped(

@@ -27,7 +27,12 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from pairank.operators.judges.modes import describe_scores, judging_identity, pair_scores_verdict, pass_identity
+from pairank.operators.judges.modes import (
+    describe_scores,
+    judging_identity,
+    pair_scores_verdict,
+    pass_identity,
+)
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.keys import judgment_key
 from pairank.storage.schemas import JUDGMENTS, PASS_REQUESTS
@@ -35,6 +40,11 @@ from pairank.storage.schemas import JUDGMENTS, PASS_REQUESTS
 log = logging.getLogger(__name__)
 
 Request = tuple  # (aspect, context_id, candidate_a, candidate_b[, variant])
+
+
+def error_count(judgments: pa.Table) -> int:
+    """Rows of a JUDGMENTS table that are errors (no verdict)."""
+    return judgments.num_rows - judgments.column("error").null_count
 
 
 def judge_into_cache(

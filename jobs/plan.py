@@ -7,12 +7,12 @@ contexts (no Ray, no tables) and reports the comparisons per context it uses and
 the mean over contexts of the Spearman correlation between its ranking and the
 latent quality, with a standard error (sd / sqrt(contexts)).
 
-* Static schedulers (:data:`pairank.jobs.schedulers.SCHEDULERS`) rank by win ratios
+* Static schedulers (:data:`pairank.jobs.schedulers.static.SCHEDULERS`) rank by win ratios
   (soft by default: c = p_a; a candidate never compared scores 0.5). A budgeted
   one gets the smallest budget R whose mean Spearman reaches the target, by
   bisection over R (the schedules of a context share its seed, so the curve is
   close to monotone); ``full`` has one point.
-* Adaptive machines (every entry of :data:`pairank.jobs.adaptive.ADAPTIVE`, read when
+* Adaptive machines (every entry of :data:`pairank.jobs.ADAPTIVE`, read when
   the plan runs) run with their default options, and also with the other
   ``symmetric`` setting where they take one (a machine that refuses it is
   skipped); they use what they use. A slow machine may run only the first
@@ -37,8 +37,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy.stats import rankdata
 
-from pairank.jobs import adaptive
-from pairank.jobs.schedulers import SCHEDULERS, rng
+from pairank.jobs.schedulers import ADAPTIVE, rng, run_lockstep
+from pairank.jobs.schedulers.static import SCHEDULERS
 from pairank.jobs.spec import SimulatedJudgeSpec
 from pairank.operators.judges.simulated import model_of, simulate_matrices
 from pairank.operators.scores import win_ratios
@@ -137,7 +137,7 @@ def run_adaptive(
     while chunk > 0:
         start = len(machines)
         batch = [machine(ctx, world.ids, seed=world.seed, **options) for ctx in world.contexts[start : start + chunk]]
-        adaptive.run_lockstep(batch, lambda reqs: [float(world.p[row[x], index[a], index[b]]) for x, a, b in reqs])
+        run_lockstep(batch, lambda reqs: [float(world.p[row[x], index[a], index[b]]) for x, a, b in reqs])
         machines += batch
         chunk = min(len(machines), len(world.contexts) - len(machines))
         if time_budget and (clock() - started) * (len(machines) + chunk) / len(machines) > time_budget:
@@ -176,7 +176,7 @@ def _entry(name: str, kind: str, point: Point, target: float, **extra) -> dict:
 
 def available() -> list[str]:
     """Static then adaptive scheduler names, as registered now."""
-    return list(SCHEDULERS) + list(adaptive.ADAPTIVE)
+    return list(SCHEDULERS) + list(ADAPTIVE)
 
 
 def _variants(machine: Callable) -> list[dict]:
@@ -220,7 +220,7 @@ def plan(
             curve = [{"budget": k, **seen[k].as_dict()} for k in sorted(seen)]
             entries.append(_entry(name, "static", seen[r], target, budget=r, curve=curve))
         else:
-            machine = adaptive.ADAPTIVE[name]
+            machine = ADAPTIVE[name]
             for options in _variants(machine):
                 try:
                     probe = machine(world.contexts[0], world.ids, seed=world.seed, **options)

@@ -38,7 +38,13 @@ from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_candidates
 from pairank.storage.layout import RunLayout
-from pairank.storage.schemas import LEADERBOARD, POSITION_BIAS, SPEARMAN, WINRATES, validate
+from pairank.storage.schemas import (
+    LEADERBOARD,
+    POSITION_BIAS,
+    SPEARMAN,
+    WINRATES,
+    validate,
+)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pairank.jobs.schedulers import schedule
+from pairank.jobs.schedulers import StaticSettings, parse_scheduler
 from pairank.operators.prompts import PromptTemplate
 from pairank.storage.keys import judgment_key, text_hash
 from pairank.storage.schemas import REQUESTS
@@ -153,25 +153,24 @@ def build_requests(
     judge: dict,
     baseline: str | None = None,
 ) -> pa.Table:
-    """REQUESTS rows for every context, aspect and scheduled pair, in prefix order."""
+    """REQUESTS rows for every context, aspect and pair of the static ``scheduler``, in prefix order."""
+    settings = {"name": scheduler, "seed": seed, "comparisons": comparisons, "baseline": baseline}
+    static = parse_scheduler({k: v for k, v in settings.items() if v is not None})
     maker = RequestMaker(candidates, prompts, judge)
-    return maker.table(scheduled_requests(maker, candidates, aspects, scheduler, comparisons, seed, baseline))
+    return maker.table(scheduled_requests(maker, candidates, aspects, static))
 
 
 def scheduled_requests(
     maker: RequestMaker,
     candidates: pa.Table,
     aspects: list[str],
-    scheduler: str,
-    comparisons: int | None,
-    seed: int,
-    baseline: str | None = None,
+    scheduler: StaticSettings,
 ) -> dict[str, tuple[str, str, str, str, int]]:
-    """``{key: (aspect, ctx, a, b, variant)}`` of every scheduled pair and prompt variant."""
+    """``{key: (aspect, ctx, a, b, variant)}`` of every pair the static ``scheduler`` makes, per prompt variant."""
     systems = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
     wanted = {}
     for aspect in aspects:
-        pairs = schedule(scheduler, contexts_of(candidates), comparisons, seed, systems, baseline)
+        pairs = scheduler.pairs(contexts_of(candidates), systems)
         for ctx, ctx_pairs in pairs.items():
             for a, b in ctx_pairs:
                 for v, key in enumerate(maker.keys(aspect, ctx, a, b)):

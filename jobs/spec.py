@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from pairank.jobs.schedulers import REGISTRY, FullSettings, SchedulerSpec
 
 
 class Strict(BaseModel):
@@ -189,93 +198,6 @@ class JudgingSpec(Strict):
         return self.mode if self.mode in ("generate", "sample") else "logprob"
 
 
-STATIC_SCHEDULERS = ("full", "random", "no_repeat", "symmetric", "one_vs_n")
-ADAPTIVE_SCHEDULERS = ("pairs_greedy", "pairs_beam", "pairs_anchors", "adaptive_symmetric")
-
-
-class BeamSpec(Strict):
-    size: int = Field(1000, ge=1, description="Partial merge paths kept per merge (paper: 1000).")
-    entropy_threshold: float = Field(
-        0.6,
-        ge=0,
-        description="U_h in nats: both choices of a step are kept only when its binary entropy exceeds this "
-        "(at most ln 2 = 0.693; 0.6 is the paper's value, a probability gap of about 0.21).",
-    )
-    score: Literal["sum", "mean"] = Field(
-        "sum", description="Path score: sum of log p of its choices (the transitive likelihood), or their mean."
-    )
-
-
-class AnchorSpec(Strict):
-    size: int | None = Field(
-        None, ge=2, description="Anchors ranked by PAIRS; unset: n = z^2 p(1-p) / margin^2 x deff, capped at N."
-    )
-    z: float = Field(1.96, gt=0, description="Sample-size formula: z of the confidence level.")
-    p: float = Field(0.5, gt=0, lt=1, description="Sample-size formula: expected proportion.")
-    margin: float = Field(0.1, gt=0, lt=1, description="Sample-size formula: margin of error e.")
-    deff: float = Field(1.0, gt=0, description="Sample-size formula: design effect.")
-    inner: Literal["pairs_greedy", "pairs_beam"] = Field("pairs_beam", description="How the anchors are ranked.")
-
-
-class SamplingSpec(Strict):
-    budget: int | None = Field(
-        None, ge=1, description="Unordered comparisons per context (unset: N ceil(log2 N), PAIRS-greedy's worst case)."
-    )
-    pairs_per_round: int | None = Field(None, ge=1, description="Pairs chosen per round (unset: ceil(N/2)).")
-    patience: int = Field(
-        2, ge=1, description="Stop when the posterior-mean ranking is unchanged for this many rounds."
-    )
-    confidence: float = Field(
-        0.95, gt=0.5, lt=1, description="Stop when every unasked pair's order is at least this certain."
-    )
-
-
-class SchedulerSpec(Strict):
-    name: Literal[STATIC_SCHEDULERS + ADAPTIVE_SCHEDULERS] = Field(
-        "full",
-        description="Static: full (all N(N-1) ordered pairs), random (R ordered pairs at random), no_repeat (R "
-        "unordered pairs in one random order each), symmetric (R/2 unordered pairs in both orders), one_vs_n (every system against `baseline`, both orders). "
-        "Adaptive, run "
-        "in lockstep rounds: pairs_greedy and pairs_beam (PAIRS merge sort), pairs_anchors (scaled PAIRS: rank "
-        "anchors, binary-insert the rest), adaptive_symmetric (Bradley-Terry uncertainty sampling).",
-    )
-    comparisons: int | None = Field(
-        None, ge=1, description="R, comparisons per context and aspect (partial schedulers)."
-    )
-    seed: int = Field(0, description="Seed; the same seed gives the same requests.")
-    baseline: str | None = Field(None, description="one_vs_n: the baseline system every other system is paired with.")
-    symmetric: bool = Field(
-        True,
-        description="Adaptive schedulers: make each comparison in both orders and use (p(a,b) + 1 - p(b,a)) / 2 "
-        "(small judges are position-biased); false asks one order.",
-    )
-    beam: BeamSpec = Field(default_factory=BeamSpec, description="pairs_beam (and beam-ranked anchors) settings.")
-    anchors: AnchorSpec = Field(default_factory=AnchorSpec, description="pairs_anchors settings.")
-    sampling: SamplingSpec = Field(default_factory=SamplingSpec, description="adaptive_symmetric settings.")
-    budget: int | None = Field(
-        None,
-        ge=1,
-        description="Adaptive: most comparisons (ordered pairs, cached or judged) the whole run may use; the run stops "
-        "before a round that would exceed it and ranks unfinished contexts by win ratio only.",
-    )
-    repeats: int = Field(
-        1,
-        ge=1,
-        description="Adaptive: run the scheduler with seeds seed .. seed+repeats-1 in the same rounds and report the "
-        "mean and standard error of Spearman across seeds (a transitivity check).",
-    )
-
-    @property
-    def adaptive(self) -> bool:
-        return self.name in ADAPTIVE_SCHEDULERS
-
-    @model_validator(mode="after")
-    def _baseline(self) -> SchedulerSpec:
-        if self.name == "one_vs_n" and not self.baseline:
-            raise ValueError("scheduler one_vs_n needs `baseline` (the system every other system is compared with)")
-        return self
-
-
 class SubsetSpec(Strict):
     contexts: int | None = Field(None, ge=1, description="Use only this many contexts (the first by id).")
     candidates: int | None = Field(
@@ -401,7 +323,11 @@ class JobSpec(Strict):
     judging: JudgingSpec = Field(
         default_factory=JudgingSpec, description="How the judge is asked: the mode, its prompts and settings."
     )
-    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec, description="Which comparisons to ask for.")
+    scheduler: SchedulerSpec = Field(
+        default_factory=FullSettings,
+        description="Which comparisons to ask for: `name` picks the scheduler (see pairank.jobs.schedulers; "
+        f"one of {', '.join(REGISTRY)}; default full), the other keys are that scheduler's settings.",
+    )
     subset: SubsetSpec = Field(default_factory=SubsetSpec, description="Restrict the input (for demos and smoke runs).")
     pool: PoolSpec = Field(default_factory=PoolSpec, description="The judge actor pool.")
     scoring: ScoringSpec = Field(default_factory=ScoringSpec, description="How verdicts become scores.")
@@ -419,9 +345,14 @@ class JobSpec(Strict):
         "leaderboard is rewritten and a dated snapshot appended to its history (see jobs/nightly.py).",
     )
 
+    @property
+    def baseline(self) -> str | None:
+        """The win-rate baseline: ``winrate.baseline``, else the one_vs_n scheduler's."""
+        return (self.winrate.baseline if self.winrate else None) or getattr(self.scheduler, "baseline", None)
+
     @model_validator(mode="after")
     def _winrate_baseline(self) -> JobSpec:
-        if self.winrate is not None and not (self.winrate.baseline or self.scheduler.baseline):
+        if self.winrate is not None and not self.baseline:
             raise ValueError("winrate needs a baseline: set winrate.baseline or scheduler.baseline")
         return self
 
@@ -471,25 +402,43 @@ class SpecError(ValueError):
     """A job spec that does not validate; the message names the file and the keys."""
 
 
-def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+#: Discriminated unions of the spec: field -> (tag -> member model).
+UNIONS: dict[str, dict[str, type[BaseModel]]] = {
+    "judge": {m.model_fields["engine"].default: m for m in (VllmJudgeSpec, HttpJudgeSpec, ReplayJudgeSpec,
+                                                               SimulatedJudgeSpec)},
+    "scheduler": dict(REGISTRY),
+}  # fmt: skip
+
+
+def _walk(loc: tuple) -> tuple[str, list[str], str | None]:
+    """An error location as a user writes it (union tags left out), the keys allowed at its last
+    step, and the union member it is in (``"scheduler 'random'"``), if any.
+
+    >>> _walk(("scheduler", "random", "rounds"))[0], _walk(("scheduler", "random", "rounds"))[2]
+    ('scheduler.rounds', "scheduler 'random'")
+    """
+    if not loc:
+        return "", sorted(JobSpec.model_fields), None
+    model: type[BaseModel] | None = JobSpec
+    shown: list[str] = []
+    member = None
+    previous = None
     for part in loc[:-1]:
         if isinstance(part, int):
+            shown.append(str(part))
             continue
-        field = model.model_fields.get(part)
-        if field is None:
-            # Discriminated-union member names (e.g. 'vllm') appear in locations.
-            members = {
-                m.model_fields["engine"].default: m
-                for m in (VllmJudgeSpec, HttpJudgeSpec, ReplayJudgeSpec, SimulatedJudgeSpec)
-            }
-            if part in members:
-                model = members[part]
-                continue
-            return []
-        ann = field.annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            model = ann
-    return sorted(model.model_fields)
+        if previous in UNIONS and part in UNIONS[previous]:
+            model, member, previous = UNIONS[previous][part], f"{previous} {part!r}", None
+            continue
+        field = model.model_fields.get(part) if model is not None else None
+        shown.append(str(part))
+        previous = part
+        ann = field.annotation if field is not None else None
+        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        if field is not None and part in UNIONS:
+            model = None  # the member comes next in the location
+    shown.append(str(loc[-1]))
+    return ".".join(shown), sorted(model.model_fields) if model is not None else [], member
 
 
 def parse_spec(data: dict, source: str) -> JobSpec:
@@ -499,10 +448,16 @@ def parse_spec(data: dict, source: str) -> JobSpec:
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"])
+            if err["type"] == "union_tag_invalid" and err["loc"] and err["loc"][-1] in UNIONS:
+                field = err["loc"][-1]
+                key = "engine" if field == "judge" else "name"
+                tag = err.get("ctx", {}).get("tag")
+                lines.append(f"  {field}.{key}: unknown {field} {tag!r}; available: {', '.join(UNIONS[field])}")
+                continue
+            loc, allowed, member = _walk(tuple(err["loc"]))
             if err["type"] == "extra_forbidden":
-                allowed = _allowed_keys(JobSpec, tuple(err["loc"]))
-                lines.append(f"  {loc}: unknown key; allowed keys here: {', '.join(allowed)}")
+                where = f" for {member}" if member else ""
+                lines.append(f"  {loc}: unknown key{where}; allowed keys here: {', '.join(allowed)}")
             else:
                 lines.append(f"  {loc}: {err['msg']}")
         raise SpecError(f"{source}: invalid job spec\n" + "\n".join(lines)) from None

@@ -66,7 +66,14 @@ from pathlib import Path
 import numpy as np
 
 from pairank.operators.judges.models import cache_dir
-from pairank.operators.winrate import BASELINE, NO_VOTE, SYSTEM, Accuracy, Summary, summarize
+from pairank.operators.winrate import (
+    BASELINE,
+    NO_VOTE,
+    SYSTEM,
+    Accuracy,
+    Summary,
+    summarize,
+)
 
 PRIORS = ("none", "ood", "in_dist")
 #: The parameters whose r_hat and bulk ESS gate the result.

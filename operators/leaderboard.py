@@ -38,14 +38,7 @@ per (aspect or ``"overall"``, system). The rules:
   ``winrate_methods`` (default dawid_skene, then bwrs, then observed) that has an
   estimate, with its interval, method, prior, pairs and judges.
 
-A 2-system check: 3 wins, 1 loss and 2 ties are 4 wins and 2 losses, and
-without the prior the MLE is theta_x - theta_y = ln(4/2):
-
-    >>> theta = bt_strengths(np.array([[0.0, 4.0], [2.0, 0.0]]), prior_ties=0)
-    >>> round(float(theta[0] - theta[1]), 6) == round(math.log(2), 6)
-    True
-    >>> bool(np.isfinite(bt_strengths(np.array([[0.0, 9.0], [0.0, 0.0]]))).all())  # unbeaten: finite
-    True
+The fit itself is :func:`pairank.operators.bradley_terry.bt_strengths`.
 """
 
 from __future__ import annotations
@@ -55,11 +48,11 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import choix
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pairank.operators.bradley_terry import PRIOR_TIES, bt_strengths, win_matrix
 from pairank.operators.checks import require_columns
 from pairank.operators.scores import LABEL_POINTS, min_ranks
 from pairank.operators.votes import JUDGE_COLUMNS, judge_names
@@ -68,8 +61,6 @@ from pairank.storage.schemas import LEADERBOARD
 
 #: The pooled row of every aspect's judgments.
 OVERALL = "overall"
-#: Virtual ties of each system against the virtual reference system (the regulariser).
-PRIOR_TIES = 1.0
 #: The Elo-like scale: ELO_BASE + ELO_PER_NAT * theta.
 ELO_BASE = 1000.0
 ELO_PER_NAT = 400.0 / math.log(10.0)
@@ -123,51 +114,6 @@ def elo(theta):
     """
     return ELO_BASE + ELO_PER_NAT * np.asarray(theta, dtype=float)
 
-
-def win_matrix(first: np.ndarray, second: np.ndarray, points: np.ndarray, n: int, weights=None) -> np.ndarray:
-    """``W[x, y]``: the (weighted) wins of x over y; slot A gets ``points``, slot B ``1 - points``.
-
-    >>> win_matrix(np.array([0, 1, 0]), np.array([1, 0, 1]), np.array([1.0, 1.0, 0.5]), 2).tolist()
-    [[0.0, 1.5], [1.5, 0.0]]
-
-    (The diagonal stays 0: same-system comparisons are dropped before this.)
-    """
-    w = np.ones(len(first)) if weights is None else np.asarray(weights, dtype=float)
-    flat = np.bincount(first * n + second, weights=w * points, minlength=n * n)
-    flat += np.bincount(second * n + first, weights=w * (1.0 - points), minlength=n * n)
-    W = flat.reshape(n, n)
-    np.fill_diagonal(W, 0.0)
-    return W
-
-
-def bt_strengths(wins: np.ndarray, prior_ties: float = PRIOR_TIES) -> np.ndarray:
-    """Centred Bradley-Terry log-strengths from a win matrix (ties already half to each side).
-
-    With ``prior_ties > 0`` every system also ties a virtual reference system that
-    many times (see the module docstring); the reference is dropped before centring.
-    """
-    wins = np.asarray(wins, dtype=float)
-    n = wins.shape[0]
-    if n == 0:
-        return np.zeros(0)
-    if n == 1:
-        return np.zeros(1)
-    if prior_ties > 0:
-        m = np.zeros((n + 1, n + 1))
-        m[:n, :n] = wins
-        m[:n, n] = m[n, :n] = prior_ties / 2.0
-    else:
-        m = wins
-    try:
-        theta = choix.ilsr_pairwise_dense(m, alpha=0.0, max_iter=10_000, tol=1e-10)[:n]
-    except (RuntimeError, ValueError) as exc:  # choix: no convergence, or no unique stationary distribution
-        raise ValueError(
-            f"Bradley-Terry fit failed ({exc}); with prior_ties=0 the comparison graph must be strongly connected "
-            "(a chain of wins from every system to every other), so an unbeaten system has no finite strength"
-        ) from None
-    if not np.isfinite(theta).all():
-        raise ValueError("Bradley-Terry fit gave non-finite strengths; use prior_ties > 0")
-    return theta - theta.mean()
 
 
 @dataclass(frozen=True)

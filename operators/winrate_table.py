@@ -26,7 +26,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pairank.operators.votes import PairVotes
-from pairank.operators.winrate import NO_VOTE, SYSTEM, Accuracy, Counts, Summary, accuracies, bwrs, observed
+from pairank.operators.winrate import (
+    NO_VOTE,
+    SYSTEM,
+    Accuracy,
+    Counts,
+    Summary,
+    accuracies,
+    bwrs,
+    observed,
+)
 
 METHODS = ("human", "observed", "bwrs", "dawid_skene", "dawid_skene_em")
 PRIORS = ("none", "in_dist", "ood")

@@ -37,7 +37,7 @@ orders::
     >>> result.requests, result.judged, result.errors
     (2, 2, 0)
     >>> sorted(pairank.SCHEDULERS)[:3], sorted(pairank.JUDGES)
-    (['full', 'no_repeat', 'random'], ['http', 'replay', 'simulated', 'vllm'])
+    (['adaptive_symmetric', 'full', 'no_repeat'], ['http', 'replay', 'simulated', 'vllm'])
 
 Names are imported on first use, so ``import pairank`` starts neither Ray nor an engine.
 """
@@ -58,7 +58,7 @@ _API = {
     "RunResult": ("pairank.jobs.run", "RunResult"),
     "Judge": ("pairank.operators.judges.base", "Judge"),
     "JUDGES": ("pairank.operators.judges", "JUDGES"),
-    "SCHEDULERS": ("pairank.jobs.schedulers", "SCHEDULERS"),
+    "SCHEDULERS": ("pairank.jobs.schedulers", "REGISTRY"),
 }
 
 __all__ = sorted(_API)

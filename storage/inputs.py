@@ -15,7 +15,13 @@ from __future__ import annotations
 import pyarrow as pa
 
 from pairank.storage.fs import Location
-from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS, TableError, validate
+from pairank.storage.schemas import (
+    CANDIDATES,
+    HUMAN_SCORES,
+    PAIRWISE_LABELS,
+    TableError,
+    validate,
+)
 
 
 def read_candidates(folder: Location) -> pa.Table:

@@ -13,8 +13,6 @@ import pkgutil
 
 import pytest
 
-import pairank
-
 SUBPACKAGES = ("jobs", "operators", "cluster", "storage")
 #: Modules whose import needs an optional engine; their examples need it too.
 OPTIONAL = {"pairank.operators.judges.vllm_judge"}

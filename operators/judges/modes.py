@@ -131,6 +131,17 @@ def request_seed(key: str, base: int, attempt: int = 0) -> int:
     return (int(key[:8], 16) + base + 1_000_003 * attempt) % (2**31 - 1)
 
 
+def build_runner(judge_spec, judging=None) -> ModeRunner:
+    """The engine of ``judge_spec`` in the ``judging`` mode: what a judge actor or replica runs.
+
+    Pools and Serve replicas receive ``functools.partial(build_runner, judge_spec, judging)``
+    as their factory and call it once, in their own process.
+    """
+    from pairank.operators.judges import make_judge
+
+    return ModeRunner(make_judge(judge_spec), judging)
+
+
 class ModeRunner:
     """One judge engine and the judging mode: runs any stage's batch on it."""
 

@@ -39,7 +39,12 @@ import numpy as np
 import pyarrow as pa
 from scipy.special import expit, log_expit, ndtri
 
-from pairank.operators.judges.base import Judge, LabelScore, check_columns, judgment_rows
+from pairank.operators.judges.base import (
+    Judge,
+    LabelScore,
+    check_columns,
+    judgment_rows,
+)
 from pairank.storage.fs import Location
 from pairank.storage.keys import canonical_json
 from pairank.storage.schemas import HUMAN_SCORES, validate

@@ -17,7 +17,13 @@ import posixpath
 from collections.abc import Callable
 
 from pairank.storage.fs import Location
-from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, PAIRWISE_LABELS, validate
+from pairank.storage.schemas import (
+    CANDIDATES,
+    HUMAN_SCORES,
+    JUDGMENTS,
+    PAIRWISE_LABELS,
+    validate,
+)
 
 from . import hanna, llmbar, newsroom, summeval, topicalchat
 from ._records import ImportedSet

@@ -24,7 +24,15 @@ import pyarrow as pa
 from pyarrow.fs import FileSelector, FileType
 
 from pairank.storage.fs import Location
-from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, PAIRWISE_LABELS, TableError, empty, validate
+from pairank.storage.schemas import (
+    CANDIDATES,
+    HUMAN_SCORES,
+    JUDGMENTS,
+    PAIRWISE_LABELS,
+    TableError,
+    empty,
+    validate,
+)
 
 TEXT = "a non-empty text"
 NUMBER = "a finite number"

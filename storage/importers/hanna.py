@@ -38,7 +38,17 @@ import re
 from pairank.storage.fs import Location
 from pairank.storage.schemas import TableError
 
-from ._records import NUMBER, TEXT, ImportedSet, Record, check_unique, close, grouped, read_records, scored_set
+from ._records import (
+    NUMBER,
+    TEXT,
+    ImportedSet,
+    Record,
+    check_unique,
+    close,
+    grouped,
+    read_records,
+    scored_set,
+)
 
 ASPECTS = ("relevance", "coherence", "empathy", "surprise", "engagement", "complexity")
 SHAPE = {"prompt_id": TEXT, "story_id": TEXT, "prompt": TEXT, "story": TEXT} | {a: NUMBER for a in ASPECTS}

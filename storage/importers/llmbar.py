@@ -58,9 +58,27 @@ import pyarrow as pa
 
 from pairank.storage.fs import Location
 from pairank.storage.keys import canonical_json, judgment_key, text_hash
-from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, PAIRWISE_LABELS, TableError, empty
+from pairank.storage.schemas import (
+    CANDIDATES,
+    HUMAN_SCORES,
+    JUDGMENTS,
+    PAIRWISE_LABELS,
+    TableError,
+    empty,
+)
 
-from ._records import ANY, TEXT, ImportedSet, Record, check, raw_records, show, source_name, subfolders, table
+from ._records import (
+    ANY,
+    TEXT,
+    ImportedSet,
+    Record,
+    check,
+    raw_records,
+    show,
+    source_name,
+    subfolders,
+    table,
+)
 
 SHAPE = {"input": TEXT, "output_1": TEXT, "output_2": TEXT, "label": ANY}
 RESULT_SHAPE = {**dict.fromkeys(SHAPE, ANY), "results": ANY}

@@ -31,7 +31,17 @@ import re
 from pairank.storage.fs import Location
 from pairank.storage.schemas import TableError
 
-from ._records import ANY, NUMBER, TEXT, ImportedSet, check, close, grouped, read_records, scored_set
+from ._records import (
+    ANY,
+    NUMBER,
+    TEXT,
+    ImportedSet,
+    check,
+    close,
+    grouped,
+    read_records,
+    scored_set,
+)
 
 ASPECTS = ("coherence", "fluency", "informativeness", "relevance")
 SCORES = {a: NUMBER for a in ASPECTS}

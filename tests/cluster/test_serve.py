@@ -14,11 +14,12 @@ import psutil
 import pytest
 
 from pairank.jobs.cli import main
+from pairank.jobs.online import OnlineJudging, start_server
 from pairank.jobs.publish import build_leaderboard
 from pairank.jobs.requests import RequestMaker
-from pairank.jobs.run import mode_prompts, run_job
-from pairank.jobs.online import OnlineJudging, start_server
+from pairank.jobs.run import run_job
 from pairank.jobs.spec import parse_spec
+from pairank.jobs.stages import mode_prompts
 from pairank.operators.judges import judge_identity
 from pairank.operators.judges.modes import judging_identity
 from pairank.storage.cache import JudgmentCache

@@ -15,13 +15,19 @@ import pyarrow as pa
 import pytest
 
 from pairank.cluster.serving import stop
-from pairank.jobs.requests import RequestMaker
-from pairank.jobs.run import mode_prompts
 from pairank.jobs.online import start_server
+from pairank.jobs.requests import RequestMaker
 from pairank.jobs.spec import parse_spec
+from pairank.jobs.stages import mode_prompts
 from pairank.operators.judges import judge_identity
 from pairank.operators.judges.modes import judging_identity
-from tests.cluster.test_serve import compare_body, free_port, request, rows_with_key, spec_dict
+from tests.cluster.test_serve import (
+    compare_body,
+    free_port,
+    request,
+    rows_with_key,
+    spec_dict,
+)
 from tests.conftest import CPU_ENGINE_ENV
 
 #: What the scripted endpoint answers: one text per choice (n of them).

@@ -156,10 +156,10 @@ def assert_outputs(store: Path, name: str) -> None:
 def test_a_spec_in_the_checkout_runs_from_its_own_path_with_the_overrides_on_the_command_line():
     from pairank.cluster.submit import EXCLUDES, prepare, staged_package
 
-    sub = prepare("configs/demo.yaml", ["output=s3://bucket/pairank", "scheduler.name=random"], environ={})
+    sub = prepare("configs/demo.yaml", ["output=s3://bucket/pairank", "scheduler.name=pairs_greedy"], environ={})
     assert sub.working_dir == ROOT and sub.staged is None and sub.env_vars == {}
     assert sub.entrypoint == (
-        "python3 -m pairank.jobs.cli run configs/demo.yaml --set output=s3://bucket/pairank --set scheduler.name=random "
+        "python3 -m pairank.jobs.cli run configs/demo.yaml --set output=s3://bucket/pairank --set scheduler.name=pairs_greedy "
         "--set cluster.address=auto"
     )
     assert sub.runtime_env() == {"working_dir": str(ROOT), "excludes": list(EXCLUDES)}

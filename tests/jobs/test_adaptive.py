@@ -1,4 +1,4 @@
-"""Tests of jobs.adaptive: PAIRS greedy/beam state machines and the lockstep loop.
+"""Tests of pairank.jobs.schedulers: PAIRS greedy/beam state machines and the lockstep loop.
 
 Judges here are small pure functions of a latent score per candidate: the same
 ordered pair always gets the same p, whichever scheduler asks and in which round.
@@ -15,8 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairank.jobs import adaptive
-from pairank.jobs.adaptive import (
+from pairank.jobs.schedulers import (
     ADAPTIVE,
     LN2,
     AdaptiveScheduler,
@@ -208,8 +207,10 @@ def critical_path(n: int) -> int:
 
 
 def test_doctests() -> None:
-    result = doctest.testmod(adaptive)
-    assert result.attempted > 10 and result.failed == 0
+    from pairank.jobs.schedulers import adaptive_symmetric, anchors, pairs, protocol
+
+    results = [doctest.testmod(module) for module in (protocol, pairs, anchors, adaptive_symmetric)]
+    assert sum(r.attempted for r in results) > 10 and sum(r.failed for r in results) == 0
 
 
 # ---------------------------------------------------------------------------

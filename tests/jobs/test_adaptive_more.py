@@ -1,4 +1,4 @@
-"""Tests of jobs.adaptive's scaled PAIRS (anchor insertion) and adaptive symmetric sampling.
+"""Tests of pairank.jobs.schedulers's scaled PAIRS (anchor insertion) and adaptive symmetric sampling.
 
 The judges and the lockstep tracker are those of tests/jobs/test_adaptive.py: pure
 functions of a latent score per candidate, so the same ordered pair always gets
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairank.jobs.adaptive import (
+from pairank.jobs.schedulers import (
     ADAPTIVE,
     AdaptiveScheduler,
     AdaptiveSymmetric,

@@ -22,8 +22,9 @@ import yaml
 from pairank.jobs.driver import Driver, RoundCalibration
 from pairank.jobs.passes import Judging
 from pairank.jobs.requests import RequestMaker, contexts_of
-from pairank.jobs.run import judge_pool, read_inputs, run_job
+from pairank.jobs.run import run_job
 from pairank.jobs.spec import load_spec, parse_spec
+from pairank.jobs.stages import judge_pool, read_inputs
 from pairank.operators.judges import judge_identity
 from pairank.operators.judges.simulated import latent_quality
 from pairank.operators.prompts import load_prompts
@@ -77,7 +78,7 @@ class RecordingPool:
 
 
 def driver_for(spec, pools, progress=lambda m: None):
-    candidates, _ = read_inputs(spec)
+    candidates = read_inputs(spec).candidates
     prompts = load_prompts(Path(spec.prompts), spec.aspects)
     maker = RequestMaker(candidates, prompts, judge_identity(spec.judge))
     cache = JudgmentCache(Location.of(spec.output).join("judgments"))
@@ -173,7 +174,7 @@ def test_calibrated_one_order_run_beats_a_position_biased_judge(ray_local, six_i
         )  # fmt: skip
         result = run_job(spec, progress=lambda m: None)
         rankings = result.layout.rankings.read_parquet().to_pylist()
-        candidates, _ = read_inputs(spec)
+        candidates = read_inputs(spec).candidates
         agree = []
         for ctx in contexts_of(candidates):
             got = [r["candidate_id"] for r in sorted(rankings, key=lambda r: r["rank"])

@@ -19,9 +19,9 @@ from pairank.jobs.nightly import NightlyError, run_nightly
 from pairank.jobs.spec import SpecError, parse_spec
 from pairank.operators.leaderboard import OVERALL
 from pairank.storage.cache import JudgmentCache
+from pairank.storage.commits import CommitConflict, CommitLog, NightlyLayout
 from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
-from pairank.storage.commits import CommitConflict, CommitLog, NightlyLayout
 from pairank.storage.schemas import NIGHTLY_STATE, validate
 from tests.browser import check_screenshot, render
 from tests.conftest import ROOT

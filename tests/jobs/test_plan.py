@@ -8,10 +8,10 @@ import json
 import pyarrow as pa
 import pytest
 
-from pairank.jobs import adaptive
+from pairank.jobs import schedulers as adaptive
 from pairank.jobs.cli import main
 from pairank.jobs.plan import Point, measure_judge, plan, smallest_budget
-from pairank.jobs.schedulers import SCHEDULERS
+from pairank.jobs.schedulers.static import SCHEDULERS
 from pairank.jobs.spec import SimulatedJudgeSpec
 from pairank.operators.judges.simulated import SimulatedJudge
 from pairank.storage.fs import Location

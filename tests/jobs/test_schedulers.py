@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairank.jobs.schedulers import SCHEDULERS, get_scheduler, rng, schedule
+from pairank.jobs.schedulers import rng
+from pairank.jobs.schedulers.static import SCHEDULERS, get_scheduler, schedule
 
 NAMES = sorted(SCHEDULERS)
 PARTIAL = [n for n in NAMES if n != "full"]

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pairank.jobs.schedulers import FullSettings, RandomSettings
 from pairank.jobs.spec import (
     HttpJudgeSpec,
     JobSpec,
     ReplayJudgeSpec,
-    SchedulerSpec,
     SpecError,
     VllmJudgeSpec,
     apply_overrides,
@@ -109,7 +109,7 @@ def test_unknown_scheduler_key(tmp_path: Path) -> None:
     line = next(line for line in msg.splitlines() if "rounds" in line)
     assert "scheduler.rounds" in line
     allowed = [k.strip() for k in line.split("allowed keys here:", 1)[1].split(",")]
-    assert allowed == sorted(SchedulerSpec.model_fields)
+    assert allowed == sorted(RandomSettings.model_fields)
 
 
 def test_unknown_nested_key_lists_keys_of_its_own_level(tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ def test_unknown_nested_key_lists_keys_of_its_own_level(tmp_path: Path) -> None:
 def test_unknown_key_via_override_names_spec_file() -> None:
     msg = spec_error(DEMO, ["scheduler.colour=red"])
     assert str(DEMO) in msg and "scheduler.colour" in msg
-    assert ", ".join(sorted(SchedulerSpec.model_fields)) in msg
+    assert ", ".join(sorted(FullSettings.model_fields)) in msg
 
 
 def test_overrides_take_effect() -> None:
@@ -234,3 +234,38 @@ def test_unknown_scheduler_name_names_allowed(tmp_path: Path) -> None:
 def test_duplicate_aspects(tmp_path: Path) -> None:
     msg = spec_error(write_spec(tmp_path, minimal(aspects=["coherence", "coherence"])))
     assert "aspects" in msg and "unique" in msg
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "key"),
+    [
+        ({"name": "full", "comparisons": 4}, "comparisons"),
+        ({"name": "pairs_greedy", "beam": {"size": 4}}, "beam"),
+        ({"name": "adaptive_symmetric", "symmetric": False}, "symmetric"),
+        ({"name": "random", "comparisons": 4, "anchors": {"size": 3}}, "anchors"),
+    ],
+)
+def test_a_setting_of_another_scheduler_is_an_error_naming_it_and_the_scheduler(tmp_path, scheduler, key):
+    from pairank.jobs.schedulers import REGISTRY
+
+    msg = spec_error(write_spec(tmp_path, minimal(scheduler=scheduler)))
+    line = next(line for line in msg.splitlines() if f"scheduler.{key}" in line)
+    assert f"unknown key for scheduler {scheduler['name']!r}" in line
+    allowed = [k.strip() for k in line.split("allowed keys here:", 1)[1].split(",")]
+    assert allowed == sorted(REGISTRY[scheduler["name"]].model_fields)
+
+
+def test_each_scheduler_builds_its_own_settings_and_an_unset_name_is_full(tmp_path):
+    from pairank.jobs.schedulers import REGISTRY
+
+    for name, settings in REGISTRY.items():
+        extra = {"comparisons": 2} if "comparisons" in settings.model_fields else {}
+        extra |= {"baseline": "M0"} if name == "one_vs_n" else {}
+        spec = load_spec(write_spec(tmp_path, minimal(scheduler={"name": name, **extra})))
+        assert type(spec.scheduler) is settings and spec.scheduler.adaptive == ("machine" in vars(settings))
+    assert load_spec(write_spec(tmp_path, minimal(scheduler={"seed": 3}))).scheduler == FullSettings(seed=3)
+
+
+def test_a_partial_scheduler_without_comparisons_is_an_error_at_load(tmp_path):
+    msg = spec_error(write_spec(tmp_path, minimal(scheduler={"name": "symmetric"})))
+    assert "scheduler.comparisons: Field required" in msg

@@ -15,7 +15,12 @@ import sys
 import numpy as np
 import pytest
 
-from pairank.operators.dawid_skene import DawidSkeneResult, dawid_skene, em_dawid_skene, prepare
+from pairank.operators.dawid_skene import (
+    DawidSkeneResult,
+    dawid_skene,
+    em_dawid_skene,
+    prepare,
+)
 from pairank.operators.winrate import NO_VOTE, accuracies
 
 JUDGES = [f"judge-{j}" for j in range(8)]

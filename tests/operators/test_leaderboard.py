@@ -11,9 +11,23 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pairank.operators.leaderboard import OVERALL, LeaderboardOptions, aspect_rows, bt_strengths, leaderboard
+from pairank.operators.leaderboard import (
+    OVERALL,
+    LeaderboardOptions,
+    aspect_rows,
+    bt_strengths,
+    leaderboard,
+)
 from pairank.operators.leaderboard_html import render_html, strength_text, winrate_text
-from pairank.storage.schemas import JUDGMENTS, LEADERBOARD, POSITION_BIAS, SPEARMAN, WINRATES, TableError, validate
+from pairank.storage.schemas import (
+    JUDGMENTS,
+    LEADERBOARD,
+    POSITION_BIAS,
+    SPEARMAN,
+    WINRATES,
+    TableError,
+    validate,
+)
 from tests.browser import check_rows_in_dom, check_screenshot, render
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)

@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairank.operators.scores import comparison_counts, min_ranks, rank_table, verdict, win_ratios
+from pairank.operators.scores import (
+    comparison_counts,
+    min_ranks,
+    rank_table,
+    verdict,
+    win_ratios,
+)
 from pairank.storage.schemas import CANDIDATES, JUDGMENTS, RANKINGS
 from tests.operators.rows import judgment
 

@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 
 from pairank.jobs.spec import SimulatedJudgeSpec
 from pairank.operators.judges import judge_identity, make_judge
-from pairank.operators.judges.simulated import SimulatedJudge, latent_quality, simulate_matrices, simulated_p_a
+from pairank.operators.judges.simulated import (
+    SimulatedJudge,
+    latent_quality,
+    simulate_matrices,
+    simulated_p_a,
+)
 from pairank.operators.scores import win_ratios
 from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS, validate

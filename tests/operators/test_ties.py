@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairank.jobs.adaptive import ADAPTIVE, AnchorInsertion, run_lockstep, symmetric_p
+from pairank.jobs.schedulers import ADAPTIVE, AnchorInsertion, run_lockstep, symmetric_p
 from pairank.operators.calibration import calibrate_table
 from pairank.operators.meta_eval import meta_eval
 from pairank.operators.reports import position_bias
@@ -284,7 +284,7 @@ def test_meta_eval_counts_a_tie_as_wrong_and_two_ties_as_agreeing() -> None:
     assert out["equal"] == "2 / 4 = 50.0%"
 
 
-# --- jobs.adaptive: every machine finishes on all-tie answers, with a permutation -----------------
+# --- pairank.jobs.schedulers: every machine finishes on all-tie answers, with a permutation -----------------
 
 
 def machine(name: str, ids: list[str], seed: int, symmetric: bool):

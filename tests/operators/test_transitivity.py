@@ -12,7 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pairank.operators.reports import spearman_table
-from pairank.operators.transitivity import TRIADS, cyclic_triads, intransitive_triads, seed_spread, spearman_by_seed
+from pairank.operators.transitivity import (
+    TRIADS,
+    cyclic_triads,
+    intransitive_triads,
+    seed_spread,
+    spearman_by_seed,
+)
 from pairank.storage.schemas import HUMAN_SCORES, JUDGMENTS, RANKINGS
 from tests.operators.rows import judgment as row
 

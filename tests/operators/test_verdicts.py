@@ -8,7 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairank.operators.verdicts import EMPTY, LETTERS, NO_VERDICT, Verdict, defuse, fold, parse_verdict
+from pairank.operators.verdicts import (
+    EMPTY,
+    LETTERS,
+    NO_VERDICT,
+    Verdict,
+    defuse,
+    fold,
+    parse_verdict,
+)
 
 QUOTED = f"{NO_VERDICT} outside quoted text"
 CONFLICT_AB = "conflicting verdicts: [[A]] and [[B]]"

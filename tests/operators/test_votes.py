@@ -8,7 +8,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pairank.operators.votes import human_truth, judge_names, labelled_pairs, pair_votes, system_pairs
+from pairank.operators.votes import (
+    human_truth,
+    judge_names,
+    labelled_pairs,
+    pair_votes,
+    system_pairs,
+)
 from pairank.operators.winrate import BASELINE, NO_VOTE, SYSTEM
 from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS
 from tests.operators.rows import judgment

@@ -8,9 +8,9 @@ import threading
 import pyarrow as pa
 import pytest
 
+from pairank.storage.commits import CommitConflict, CommitLog, NightlyLayout
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_prefix
-from pairank.storage.commits import CommitConflict, CommitLog, NightlyLayout
 from pairank.storage.schemas import CANDIDATES, TableError
 
 

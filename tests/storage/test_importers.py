@@ -11,7 +11,12 @@ import pytest
 
 from pairank.storage.fs import Location
 from pairank.storage.importers import IMPORTERS, ImportedSet, get_importer, run_import
-from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS, TableError
+from pairank.storage.schemas import (
+    CANDIDATES,
+    HUMAN_SCORES,
+    PAIRWISE_LABELS,
+    TableError,
+)
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_data = pytest.mark.skipif(

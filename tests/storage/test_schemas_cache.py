@@ -19,7 +19,14 @@ import pytest
 from pairank.storage.cache import JudgmentCache, latest_per_key
 from pairank.storage.fs import Location
 from pairank.storage.keys import canonical_json, judgment_key, text_hash
-from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, PAIRWISE_LABELS, TableError, validate
+from pairank.storage.schemas import (
+    CANDIDATES,
+    HUMAN_SCORES,
+    JUDGMENTS,
+    PAIRWISE_LABELS,
+    TableError,
+    validate,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)

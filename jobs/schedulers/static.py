@@ -20,19 +20,14 @@ rates against a baseline, :mod:`pairank.operators.winrate`)::
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import numpy as np
+from pydantic import Field, model_validator
 
-Pair = tuple[str, str]
-
-
-def rng(seed: int, context_id: str) -> np.random.Generator:
-    """A generator for one context, stable across processes and Python versions."""
-    digest = hashlib.sha256(f"{seed}\x00{context_id}".encode("utf-8")).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+from pairank.jobs.schedulers.protocol import Pair, SchedulerSettings, rng
 
 
 def _unordered(ids: Sequence[str]) -> list[Pair]:
@@ -132,3 +127,51 @@ def schedule(
     if name != "full":
         _need(r)
     return {ctx: fn(sorted(ids), r, rng(seed, ctx)) for ctx, ids in contexts.items()}
+
+
+# ---------------------------------------------------------------------------
+# settings
+
+
+class StaticSettings(SchedulerSettings):
+    """A static scheduler: every pair of a context known up front."""
+
+    def pairs(self, contexts: dict[str, Sequence[str]], systems: dict[str, str]) -> dict[str, list[Pair]]:
+        """``{context_id: [(a, b), ...]}``; ``systems`` maps candidate id -> system."""
+        return schedule(self.name, contexts, getattr(self, "comparisons", None), self.seed, systems,
+                        getattr(self, "baseline", None))  # fmt: skip
+
+
+COMPARISONS = Field(..., ge=1, description="R, comparisons per context and aspect.")
+
+
+class FullSettings(StaticSettings):
+    name: Literal["full"] = Field("full", description="All N(N-1) ordered pairs.")
+
+
+class RandomSettings(StaticSettings):
+    name: Literal["random"] = Field("random", description="R ordered pairs at random.")
+    comparisons: int = COMPARISONS
+
+
+class NoRepeatSettings(StaticSettings):
+    name: Literal["no_repeat"] = Field("no_repeat", description="R unordered pairs, one random order each.")
+    comparisons: int = COMPARISONS
+
+
+class SymmetricSettings(StaticSettings):
+    name: Literal["symmetric"] = Field("symmetric", description="R/2 unordered pairs, both orders.")
+    comparisons: int = COMPARISONS
+
+
+class OneVsNSettings(StaticSettings):
+    name: Literal["one_vs_n"] = Field(
+        "one_vs_n", description="Every system's candidate against the baseline's, both orders."
+    )
+    baseline: str | None = Field(None, description="The baseline system every other system is paired with.")
+
+    @model_validator(mode="after")
+    def _baseline(self) -> OneVsNSettings:
+        if not self.baseline:
+            raise ValueError("scheduler one_vs_n needs `baseline` (the system every other system is compared with)")
+        return self

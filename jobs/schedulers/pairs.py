@@ -1,0 +1,427 @@
+"""PAIRS merge sort (greedy and beam) as one state machine per context.
+
+A machine holds the candidates of one context and asks for ordered pairs
+``(a, b)`` (``a`` in slot A) as its merge sort needs them; the protocol a driver
+relies on is in :mod:`pairank.jobs.schedulers.protocol`.
+
+The sort is PAIRS (Liu et al., "Aligning with human judgement: the role of
+pairwise preference in LLM evaluators", 2024) run bottom-up over the merge tree
+that the recursive algorithm builds (split at ``mid = (lo + hi) // 2``): every
+merge starts as soon as both its inputs are sorted, so all merges of a level run
+side by side and each round carries the next comparison of every active merge
+(and, for the beam, of every path of its beam). A merge only ever depends on its
+two inputs and the judgments it reads, so a context's ranking does not depend on
+the other contexts, on how rounds are batched, or on which answers arrive late.
+
+Two more machines speak the same protocol:
+:class:`~pairank.jobs.schedulers.anchors.AnchorInsertion` (scaled PAIRS: sort a
+seeded sample of anchors, then place every other candidate by binary search among
+them) and :class:`~pairank.jobs.schedulers.adaptive_symmetric.AdaptiveSymmetric`
+(ask both orders of the pairs whose order a Bradley-Terry posterior is least sure of).
+
+The candidate order before sorting is a seeded shuffle of the sorted ids (the
+generator is :func:`pairank.jobs.schedulers.protocol.rng` of the job seed and the context id), so
+identical seeds give identical requests and rankings, whatever order the ids
+come in::
+
+    >>> m = PairsGreedy("ctx", ["x", "y", "z"], seed=0)
+    >>> judge = {"x": 3, "y": 2, "z": 1}                 # latent quality
+    >>> while not m.done:
+    ...     m.observe({(a, b): float(judge[a] > judge[b]) for a, b in m.next_requests()})
+    >>> m.ranking(), m.asked
+    (['x', 'y', 'z'], 3)
+
+
+* :attr:`asked` counts distinct ordered pairs requested; with ``symmetric=True``
+  each comparison is two ordered pairs, asked in the same round.
+
+Ties. Every machine reads p = 0.5 as no preference: a tie verdict, a judge that
+picks the same slot in both orders (``symmetric_p(1, 1) = 0.5``), or a failed
+judgment the driver answers with 0.5. Each machine states its rule in its
+docstring. None waits for a decided comparison or divides by a count of them,
+so with every answer 0.5 each one finishes and returns a permutation: PAIRS
+greedy and beam return the seeded start order (:attr:`order`), anchors the
+sorted anchors and then the rest in seeded order, and adaptive_symmetric the
+ids sorted, stopped as "stable"::
+
+    >>> m = PairsGreedy("ctx", ["x", "y", "z"], seed=0)
+    >>> while not m.done:
+    ...     m.observe({pair: 0.5 for pair in m.next_requests()})
+    >>> m.ranking() == m.order, m.asked
+    (True, 2)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pairank.jobs.schedulers.protocol import (
+    _P_FLOOR,
+    LN2,
+    AdaptiveSettings,
+    Lookup,
+    Pair,
+    _distinct,
+    _Ledger,
+    _seeded,
+    binary_entropy,
+    rng,
+)
+
+
+class BeamSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    size: int = Field(1000, ge=1, description="Partial merge paths kept per merge (paper: 1000).")
+    entropy_threshold: float = Field(
+        0.6,
+        ge=0,
+        description="U_h in nats: both choices of a step are kept only when its binary entropy exceeds this "
+        "(at most ln 2 = 0.693; 0.6 is the paper's value, a probability gap of about 0.21).",
+    )
+    score: Literal["sum", "mean"] = Field(
+        "sum", description="Path score: sum of log p of its choices (the transitive likelihood), or their mean."
+    )
+
+    def options(self) -> dict:
+        """The beam machine's keyword arguments."""
+        return {"beam_size": self.size, "entropy_threshold": self.entropy_threshold, "score": self.score}
+
+
+SYMMETRIC = Field(
+    True,
+    description="Make each comparison in both orders and use (p(a,b) + 1 - p(b,a)) / 2 (small judges are "
+    "position-biased); false asks one order.",
+)
+
+
+class PairsGreedySettings(AdaptiveSettings):
+    name: Literal["pairs_greedy"] = Field("pairs_greedy", description="PAIRS merge sort, the likelier branch.")
+    symmetric: bool = SYMMETRIC
+
+    def machine(self, context_id: str, ids: list[str], seed: int) -> PairsGreedy:
+        return PairsGreedy(context_id, ids, seed, symmetric=self.symmetric)
+
+
+class PairsBeamSettings(AdaptiveSettings):
+    name: Literal["pairs_beam"] = Field(
+        "pairs_beam", description="PAIRS merge sort keeping a beam of partial merges, branching where unsure."
+    )
+    symmetric: bool = SYMMETRIC
+    beam: BeamSpec = Field(default_factory=BeamSpec, description="The beam.")
+
+    def machine(self, context_id: str, ids: list[str], seed: int) -> PairsBeam:
+        return PairsBeam(context_id, ids, seed, symmetric=self.symmetric, **self.beam.options())
+
+
+# ---------------------------------------------------------------------------
+# merges: one per inner node of the merge tree
+
+
+
+class _GreedyMerge:
+    """Compare the two heads, take the preferred one (the left one on p = 0.5)."""
+
+    def __init__(self, left: list[str], right: list[str]) -> None:
+        self.left, self.right = left, right
+        self.i = self.j = 0
+        self.out: list[str] = []
+        self.result: list[str] | None = None
+
+    def advance(self, lookup: Lookup) -> list[Pair]:
+        """Merge as far as the known judgments allow; return the comparisons it waits on."""
+        left, right = self.left, self.right
+        while self.i < len(left) and self.j < len(right):
+            p = lookup(left[self.i], right[self.j])
+            if p is None:
+                return [(left[self.i], right[self.j])]
+            if p >= 0.5:
+                self.out.append(left[self.i])
+                self.i += 1
+            else:
+                self.out.append(right[self.j])
+                self.j += 1
+        self.result = self.out + left[self.i :] + right[self.j :]
+        return []
+
+
+class _BeamMerge:
+    """A beam of partial merge paths scored by the transitive likelihood.
+
+    A path is ``(score, i, j, trail)``: it has placed ``left[:i]`` and
+    ``right[:j]`` (``trail`` is that order as a linked list, newest first) and
+    ``score`` is the sum of log p of the choices made. All unfinished paths have
+    placed the same number of items, so one step advances them together. A path
+    is finished when one input is used up (the rest follows with no comparison).
+    A step: an unfinished path reads p = P(left[i] better than right[j]) and
+    branches into both choices if H(p) > U_h, else takes the likelier one. The
+    paths are then sorted by score (earlier first on ties: finished paths carried
+    over, then children in order, the left choice first) and cut to the beam
+    size; when no unfinished path is left, the first path wins.
+
+    Two exact shortcuts on top of that beam (they change neither the winner nor,
+    with an unsaturated beam, anything else; they only save comparisons and work):
+
+    * an unfinished path whose score is not above a finished path in the beam is
+      dropped: scores only fall, and the finished path ranks ahead of all its
+      descendants;
+    * of the paths at the same ``(i, j)`` only the best is kept (hypothesis
+      recombination): they have the same continuations with the same increments.
+      When the beam is full this spends its slots on distinct states rather than
+      on copies that can never win.
+
+    With recombination a step holds at most ``min(len(left), len(right)) + 1``
+    unfinished paths, so a beam size above that is an exact search over the
+    entropy-pruned lattice.
+
+    With ``mean=True`` paths are ranked by the mean log p per comparison, as the
+    public code's moving average does (a path made a comparison at each of its
+    ``i + j`` steps). Recombination stays exact (same ``(i, j)``, same count);
+    the first shortcut does not hold for a mean and is skipped.
+    """
+
+    def __init__(self, left: list[str], right: list[str], beam_size: int, threshold: float, mean: bool = False) -> None:
+        self.left, self.right = left, right
+        self.beam_size, self.threshold, self.mean = beam_size, threshold, mean
+        self.paths: list[tuple[float, int, int, tuple | None]] = [(0.0, 0, 0, None)]
+        self.result: list[str] | None = None
+
+    def _finished(self, i: int, j: int) -> bool:
+        return i == len(self.left) or j == len(self.right)
+
+    def _rank_key(self, path: tuple[float, int, int, tuple | None]) -> float:
+        """Sort key, best first: minus the sum (or mean) of log p."""
+        score, i, j, _ = path
+        return -score / max(i + j, 1) if self.mean else -score
+
+    def advance(self, lookup: Lookup) -> list[Pair]:
+        left, right = self.left, self.right
+        while True:
+            cells = list(dict.fromkeys((left[i], right[j]) for _, i, j, _ in self.paths if not self._finished(i, j)))
+            if not cells:
+                break
+            known = {c: lookup(*c) for c in cells}
+            missing = [c for c, p in known.items() if p is None]
+            if missing:
+                return missing
+            self._step(known)
+        _, i, j, trail = self.paths[0]
+        placed: list[str] = []
+        while trail is not None:
+            placed.append(trail[0])
+            trail = trail[1]
+        self.result = placed[::-1] + left[i:] + right[j:]
+        return []
+
+    def _step(self, known: dict[Pair, float]) -> None:
+        left, right = self.left, self.right
+        carried = [path for path in self.paths if self._finished(path[1], path[2])]
+        children: list[tuple[float, int, int, tuple | None]] = []
+        for score, i, j, trail in self.paths:
+            if self._finished(i, j):
+                continue
+            p = known[(left[i], right[j])]
+            take_left = (score + math.log(max(p, _P_FLOOR)), i + 1, j, (left[i], trail))
+            take_right = (score + math.log(max(1.0 - p, _P_FLOOR)), i, j + 1, (right[j], trail))
+            if binary_entropy(p) > self.threshold:
+                children += [take_left, take_right]
+            else:
+                children.append(take_left if p >= 0.5 else take_right)
+        best_at: dict[tuple[int, int], tuple[float, int, int, tuple | None]] = {}
+        for path in carried + children:  # recombination: first of the best per (i, j)
+            key = (path[1], path[2])
+            if key not in best_at or path[0] > best_at[key][0]:
+                best_at[key] = path
+        ranked = sorted(best_at.values(), key=self._rank_key)[: self.beam_size]  # stable
+        finished = [path[0] for path in ranked if self._finished(path[1], path[2])]
+        if finished and not self.mean:
+            bound = max(finished)
+            ranked = [path for path in ranked if self._finished(path[1], path[2]) or path[0] > bound]
+        self.paths = ranked
+
+
+# ---------------------------------------------------------------------------
+# the machines
+
+
+class _PairsMachine(_Ledger):
+    """Merge sort over the PAIRS split tree; subclasses choose the merge."""
+
+    def __init__(self, context_id: str, ids: Sequence[str], seed: int, symmetric: bool = False) -> None:
+        ids = _distinct(context_id, ids)
+        self.context_id = context_id
+        self.symmetric = bool(symmetric)
+        #: The candidates in the seeded order the sort starts from.
+        self.order: list[str] = _seeded(ids, rng(seed, context_id))
+        self._ids = frozenset(ids)
+        self._open_ledger()
+        self._blocked: list[Pair] = []
+        self._ranking: list[str] | None = None
+        # Merge tree: node (lo, hi) over self.order; a leaf is one candidate.
+        self._run: dict[tuple[int, int], list[str]] = {}
+        self._parent: dict[tuple[int, int], tuple[int, int]] = {}
+        self._active: dict[tuple[int, int], _GreedyMerge | _BeamMerge] = {}
+        if len(self.order) <= 1:
+            self._ranking = list(self.order)
+            return
+        self._build(0, len(self.order))
+        self._advance()
+
+    # -- tree
+
+    def _build(self, lo: int, hi: int) -> None:
+        if hi - lo == 1:
+            self._run[(lo, hi)] = [self.order[lo]]
+            return
+        mid = (lo + hi) // 2
+        for child in ((lo, mid), (mid, hi)):
+            self._parent[child] = (lo, hi)
+            self._build(*child)
+        if (lo, mid) in self._run and (mid, hi) in self._run:
+            self._start(lo, hi)
+
+    def _start(self, lo: int, hi: int) -> None:
+        mid = (lo + hi) // 2
+        self._active[(lo, hi)] = self._new_merge(self._run.pop((lo, mid)), self._run.pop((mid, hi)))
+
+    def _new_merge(self, left: list[str], right: list[str]) -> _GreedyMerge | _BeamMerge:
+        raise NotImplementedError
+
+    # -- judgments
+
+    def _advance(self) -> None:
+        """Run every active merge as far as the known judgments allow."""
+        progressed = True
+        while progressed:
+            progressed = False
+            blocked: list[Pair] = []
+            for node in sorted(self._active):
+                merge = self._active[node]
+                waiting = merge.advance(self._lookup)
+                if merge.result is None:
+                    blocked += waiting
+                    continue
+                del self._active[node]
+                self._run[node] = merge.result
+                parent = self._parent.get(node)
+                if parent is None:
+                    self._ranking = merge.result
+                    continue
+                lo, hi = parent
+                mid = (lo + hi) // 2
+                if (lo, mid) in self._run and (mid, hi) in self._run:
+                    self._start(lo, hi)
+                    progressed = True
+            self._blocked = blocked
+
+    # -- the protocol
+
+    @property
+    def done(self) -> bool:
+        return self._ranking is not None
+
+    def next_requests(self) -> list[Pair]:
+        return self._ask(self._blocked)
+
+    def observe(self, p_a: Mapping[Pair, float]) -> None:
+        self._record(p_a)
+        if self._ranking is None:
+            self._advance()
+
+    def ranking(self) -> list[str]:
+        if self._ranking is None:
+            raise RuntimeError(
+                f"context {self.context_id!r} is not done: {len(self._active)} merges running, "
+                f"{len(self.pending)} pairs pending"
+            )
+        return list(self._ranking)
+
+
+class PairsGreedy(_PairsMachine):
+    """PAIRS-greedy: each merge step compares the two heads and takes the preferred.
+
+    At most ``N * ceil(log2 N)`` comparisons (each two ordered pairs with
+    ``symmetric=True``, where p is :func:`symmetric_p` of both orders).
+
+    Ties: on p = 0.5 the merge takes the left head, so it is stable: equals keep
+    their seeded order, and a judge that ties everything returns :attr:`order`.
+    """
+
+    def _new_merge(self, left: list[str], right: list[str]) -> _GreedyMerge:
+        return _GreedyMerge(left, right)
+
+
+class PairsBeam(_PairsMachine):
+    """PAIRS-beam: each merge keeps a beam of partial merges (see :class:`_BeamMerge`).
+
+    A path's score is its transitive likelihood, the sum of log p over its
+    choices (p being the probability of the choice made). Where the binary
+    entropy H(p) of a step exceeds ``entropy_threshold`` (U_h, in nats, at most
+    ln 2 ~ 0.693) both choices are kept, otherwise only the likelier one. The
+    beam is cut to ``beam_size`` paths; when the merge is done the best path wins.
+    All paths' comparisons of a step go out in one round (each pair once; known
+    judgments are reused).
+
+    The public code's probability gap g (prune a branch when the other choice's
+    probability exceeds ``0.5 + g``) is the same rule as
+    ``U_h = H(0.5 + g) = -(0.5+g) ln(0.5+g) - (0.5-g) ln(0.5-g)``, since
+    ``max(p, 1-p) > 0.5 + g  <=>  H(p) < H(0.5 + g)``:
+
+    >>> from pairank.jobs.schedulers.protocol import prob_gap_from_u_h, u_h_from_prob_gap
+    >>> round(u_h_from_prob_gap(0.1), 3), round(u_h_from_prob_gap(0.3), 3)
+    (0.673, 0.5)
+    >>> round(prob_gap_from_u_h(0.6), 3)   # the default U_h is a gap of about 0.21
+    0.212
+
+    ``score="sum"`` (the default) ranks paths by the sum of log p, the log of
+    the product of the step p's. It favours paths that use up one input early
+    (fewer factors below 1), e.g. placing a slightly worse item ahead of a run
+    of three that each beat it with p = 0.6 (log 0.4 > 3 log 0.6).
+    ``score="mean"`` ranks by the mean log p per comparison, as the public
+    code's moving average does. ``entropy_threshold >= ln 2`` never branches
+    and ``beam_size=1`` keeps one path: both reduce to :class:`PairsGreedy`.
+
+    Ties: p = 0.5 has the largest entropy, ln 2, so below that threshold a tie
+    always keeps both branches, each at the same cost log 0.5; recombination
+    caps the paths as usual. Paths of equal score keep their order (the left
+    choice first), so a judge that ties everything returns :attr:`order`, as
+    greedy does (which also takes the left head on a tie when it cannot branch).
+
+    >>> m = PairsBeam("ctx", ["w", "x", "y", "z"], seed=0)
+    >>> while not m.done:
+    ...     m.observe({pair: 0.5 for pair in m.next_requests()})
+    >>> m.ranking() == m.order
+    True
+    """
+
+    def __init__(
+        self,
+        context_id: str,
+        ids: Sequence[str],
+        seed: int,
+        beam_size: int = 1000,
+        entropy_threshold: float = 0.6,
+        symmetric: bool = False,
+        score: str = "sum",
+    ) -> None:
+        if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+            raise ValueError(f"beam_size: expected an integer >= 1, found {beam_size!r}")
+        if not (isinstance(entropy_threshold, (int, float)) and entropy_threshold >= 0.0):
+            raise ValueError(
+                f"entropy_threshold (U_h, nats): expected a number >= 0 (ln 2 = {LN2:.4f} never branches), "
+                f"found {entropy_threshold!r}"
+            )
+        if score not in ("sum", "mean"):
+            raise ValueError(f"score: expected 'sum' or 'mean' (of the log p of a path's steps), found {score!r}")
+        self.beam_size = beam_size
+        self.entropy_threshold = float(entropy_threshold)
+        self.score = score
+        super().__init__(context_id, ids, seed, symmetric)
+
+    def _new_merge(self, left: list[str], right: list[str]) -> _BeamMerge:
+        return _BeamMerge(left, right, self.beam_size, self.entropy_threshold, mean=self.score == "mean")
+
