@@ -163,7 +163,7 @@ def _final(job_id: str, status: str, message: str) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from pairank.cluster.submit import prepare
+    from pairank.jobs.submission import prepare
 
     submission = prepare(
         args.spec, args.set or [], working_dir=args.working_dir, extra_env=args.env or [],
@@ -308,7 +308,7 @@ def parser() -> argparse.ArgumentParser:
         "submit",
         help="submit a job spec to a Ray cluster through the Ray Jobs API and stream its log",
         description="Validates the spec here, uploads the working directory (default: this checkout, without "
-        ".venv, .git, runs, bench/results) and runs `python3 -m jobs.cli run SPEC` on the cluster. Exit code: "
+        ".venv, .git, runs, bench/results) and runs `python3 -m pairank.jobs.cli run SPEC` on the cluster. Exit code: "
         "0 when the job succeeded, 1 when it failed or was stopped, 2 on a bad spec or an unreachable cluster.",
     )
     sb.add_argument("spec", help="YAML job spec (input/output should be s3:// or paths every node sees)")

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import shutil
 import subprocess
 import sys
+import zipfile
+from pathlib import Path
 
 from tests.conftest import ROOT
 
@@ -13,10 +16,62 @@ PACKAGES = ("jobs", "operators", "cluster", "storage")
 PAIRANK = [sys.executable, "-m", "pairank.jobs.cli"]
 
 
-def test_no_other_distribution_provides_pairank_top_level_names():
+def test_no_other_distribution_provides_the_pairank_import_name():
     owners = importlib.metadata.packages_distributions()
-    for name in PACKAGES:
-        assert set(owners.get(name, [])) == {"pairank"}, f"top-level `{name}` is provided by {owners.get(name)}"
+    assert owners.get("pairank") == ["pairank"], owners.get("pairank")
+
+
+def _site_packages(venv: Path) -> Path:
+    return next(venv.glob("lib/python3*/site-packages"))
+
+
+def test_the_wheel_installs_pairank_alone_and_its_documented_example_runs(tmp_path):
+    """Built as a user's pip builds it, installed into a fresh venv: the only import name is ``pairank``
+    (plus the console script), and the API example of ``pairank/__init__.py`` runs from outside the checkout."""
+    wheels = tmp_path / "wheels"
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    (wheel,) = wheels.glob("pairank-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+    assert {n.split("/")[0] for n in names} == {"pairank", f"{wheel.name.split('-py3')[0]}.dist-info"}
+    for module in ("pairank/__init__.py", "pairank/jobs/cli.py", "pairank/jobs/schedulers/pairs.py",
+                   "pairank/operators/judges/modes.py", "pairank/cluster/pools.py", "pairank/storage/schemas.py"):
+        assert module in names
+    sources = {p.relative_to(ROOT).as_posix() for folder in PACKAGES for p in (ROOT / folder).rglob("*.py")}
+    assert {f"pairank/{s}" for s in sources} <= set(names), "a module of the checkout is missing from the wheel"
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr
+    site = _site_packages(venv)
+    importable = {p.name.removesuffix(".py") for p in site.iterdir()
+                  if not p.name.endswith((".dist-info", ".pth")) and p.name != "__pycache__"}  # fmt: skip
+    assert importable == {"pairank"}, sorted(importable)
+    assert (venv / "bin" / "pairank").is_file()
+    # pairank's dependencies come from the test venv (a plain path entry: its .pth files, and with them the
+    # editable install of this checkout, are not read), so the pairank imported is the wheel's.
+    (site / "deps.pth").write_text(str(_site_packages(Path(sys.prefix))) + "\n")
+    example = (
+        "import doctest, pairank\n"
+        "assert pairank.__file__.startswith(%r), pairank.__file__\n"
+        "result = doctest.testmod(pairank)\n"
+        "assert result.attempted >= 10 and result.failed == 0, result\n"
+        "print('example ok', pairank.run.__module__)\n"
+    ) % str(site)
+    ran = subprocess.run([str(python), "-c", example], capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                         env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})  # fmt: skip
+    assert ran.returncode == 0 and "example ok pairank.jobs.run" in ran.stdout, ran.stdout + ran.stderr[-3000:]
+    help_ = subprocess.run([str(venv / "bin" / "pairank"), "--help"], capture_output=True, text=True, timeout=120)
+    assert help_.returncode == 0 and "submit" in help_.stdout
 
 
 def test_console_script_is_installed():

@@ -102,7 +102,7 @@ def ray_head():
         RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
         RAY_USAGE_STATS_ENABLED="0",
         RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0",  # on SIGTERM, stop at once instead of draining the node
-        # the job's entrypoint (python3 -m jobs.cli ...) finds this venv's interpreter
+        # the job's entrypoint (python3 -m pairank.jobs.cli ...) finds this venv's interpreter
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     )
     log = open(temp / "ray-start.log", "wb")
@@ -154,7 +154,8 @@ def assert_outputs(store: Path, name: str) -> None:
 
 
 def test_a_spec_in_the_checkout_runs_from_its_own_path_with_the_overrides_on_the_command_line():
-    from pairank.cluster.submit import EXCLUDES, prepare, staged_package
+    from pairank.cluster.submit import EXCLUDES, staged_package
+    from pairank.jobs.submission import prepare
 
     sub = prepare("configs/demo.yaml", ["output=s3://bucket/pairank", "scheduler.name=pairs_greedy"], environ={})
     assert sub.working_dir == ROOT and sub.staged is None and sub.env_vars == {}
@@ -172,8 +173,9 @@ def test_a_spec_in_the_checkout_runs_from_its_own_path_with_the_overrides_on_the
 
 
 def test_a_spec_from_elsewhere_is_uploaded_as_a_validated_copy_that_finds_the_checkouts_prompts(tmp_path):
-    from pairank.cluster.submit import prepare, staged_upload
+    from pairank.cluster.submit import staged_upload
     from pairank.jobs.spec import load_spec
+    from pairank.jobs.submission import prepare
 
     spec = simulated_spec(tmp_path, tmp_path / "input", "copied")
     environ = {"AWS_SECRET_ACCESS_KEY": SECRET, "AWS_PROFILE": "laptop", "HOME": "/home/x", "EXTRA": "1"}
@@ -290,7 +292,7 @@ def test_the_demo_spec_runs_on_the_cluster_with_the_cpu_judge(ray_head, tmp_path
     job_id = out.stdout.splitlines()[0]
     assert str(store / "runs" / "demo" / "report.md") in out.stdout
     assert_outputs(store, "demo")
-    assert "entrypoint: python3 -m jobs.cli run configs/demo.yaml --set input=" in out.stderr
+    assert "entrypoint: python3 -m pairank.jobs.cli run configs/demo.yaml --set input=" in out.stderr
     assert pairank("status", job_id, "--address", ray_head).stdout.splitlines()[0] == "SUCCEEDED"
 
 

@@ -1,0 +1,107 @@
+"""The shape of the package: one import name, files of a readable size, no import cycle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.helpers import ROOT
+
+#: The checkout's folders and the subpackage each is installed as.
+SUBPACKAGES = {"jobs": "pairank.jobs", "operators": "pairank.operators", "cluster": "pairank.cluster",
+               "storage": "pairank.storage"}  # fmt: skip
+MAX_LINES = 600
+
+
+def modules() -> dict[str, Path]:
+    """Every module of pairank by its import name."""
+    found = {"pairank": ROOT / "pairank" / "__init__.py"}
+    for folder, package in SUBPACKAGES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = [p for p in path.relative_to(ROOT / folder).with_suffix("").parts if p != "__init__"]
+            found[".".join([package, *parts])] = path
+    return found
+
+
+def imported(path: Path, known: set[str]) -> set[str]:
+    """The pairank modules ``path`` imports anywhere (module level or inside a function)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name in known}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("pairank"):
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                out.add(full if full in known else node.module)
+    return out & known
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module, or a module importing itself (Tarjan).
+
+    >>> cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}})
+    [['a', 'b']]
+    >>> cycles({"a": {"b"}, "b": set()})
+    []
+    """
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph[v]:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_of_the_four_folders_is_longer_than_600_lines():
+    long = {}
+    for folder in SUBPACKAGES:
+        for path in (ROOT / folder).rglob("*.py"):
+            n = len(path.read_text(encoding="utf-8").splitlines())
+            if n > MAX_LINES:
+                long[str(path.relative_to(ROOT))] = n
+    assert long == {}, f"split these into modules of at most {MAX_LINES} lines: {long}"
+
+
+def test_no_import_cycle_among_pairank_modules():
+    known = modules()
+    graph = {name: imported(path, set(known)) - {name} for name, path in known.items()}
+    assert len(graph) > 60 and graph["pairank.jobs.run"]  # the walk found the package and its edges
+    assert cycles(graph) == []
+
+
+def test_a_cycle_is_found_when_there_is_one():
+    known = modules()
+    graph = {name: imported(path, set(known)) - {name} for name, path in known.items()}
+    graph["pairank.storage.schemas"] = graph["pairank.storage.schemas"] | {"pairank.jobs.run"}
+    assert any("pairank.jobs.run" in c and "pairank.storage.schemas" in c for c in cycles(graph))
+
+
+def test_placement_knows_nothing_of_judges_or_specs():
+    """cluster/ imports nothing from jobs/ or operators/: it receives what to run as a factory."""
+    known = modules()
+    for name, path in known.items():
+        if name.startswith("pairank.cluster"):
+            bad = {m for m in imported(path, set(known)) if m.startswith(("pairank.jobs", "pairank.operators"))}
+            assert bad == set(), f"{path.relative_to(ROOT)} imports {sorted(bad)}"
