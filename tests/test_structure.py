@@ -105,3 +105,15 @@ def test_placement_knows_nothing_of_judges_or_specs():
         if name.startswith("pairank.cluster"):
             bad = {m for m in imported(path, set(known)) if m.startswith(("pairank.jobs", "pairank.operators"))}
             assert bad == set(), f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_tests_share_helpers_through_helper_modules_only():
+    """No test module imports from conftest.py or from another test module."""
+    bad = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests."):
+                last = node.module.rsplit(".", 1)[-1]
+                if last == "conftest" or last.startswith("test_"):
+                    bad.append(f"{path.relative_to(ROOT)}: from {node.module} import ...")
+    assert bad == []

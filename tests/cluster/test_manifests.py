@@ -9,7 +9,7 @@ import re
 import yaml
 
 from pairank.jobs.spec import parse_spec
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 RAYJOB = ROOT / "cluster" / "kuberay-rayjob.yaml"
 LAUNCHER = ROOT / "cluster" / "ray-cluster.yaml"

@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import urllib.error
-import urllib.request
 import uuid
 
 import psutil
@@ -22,72 +20,15 @@ from pairank.jobs.spec import parse_spec
 from pairank.jobs.stages import mode_prompts
 from pairank.operators.judges import judge_identity
 from pairank.operators.judges.modes import judging_identity
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.layout import RunLayout
-from tests.conftest import ROOT
-
-PROMPTS = str(ROOT / "configs/prompts/summarization")
-TOKEN = "pairank-test-" + uuid.uuid4().hex
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def request(url: str, body=None, token: str | None = TOKEN, method: str | None = None) -> tuple[int, dict | str, dict]:
-    """(status, JSON or text, headers) of one real HTTP request."""
-    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    headers = {"Content-Type": "application/json"}
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
-    req = urllib.request.Request(url, data=data, headers=headers, method=method or ("POST" if data else "GET"))
-    try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            status, raw, hdrs = resp.status, resp.read(), resp.headers
-    except urllib.error.HTTPError as exc:
-        status, raw, hdrs = exc.code, exc.read(), exc.headers
-    hdrs = {k.lower(): v for k, v in hdrs.items()}
-    text = raw.decode("utf-8")
-    return status, json.loads(text) if hdrs.get("content-type", "").startswith("application/json") else text, hdrs
-
-
-def spec_dict(input_uri: str, output: str, **over) -> dict:
-    spec = {
-        "name": "online",
-        "input": input_uri,
-        "output": output,
-        "aspects": ["coherence", "fluency"],
-        "prompts": PROMPTS,
-        "judge": {"engine": "simulated", "seed": 3, "noise": 0.5, "position_bias": 0.3},
-        "scheduler": {"name": "full"},
-        "pool": {"size": 1, "num_cpus": 1, "batch_size": 8},
-        "report": {"bootstrap": 20},
-        "flush_rows": 64,
-    }
-    spec.update(over)
-    return spec
-
-
-def compare_body(ctx: str, a: tuple[str, str], b: tuple[str, str], aspect: str = "coherence", **extra) -> dict:
-    return {
-        "context": ctx, "candidate_a": {"id": a[0], "text": a[1]}, "candidate_b": {"id": b[0], "text": b[1]},
-        "aspect": aspect, **extra,
-    }  # fmt: skip
-
-
-def rows_with_key(output: str, key: str) -> int:
-    """Rows of ``key`` in every part of the cache (not de-duplicated)."""
-    cache = JudgmentCache(RunLayout.of(output, "").judgments)
-    return sum(part.read_parquet().column("key").to_pylist().count(key) for part in cache.parts())
+from tests.helpers import TOKEN, compare_body, free_port, request, rows_with_key, spec_dict
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, summeval_tables, ray_local):
     """The app on 127.0.0.1:<free port>, with a bearer token, over an S3 storage root."""
     from pairank.cluster.serving import stop
-    from tests.conftest import write_input
+    from tests.helpers import write_input
 
     folder = write_input(tmp_path_factory.mktemp("serve") / "input", summeval_tables, 3, 4)
     output = f"s3://pairank/serve-{uuid.uuid4().hex[:8]}"

@@ -21,14 +21,14 @@ from pairank.jobs.spec import parse_spec
 from pairank.jobs.stages import mode_prompts
 from pairank.operators.judges import judge_identity
 from pairank.operators.judges.modes import judging_identity
-from tests.cluster.test_serve import (
+from tests.helpers import (
+    CPU_ENGINE_ENV,
     compare_body,
     free_port,
     request,
     rows_with_key,
     spec_dict,
 )
-from tests.conftest import CPU_ENGINE_ENV
 
 #: What the scripted endpoint answers: one text per choice (n of them).
 SAMPLES = ["Both are fine; A is clearer. [[A]]", "[[B]]", "[[A]]", "A wins.\n[[A]]", "A tie. [[C]]"]

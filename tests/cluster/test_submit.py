@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, stop_process, write_input
+from tests.helpers import ROOT, stop_process, write_input
 
 PAIRANK = [sys.executable, "-m", "pairank.jobs.cli"]
 SECRET = "pairank-test-secret-value-0f9e"

@@ -7,7 +7,6 @@ ordered pair always gets the same p, whichever scheduler asks and in which round
 from __future__ import annotations
 
 import doctest
-import hashlib
 import math
 from statistics import NormalDist
 
@@ -18,7 +17,6 @@ from hypothesis import strategies as st
 from pairank.jobs.schedulers import (
     ADAPTIVE,
     LN2,
-    AdaptiveScheduler,
     PairsBeam,
     PairsGreedy,
     binary_entropy,
@@ -27,6 +25,22 @@ from pairank.jobs.schedulers import (
     run_lockstep,
     symmetric_p,
     u_h_from_prob_gap,
+)
+from tests.helpers import (
+    Tracker,
+    _unit,
+    cands,
+    check_invariants,
+    check_known_judgments_reused,
+    check_late_and_partial_answers,
+    check_reproducible,
+    hard_judge,
+    logit_judge,
+    n_log_n,
+    random_judge,
+    rank_scores,
+    run_config,
+    spearman,
 )
 
 #: name -> factory(context_id, ids, seed); every configuration the tests sweep.
@@ -43,73 +57,22 @@ NAMES = sorted(CONFIGS)
 GREEDY_LIKE = ["greedy", "greedy_sym"]
 
 
-def cands(n: int) -> list[str]:
-    """Candidate ids; ``c00`` is the best under :func:`rank_scores`."""
-    return [f"c{i:02d}" for i in range(n)]
 
 
-def rank_scores(ids: list[str]) -> dict[str, float]:
-    return {x: float(len(ids) - i) for i, x in enumerate(ids)}
 
 
-def _unit(*key) -> float:
-    """A uniform number in (0, 1), a pure function of ``key``."""
-    digest = hashlib.sha256(repr(key).encode()).digest()
-    return (int.from_bytes(digest[:8], "little") + 0.5) / 2.0**64
 
 
-def _sigmoid(z: float) -> float:
-    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
 
 
-def logit_judge(scores: dict[str, float], k: float, bias: float = 0.0, sigma: float = 0.0, seed: int = 0):
-    """p = sigmoid(k (s_a - s_b) + bias + sigma z), z ~ N(0, 1) fixed per (seed, ctx, a, b)."""
-
-    def p(ctx: str, a: str, b: str) -> float:
-        z = NormalDist().inv_cdf(_unit("z", seed, ctx, a, b)) if sigma else 0.0
-        return _sigmoid(k * (scores[a] - scores[b]) + bias + sigma * z)
-
-    return p
 
 
-def hard_judge(scores: dict[str, float]):
-    return lambda ctx, a, b: 1.0 if scores[a] > scores[b] else 0.0
 
 
-def random_judge(seed: int):
-    """Arbitrary (intransitive) p in [0.01, 0.99] per ordered pair."""
-    return lambda ctx, a, b: 0.01 + 0.98 * _unit("p", seed, ctx, a, b)
 
 
-class Tracker:
-    """A lockstep judge that records every round and fails on a repeated request."""
-
-    def __init__(self, p_fn) -> None:
-        self.p_fn = p_fn
-        self.rounds: list[list[tuple[str, str, str]]] = []
-        self.seen: set[tuple[str, str, str]] = set()
-
-    def __call__(self, requests):
-        self.rounds.append(list(requests))
-        for req in requests:
-            assert req not in self.seen, f"asked twice: {req}"
-            assert req[1] != req[2]
-            self.seen.add(req)
-        return [self.p_fn(*req) for req in requests]
-
-    def of(self, ctx: str) -> list[list[tuple[str, str]]]:
-        """The rounds of one context (its non-empty requests, in order)."""
-        rounds = [[(a, b) for c, a, b in r if c == ctx] for r in self.rounds]
-        return [r for r in rounds if r]
 
 
-def run_config(factory, ids: list[str], seed: int, p_fn, ctx: str = "ctx"):
-    """One machine of ``factory`` run to the end on its own; (machine, tracker, stats)."""
-    m = factory(ctx, ids, seed)
-    judge = Tracker(p_fn)
-    stats = run_lockstep([m], judge)
-    assert m.done and stats["done"]
-    return m, judge, stats
 
 
 def run_one(name: str, ids: list[str], seed: int, p_fn, ctx: str = "ctx"):
@@ -120,83 +83,16 @@ def run_one(name: str, ids: list[str], seed: int, p_fn, ctx: str = "ctx"):
 # protocol checks every machine must pass (test_adaptive_more.py runs them on its machines too)
 
 
-def check_invariants(m, judge: Tracker, stats: dict, ids: list[str], symmetric: bool) -> None:
-    """A permutation of its candidates, every pair asked once and answered, nothing left to ask."""
-    assert sorted(m.ranking()) == ids
-    assert sorted(m.order) == ids
-    assert m.asked == len(judge.seen) == stats["comparisons"]
-    assert not m.pending
-    assert m.next_requests() == []
-    assert isinstance(m, AdaptiveScheduler)
-    if symmetric:  # both orders of each comparison, in the same round
-        for r in judge.rounds:
-            assert {(a, b) for _, b, a in r} == {(a, b) for _, a, b in r}
 
 
-def check_late_and_partial_answers(factory, n: int) -> None:
-    """observe may carry a subset of what was asked; the rest can come later."""
-    ids = cands(n)
-    p_fn = random_judge(1)
-    full, full_judge, _ = run_config(factory, ids, 5, p_fn)
-    m = factory("ctx", ids, 5)
-    asked: list[tuple[str, str]] = []
-    step = 0
-    while not m.done:
-        new = m.next_requests()
-        assert not set(new) & set(asked), "a pair was asked again"
-        asked += new
-        pending = sorted(m.pending)
-        assert set(new) <= set(pending)
-        assert pending, "not done, nothing pending and nothing new"
-        # Answer about a third of what is pending, chosen by a fixed rule.
-        step += 1
-        part = [pair for k, pair in enumerate(pending) if (k + step) % 3 == 0] or pending[:1]
-        m.observe({pair: p_fn("ctx", *pair) for pair in part})
-    assert m.ranking() == full.ranking()
-    assert set(asked) == {(a, b) for r in full_judge.rounds for _, a, b in r}
 
 
-def check_known_judgments_reused(factory, n: int) -> None:
-    """A machine given every judgment up front asks for nothing and ranks as a fresh run does."""
-    ids = cands(n)
-    p_fn = random_judge(2)
-    full, judge, _ = run_config(factory, ids, 3, p_fn)
-    warm = factory("ctx", ids, 3)
-    warm.observe({(a, b): p_fn("ctx", a, b) for r in judge.rounds for _, a, b in r})
-    assert warm.done and warm.asked == 0 and warm.next_requests() == []
-    assert warm.ranking() == full.ranking()
 
 
-def check_reproducible(factory, contexts: dict[str, list[str]]) -> None:
-    """Same seed, same requests round by round, alone or with other contexts, ids in any order."""
-    p_fn = random_judge(3)
-    together = [factory(ctx, ids, 7) for ctx, ids in contexts.items()]
-    judge = Tracker(p_fn)
-    run_lockstep(together, judge)
-    again = Tracker(p_fn)
-    run_lockstep([factory(ctx, ids, 7) for ctx, ids in contexts.items()], again)
-    assert again.rounds == judge.rounds
-    for m in together:
-        # Alone, and with its ids in another order: the same requests, round by round.
-        alone = factory(m.context_id, list(reversed(contexts[m.context_id])), 7)
-        solo = Tracker(p_fn)
-        run_lockstep([alone], solo)
-        assert alone.ranking() == m.ranking()
-        assert solo.of(m.context_id) == judge.of(m.context_id)
-    # Lockstep rounds are the longest context's rounds: contexts never wait on each other.
-    assert len(judge.rounds) == max(len(judge.of(ctx)) for ctx in contexts)
 
 
-def spearman(ranking: list[str], scores: dict[str, float]) -> float:
-    n = len(ranking)
-    truth = sorted(ranking, key=lambda x: -scores[x])
-    pos = {x: i for i, x in enumerate(truth)}
-    d2 = sum((i - pos[x]) ** 2 for i, x in enumerate(ranking))
-    return 1.0 - 6.0 * d2 / (n * (n * n - 1))
 
 
-def n_log_n(n: int) -> int:
-    return n * math.ceil(math.log2(n)) if n > 1 else 0
 
 
 def critical_path(n: int) -> int:

@@ -25,7 +25,7 @@ from pairank.jobs.schedulers import (
     run_lockstep,
     sample_size,
 )
-from tests.jobs.test_adaptive import (
+from tests.helpers import (
     Tracker,
     _unit,
     cands,

@@ -25,7 +25,7 @@ from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.importers import llmbar, run_import
 from pairank.storage.schemas import JUDGMENTS, META_EVAL, PAIRWISE_LABELS, TableError
-from tests.operators.test_meta_eval import by_evaluator, mismatches, published
+from tests.helpers import by_evaluator, mismatches, published
 
 TEMPLATE = PromptTemplate("llmbar", "{context}\n\nOutput (a):\n{candidate_a}\n\nOutput (b):\n{candidate_b}\n\nBetter:")
 #: (subset, model, mode): a judge with no null winner, one with CoT, one with 6 null winners (error rows)

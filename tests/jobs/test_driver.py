@@ -30,9 +30,7 @@ from pairank.operators.judges.simulated import latent_quality
 from pairank.operators.prompts import load_prompts
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.conftest import ROOT, write_input
-
-PROMPTS = str(ROOT / "configs/prompts/summarization")
+from tests.helpers import ROOT, spec_for, write_input
 
 
 @pytest.fixture
@@ -41,22 +39,6 @@ def six_input(tmp_path, summeval_tables):
     return write_input(tmp_path / "input", summeval_tables, 3, 6)
 
 
-def spec_for(input_folder, output, **over) -> dict:
-    spec = {
-        "name": "adaptive",
-        "input": input_folder.uri,
-        "output": str(output),
-        "aspects": ["coherence"],
-        "prompts": PROMPTS,
-        "judge": {"engine": "simulated", "noise": 0.0, "seed": 3, "scale": 30.0},  # p near 0 or 1
-        "scheduler": {"name": "pairs_greedy", "seed": 1},
-        "pool": {"size": 1, "num_cpus": 1, "batch_size": 8},
-        "report": {"bootstrap": 0},
-        "flush_rows": 8,
-    }
-    for key, value in over.items():
-        spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
-    return spec
 
 
 def true_order(spec, candidates, ctx) -> list[str]:

@@ -6,7 +6,7 @@ import pytest
 
 from pairank.jobs.run import run_job
 from pairank.jobs.spec import parse_spec
-from tests.conftest import CPU_ENGINE_ENV, ROOT
+from tests.helpers import CPU_ENGINE_ENV, ROOT
 
 pytestmark = pytest.mark.engine
 

@@ -20,7 +20,7 @@ from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.keys import sampling_mode
 from pairank.storage.schemas import PASSES
-from tests.conftest import CPU_ENGINE_ENV, ROOT
+from tests.helpers import CPU_ENGINE_ENV, ROOT
 
 pytestmark = pytest.mark.engine
 

@@ -24,7 +24,7 @@ from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
 from pairank.storage.schemas import NIGHTLY_STATE, validate
 from tests.browser import check_screenshot, render
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 OLD = ["M0", "M1", "M10", "M11"]  # "S1..S4": SummEval systems ranked on night 1
 NEW = "M12"  # "S5": the system that arrives on night 2

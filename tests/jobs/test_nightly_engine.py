@@ -20,7 +20,7 @@ from pairank.operators.leaderboard import OVERALL
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from tests.browser import check_screenshot, render
-from tests.conftest import CPU_ENGINE_ENV, ROOT
+from tests.helpers import CPU_ENGINE_ENV, ROOT
 
 pytestmark = [pytest.mark.engine, pytest.mark.s3]
 

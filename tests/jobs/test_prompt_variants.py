@@ -11,8 +11,7 @@ import pytest
 from pairank.jobs.run import run_job
 from pairank.jobs.spec import parse_spec
 from pairank.storage.cache import JudgmentCache
-from tests.conftest import write_input
-from tests.jobs.test_driver import spec_for
+from tests.helpers import spec_for, write_input
 
 VARIANTS = ["v1", "v2", "v3"]
 

@@ -20,7 +20,7 @@ from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
 from pairank.storage.schemas import LEADERBOARD, validate
 from tests.browser import check_rows_in_dom, check_screenshot, render
-from tests.conftest import ROOT, write_input
+from tests.helpers import ROOT, write_input
 
 PROMPTS = str(ROOT / "configs/prompts/summarization")
 SYSTEMS = ["M0", "M1", "M10", "M11", "M12"]  # the first 5 summaries of each SummEval article, by id
@@ -143,7 +143,8 @@ def test_a_run_without_manifest(tmp_path, small_input, capsys):
 
 
 def test_a_judged_candidate_missing_from_the_inputs(tmp_path, small_input, capsys):
-    from tests.operators.test_leaderboard import judgment, table
+    from tests.helpers import leaderboard_judgment as judgment
+    from tests.helpers import leaderboard_table as table
 
     root = Location.of(str(tmp_path / "store"))
     fake_run(root, "night-1", small_input)
@@ -157,7 +158,8 @@ def test_a_judged_candidate_missing_from_the_inputs(tmp_path, small_input, capsy
 
 
 def test_the_json_and_table_agree_on_a_hand_made_root(tmp_path, small_input):
-    from tests.operators.test_leaderboard import judgment, table
+    from tests.helpers import leaderboard_judgment as judgment
+    from tests.helpers import leaderboard_table as table
 
     root = Location.of(str(tmp_path / "store"))
     fake_run(root, "night-1", small_input, aspects=("coherence",))

@@ -17,7 +17,7 @@ import yaml
 
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.conftest import CPU_ENGINE_ENV, ROOT
+from tests.helpers import CPU_ENGINE_ENV, ROOT
 
 pytestmark = [pytest.mark.engine, pytest.mark.s3]
 PAIRANK = [sys.executable, "-m", "pairank.jobs.cli"]

@@ -13,7 +13,7 @@ import pytest
 from pairank.jobs.run import run_job
 from pairank.jobs.spec import SpecError, parse_spec
 from pairank.storage.schemas import WINRATE_JUDGES, WINRATES, validate
-from tests.conftest import ROOT, write_input
+from tests.helpers import ROOT, write_input
 
 PROMPTS = str(ROOT / "configs/prompts/summarization")
 

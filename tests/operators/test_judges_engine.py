@@ -21,7 +21,7 @@ from pairank.operators.prompts import Domain, load_mode_prompts, load_prompts
 from pairank.operators.verdicts import parse_verdict
 from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS, PASS_REQUESTS, PASSES, REQUESTS, validate
-from tests.conftest import CPU_ENGINE_ENV, ROOT, stop_process, wait_for_port
+from tests.helpers import CPU_ENGINE_ENV, ROOT, stop_process, wait_for_port
 
 pytestmark = pytest.mark.engine
 

@@ -3,7 +3,6 @@ errors, the regulariser, the seeded bootstrap, carried win rates, and the static
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import re
 
@@ -20,7 +19,6 @@ from pairank.operators.leaderboard import (
 )
 from pairank.operators.leaderboard_html import render_html, strength_text, winrate_text
 from pairank.storage.schemas import (
-    JUDGMENTS,
     LEADERBOARD,
     POSITION_BIAS,
     SPEARMAN,
@@ -29,18 +27,8 @@ from pairank.storage.schemas import (
     validate,
 )
 from tests.browser import check_rows_in_dom, check_screenshot, render
-
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-JUDGE = {"engine": "simulated", "model": "simulated", "revision": "r", "prompt_hash": "p", "sampling": "{}"}
-
-
-def judgment(ctx, aspect, a, b, label, *, error=None, judge=JUDGE, i=0) -> dict:
-    p = {"A": 0.9, "B": 0.1, "tie": 0.5, None: None}[label]
-    return {
-        "key": f"{ctx}|{aspect}|{a}|{b}|{i}|{judge['model']}", **judge, "context_id": ctx, "aspect": aspect,
-        "candidate_a": a, "candidate_b": b, "p_a": p, "logprob_a": None, "logprob_b": None, "label": label,
-        "raw_text": None, "input_tokens": 1, "output_tokens": 1, "seconds": 0.0, "error": error, "created_at": T0,
-    }  # fmt: skip
+from tests.helpers import leaderboard_judgment as judgment
+from tests.helpers import leaderboard_table as table
 
 
 def candidates(contexts, systems) -> pa.Table:
@@ -50,8 +38,6 @@ def candidates(contexts, systems) -> pa.Table:
     )
 
 
-def table(rows) -> pa.Table:
-    return pa.Table.from_pylist(rows, schema=JUDGMENTS)
 
 
 def simulate(theta: dict[str, float], contexts: int, seed: int, aspect="coherence", context_sd=0.15):

@@ -16,19 +16,16 @@ from pairank.storage.fs import Location
 from pairank.storage.importers import llmbar
 from pairank.storage.importers._records import Record
 from pairank.storage.schemas import JUDGMENTS, META_EVAL, PAIRWISE_LABELS, TableError
+from tests.helpers import KAPPAS, by_evaluator, mismatches, published
 from tests.operators.rows import T0, judgment
 
+
+def table(*rows: dict) -> pa.Table:
+    return pa.Table.from_pylist(list(rows), schema=JUDGMENTS)
+
 BLANK = ("Processed/LLMEval^2", 169)  # blank output_2: the import skips it, LLMBar's statistics count it
-KAPPAS = ("kappa_False", "kappa_True", "kappa_average", "kappa_agreement")
 
 
-def published(root: Path) -> dict[tuple[str, str, str], dict]:
-    """(subset, LLM, mode) -> statistics.json of every evaluator folder with a result.json."""
-    return {
-        (str(r.parents[3].relative_to(root)), r.parent.parent.name, r.parent.name):
-            json.loads((r.parent / "statistics.json").read_text())
-        for r in sorted(root.glob("**/evaluators/*/*/result.json"))
-    }  # fmt: skip
 
 
 def blank_record(root: Path) -> tuple[pa.Table, pa.Table]:
@@ -49,16 +46,8 @@ def blank_record(root: Path) -> tuple[pa.Table, pa.Table]:
     return pa.Table.from_pylist([label], schema=PAIRWISE_LABELS), pa.Table.from_pylist(judgments, schema=JUDGMENTS)
 
 
-def by_evaluator(table: pa.Table) -> dict[tuple[str, str, str], dict]:
-    return {(r["subset"], r["model"], json.loads(r["sampling"])["mode"]): r for r in table.to_pylist()}
 
 
-def mismatches(want: dict, got: dict) -> dict:
-    """The published fields that differ: strings exactly, kappas as floats (to 1e-12)."""
-    return {
-        k: (v, got[k]) for k, v in want.items()
-        if not (got[k] == v or (k in KAPPAS and got[k] is not None and abs(got[k] - v) <= 1e-12))
-    }  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -146,8 +135,6 @@ def vote(ctx: str, a: str, b: str, label: str | None, model: str = "m", at: int 
     return row | {"model": model, "label": label, "key": f"{row['key']}/{at}", "created_at": T0 + dt.timedelta(0, at)}
 
 
-def table(*rows: dict) -> pa.Table:
-    return pa.Table.from_pylist(list(rows), schema=JUDGMENTS)
 
 
 LABELS3 = labels(("s/1", "s/1/a", "s/1/b", "A"), ("s/2", "s/2/a", "s/2/b", "B"), ("s/3", "s/3/a", "s/3/b", "A"))

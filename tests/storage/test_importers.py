@@ -17,6 +17,7 @@ from pairank.storage.schemas import (
     PAIRWISE_LABELS,
     TableError,
 )
+from tests.helpers import topicalchat_rows, write_json
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_data = pytest.mark.skipif(
@@ -159,10 +160,6 @@ def test_registry_and_unknown_name(tmp_path: Path) -> None:
 # --- crafted bad inputs ------------------------------------------------------------------------
 
 
-def write_json(path: Path, obj) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj))
-    return path
 
 
 def write_jsonl(path: Path, records: list[dict]) -> Path:
@@ -188,13 +185,6 @@ def summeval_systems(rows: list[dict]) -> dict:
     return docs
 
 
-def topicalchat_rows() -> list[dict]:
-    aspects = ("understandability", "naturalness", "coherence", "engagingness", "groundedness", "overall")
-    return [
-        {"source": f"hi \n hello dialogue {d} \n", "context": f"fact {d}", "system_id": f"sys{k}",
-         "system_output": f"reply {d}.{k}", "scores": {a: 1.0 for a in aspects}}
-        for d in range(2) for k in range(2)
-    ]
 
 
 def newsroom_rows() -> list[dict]:

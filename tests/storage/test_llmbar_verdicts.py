@@ -15,7 +15,7 @@ from pairank.storage.fs import Location
 from pairank.storage.importers import ImportedSet, get_importer, llmbar, run_import
 from pairank.storage.keys import canonical_json, judgment_key, text_hash
 from pairank.storage.schemas import JUDGMENTS, TableError
-from tests.storage.test_importers import topicalchat_rows, write_json
+from tests.helpers import topicalchat_rows, write_json
 
 STATS = ("correct_False", "correct_True", "correct_both", "equal")
 SKIPPED_ROW = ("Processed/LLMEval^2", 169)  # blank output_2 in the published dataset.json

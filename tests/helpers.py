@@ -1,0 +1,378 @@
+"""Helpers the tests share: paths, the S3 server's settings, processes and ports, input folders, specs,
+scheduler checks, judgment rows.
+
+Test modules and ``conftest.py`` import from here (and from ``tests/browser.py`` for
+the headless browser, ``tests/operators/rows.py`` for judgment rows); no test imports
+another test module or ``conftest.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from statistics import NormalDist
+
+import pyarrow as pa
+
+from pairank.jobs.schedulers import AdaptiveScheduler, run_lockstep
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.fs import Location
+from pairank.storage.layout import RunLayout
+from pairank.storage.schemas import JUDGMENTS
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+S3_PORT = 8333
+S3_ENV = {
+    "AWS_ACCESS_KEY_ID": "pairank-test",
+    "AWS_SECRET_ACCESS_KEY": "pairank-test-secret",
+    "AWS_ENDPOINT_URL": f"http://127.0.0.1:{S3_PORT}",
+    "AWS_REGION": "us-east-1",
+}
+#: vLLM CPU settings measured on these 2-core machines (see README).
+CPU_ENGINE_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_CPU_OMP_THREADS_BIND": "0-1",
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+}
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if port_open(port):
+            return
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before port {port} opened")
+        time.sleep(0.2)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout} s")
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 30) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+
+def write_input(folder: Path, tables, contexts: int, per_context: int):
+    """An input folder with the first ``contexts`` articles x ``per_context`` summaries and their human scores."""
+    import pyarrow.compute as pc
+
+    from pairank.jobs.requests import subset
+
+    candidates, human = tables
+    small = subset(candidates, contexts, per_context)
+    human = human.filter(pc.is_in(human.column("candidate_id"), small.column("candidate_id")))
+    out = Location.of(str(folder))
+    out.join("candidates.parquet").write_parquet(small)
+    out.join("human_scores.parquet").write_parquet(human)
+    return out
+
+
+
+
+
+def cands(n: int) -> list[str]:
+    """Candidate ids; ``c00`` is the best under :func:`rank_scores`."""
+    return [f"c{i:02d}" for i in range(n)]
+
+
+def rank_scores(ids: list[str]) -> dict[str, float]:
+    return {x: float(len(ids) - i) for i, x in enumerate(ids)}
+
+
+def _unit(*key) -> float:
+    """A uniform number in (0, 1), a pure function of ``key``."""
+    digest = hashlib.sha256(repr(key).encode()).digest()
+    return (int.from_bytes(digest[:8], "little") + 0.5) / 2.0**64
+
+
+def _sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+
+
+def logit_judge(scores: dict[str, float], k: float, bias: float = 0.0, sigma: float = 0.0, seed: int = 0):
+    """p = sigmoid(k (s_a - s_b) + bias + sigma z), z ~ N(0, 1) fixed per (seed, ctx, a, b)."""
+
+    def p(ctx: str, a: str, b: str) -> float:
+        z = NormalDist().inv_cdf(_unit("z", seed, ctx, a, b)) if sigma else 0.0
+        return _sigmoid(k * (scores[a] - scores[b]) + bias + sigma * z)
+
+    return p
+
+
+def hard_judge(scores: dict[str, float]):
+    return lambda ctx, a, b: 1.0 if scores[a] > scores[b] else 0.0
+
+
+def random_judge(seed: int):
+    """Arbitrary (intransitive) p in [0.01, 0.99] per ordered pair."""
+    return lambda ctx, a, b: 0.01 + 0.98 * _unit("p", seed, ctx, a, b)
+
+
+class Tracker:
+    """A lockstep judge that records every round and fails on a repeated request."""
+
+    def __init__(self, p_fn) -> None:
+        self.p_fn = p_fn
+        self.rounds: list[list[tuple[str, str, str]]] = []
+        self.seen: set[tuple[str, str, str]] = set()
+
+    def __call__(self, requests):
+        self.rounds.append(list(requests))
+        for req in requests:
+            assert req not in self.seen, f"asked twice: {req}"
+            assert req[1] != req[2]
+            self.seen.add(req)
+        return [self.p_fn(*req) for req in requests]
+
+    def of(self, ctx: str) -> list[list[tuple[str, str]]]:
+        """The rounds of one context (its non-empty requests, in order)."""
+        rounds = [[(a, b) for c, a, b in r if c == ctx] for r in self.rounds]
+        return [r for r in rounds if r]
+
+
+def run_config(factory, ids: list[str], seed: int, p_fn, ctx: str = "ctx"):
+    """One machine of ``factory`` run to the end on its own; (machine, tracker, stats)."""
+    m = factory(ctx, ids, seed)
+    judge = Tracker(p_fn)
+    stats = run_lockstep([m], judge)
+    assert m.done and stats["done"]
+    return m, judge, stats
+
+
+def check_invariants(m, judge: Tracker, stats: dict, ids: list[str], symmetric: bool) -> None:
+    """A permutation of its candidates, every pair asked once and answered, nothing left to ask."""
+    assert sorted(m.ranking()) == ids
+    assert sorted(m.order) == ids
+    assert m.asked == len(judge.seen) == stats["comparisons"]
+    assert not m.pending
+    assert m.next_requests() == []
+    assert isinstance(m, AdaptiveScheduler)
+    if symmetric:  # both orders of each comparison, in the same round
+        for r in judge.rounds:
+            assert {(a, b) for _, b, a in r} == {(a, b) for _, a, b in r}
+
+
+def check_late_and_partial_answers(factory, n: int) -> None:
+    """observe may carry a subset of what was asked; the rest can come later."""
+    ids = cands(n)
+    p_fn = random_judge(1)
+    full, full_judge, _ = run_config(factory, ids, 5, p_fn)
+    m = factory("ctx", ids, 5)
+    asked: list[tuple[str, str]] = []
+    step = 0
+    while not m.done:
+        new = m.next_requests()
+        assert not set(new) & set(asked), "a pair was asked again"
+        asked += new
+        pending = sorted(m.pending)
+        assert set(new) <= set(pending)
+        assert pending, "not done, nothing pending and nothing new"
+        # Answer about a third of what is pending, chosen by a fixed rule.
+        step += 1
+        part = [pair for k, pair in enumerate(pending) if (k + step) % 3 == 0] or pending[:1]
+        m.observe({pair: p_fn("ctx", *pair) for pair in part})
+    assert m.ranking() == full.ranking()
+    assert set(asked) == {(a, b) for r in full_judge.rounds for _, a, b in r}
+
+
+def check_known_judgments_reused(factory, n: int) -> None:
+    """A machine given every judgment up front asks for nothing and ranks as a fresh run does."""
+    ids = cands(n)
+    p_fn = random_judge(2)
+    full, judge, _ = run_config(factory, ids, 3, p_fn)
+    warm = factory("ctx", ids, 3)
+    warm.observe({(a, b): p_fn("ctx", a, b) for r in judge.rounds for _, a, b in r})
+    assert warm.done and warm.asked == 0 and warm.next_requests() == []
+    assert warm.ranking() == full.ranking()
+
+
+def check_reproducible(factory, contexts: dict[str, list[str]]) -> None:
+    """Same seed, same requests round by round, alone or with other contexts, ids in any order."""
+    p_fn = random_judge(3)
+    together = [factory(ctx, ids, 7) for ctx, ids in contexts.items()]
+    judge = Tracker(p_fn)
+    run_lockstep(together, judge)
+    again = Tracker(p_fn)
+    run_lockstep([factory(ctx, ids, 7) for ctx, ids in contexts.items()], again)
+    assert again.rounds == judge.rounds
+    for m in together:
+        # Alone, and with its ids in another order: the same requests, round by round.
+        alone = factory(m.context_id, list(reversed(contexts[m.context_id])), 7)
+        solo = Tracker(p_fn)
+        run_lockstep([alone], solo)
+        assert alone.ranking() == m.ranking()
+        assert solo.of(m.context_id) == judge.of(m.context_id)
+    # Lockstep rounds are the longest context's rounds: contexts never wait on each other.
+    assert len(judge.rounds) == max(len(judge.of(ctx)) for ctx in contexts)
+
+
+def spearman(ranking: list[str], scores: dict[str, float]) -> float:
+    n = len(ranking)
+    truth = sorted(ranking, key=lambda x: -scores[x])
+    pos = {x: i for i, x in enumerate(truth)}
+    d2 = sum((i - pos[x]) ** 2 for i, x in enumerate(ranking))
+    return 1.0 - 6.0 * d2 / (n * (n * n - 1))
+
+
+def n_log_n(n: int) -> int:
+    return n * math.ceil(math.log2(n)) if n > 1 else 0
+
+
+PROMPTS = str(ROOT / "configs/prompts/summarization")
+
+
+TOKEN = "pairank-test-" + uuid.uuid4().hex
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def request(url: str, body=None, token: str | None = TOKEN, method: str | None = None) -> tuple[int, dict | str, dict]:
+    """(status, JSON or text, headers) of one real HTTP request."""
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url, data=data, headers=headers, method=method or ("POST" if data else "GET"))
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            status, raw, hdrs = resp.status, resp.read(), resp.headers
+    except urllib.error.HTTPError as exc:
+        status, raw, hdrs = exc.code, exc.read(), exc.headers
+    hdrs = {k.lower(): v for k, v in hdrs.items()}
+    text = raw.decode("utf-8")
+    return status, json.loads(text) if hdrs.get("content-type", "").startswith("application/json") else text, hdrs
+
+
+def spec_dict(input_uri: str, output: str, **over) -> dict:
+    spec = {
+        "name": "online",
+        "input": input_uri,
+        "output": output,
+        "aspects": ["coherence", "fluency"],
+        "prompts": PROMPTS,
+        "judge": {"engine": "simulated", "seed": 3, "noise": 0.5, "position_bias": 0.3},
+        "scheduler": {"name": "full"},
+        "pool": {"size": 1, "num_cpus": 1, "batch_size": 8},
+        "report": {"bootstrap": 20},
+        "flush_rows": 64,
+    }
+    spec.update(over)
+    return spec
+
+
+def compare_body(ctx: str, a: tuple[str, str], b: tuple[str, str], aspect: str = "coherence", **extra) -> dict:
+    return {
+        "context": ctx, "candidate_a": {"id": a[0], "text": a[1]}, "candidate_b": {"id": b[0], "text": b[1]},
+        "aspect": aspect, **extra,
+    }  # fmt: skip
+
+
+def rows_with_key(output: str, key: str) -> int:
+    """Rows of ``key`` in every part of the cache (not de-duplicated)."""
+    cache = JudgmentCache(RunLayout.of(output, "").judgments)
+    return sum(part.read_parquet().column("key").to_pylist().count(key) for part in cache.parts())
+
+
+KAPPAS = ("kappa_False", "kappa_True", "kappa_average", "kappa_agreement")
+
+
+def published(root: Path) -> dict[tuple[str, str, str], dict]:
+    """(subset, LLM, mode) -> statistics.json of every evaluator folder with a result.json."""
+    return {
+        (str(r.parents[3].relative_to(root)), r.parent.parent.name, r.parent.name):
+            json.loads((r.parent / "statistics.json").read_text())
+        for r in sorted(root.glob("**/evaluators/*/*/result.json"))
+    }  # fmt: skip
+
+
+def by_evaluator(table: pa.Table) -> dict[tuple[str, str, str], dict]:
+    return {(r["subset"], r["model"], json.loads(r["sampling"])["mode"]): r for r in table.to_pylist()}
+
+
+def mismatches(want: dict, got: dict) -> dict:
+    """The published fields that differ: strings exactly, kappas as floats (to 1e-12)."""
+    return {
+        k: (v, got[k]) for k, v in want.items()
+        if not (got[k] == v or (k in KAPPAS and got[k] is not None and abs(got[k] - v) <= 1e-12))
+    }  # fmt: skip
+
+
+
+
+def spec_for(input_folder, output, **over) -> dict:
+    spec = {
+        "name": "adaptive",
+        "input": input_folder.uri,
+        "output": str(output),
+        "aspects": ["coherence"],
+        "prompts": PROMPTS,
+        "judge": {"engine": "simulated", "noise": 0.0, "seed": 3, "scale": 30.0},  # p near 0 or 1
+        "scheduler": {"name": "pairs_greedy", "seed": 1},
+        "pool": {"size": 1, "num_cpus": 1, "batch_size": 8},
+        "report": {"bootstrap": 0},
+        "flush_rows": 8,
+    }
+    for key, value in over.items():
+        spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
+    return spec
+
+
+def write_json(path: Path, obj) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+    return path
+
+
+def topicalchat_rows() -> list[dict]:
+    aspects = ("understandability", "naturalness", "coherence", "engagingness", "groundedness", "overall")
+    return [
+        {"source": f"hi \n hello dialogue {d} \n", "context": f"fact {d}", "system_id": f"sys{k}",
+         "system_output": f"reply {d}.{k}", "scores": {a: 1.0 for a in aspects}}
+        for d in range(2) for k in range(2)
+    ]
+
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+LEADERBOARD_JUDGE = {"engine": "simulated", "model": "simulated", "revision": "r", "prompt_hash": "p", "sampling": "{}"}
+
+
+def leaderboard_judgment(ctx, aspect, a, b, label, *, error=None, judge=LEADERBOARD_JUDGE, i=0) -> dict:
+    """A judgment row whose verdict is ``label`` (A, B, tie, or None for an error row)."""
+    p = {"A": 0.9, "B": 0.1, "tie": 0.5, None: None}[label]
+    return {
+        "key": f"{ctx}|{aspect}|{a}|{b}|{i}|{judge['model']}", **judge, "context_id": ctx, "aspect": aspect,
+        "candidate_a": a, "candidate_b": b, "p_a": p, "logprob_a": None, "logprob_b": None, "label": label,
+        "raw_text": None, "input_tokens": 1, "output_tokens": 1, "seconds": 0.0, "error": error, "created_at": T0,
+    }  # fmt: skip
+
+
+def leaderboard_table(rows) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=JUDGMENTS)
