@@ -19,8 +19,17 @@ node's CPUs, and a forwarder that waited for a CPU would wait for ever.
 
 The pool knows nothing of judges: it receives what to run as a factory (a
 picklable callable that builds, in the actor, an object with ``run(stage, batch)``
-and ``info()``; :func:`pairank.jobs.stages.judge_factory`) and where to run it as
-:class:`PoolResources`.
+and ``info()``; :func:`pairank.jobs.stages.judge_factory`), where to run it as
+:class:`PoolResources`, and what to answer for requests no engine could judge
+(``on_failure``).
+
+Lost engines. The actors are Ray actors with ``max_restarts``: when an engine's
+process dies (SIGKILL, out of memory, a lost node, or an engine that ends its own
+process because it is unusable), Ray starts a new one, and the forwarding task sends
+again what that engine was judging (:func:`_forward`; :class:`PoolMonitor` tells a
+call that was running from one that only waited). A batch that keeps killing its
+engine is split into single rows, and a row that kills it ``retries`` times is
+answered by ``on_failure`` (error rows naming the reason); the rest of the job goes on.
 """
 
 from __future__ import annotations
@@ -28,8 +37,9 @@ from __future__ import annotations
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,24 +52,99 @@ SLOT = "__judge_slot"
 
 @dataclass(frozen=True)
 class PoolResources:
-    """Where a pool runs: how many actors, what each reserves, and the rows sent per batch."""
+    """Where a pool runs: how many actors, what each reserves, the rows sent per batch, and how losses are borne."""
 
     size: int = 1
     num_cpus: float = 1
     num_gpus: float = 0
     batch_size: int = 64
+    #: A batch whose engine died while judging it is sent again this many times in all; then its rows are
+    #: sent one by one, and a row that kills its engine this many times is failed (``on_failure``).
+    retries: int = 2
+    #: Restarts Ray grants each actor over the pool's life (-1: no limit); past it the actor is dead and
+    #: its batches go to the others.
+    max_restarts: int = 8
+
+
+class PoolMonitor:
+    """Which call each actor is running, and what the pool lost: the facts a forwarder needs after an error.
+
+    An actor reports its start (:meth:`arrived`, a restart when its slot was seen
+    before) before it runs anything, and the start and end of every call
+    (:meth:`started`, :meth:`finished`).
+    A forwarder whose call failed asks :meth:`was_running`: a call that was running
+    when its engine died counts against its batch; a call that only waited behind it
+    is sent again for free.
+    """
+
+    def __init__(self) -> None:
+        self.current: dict[int, str | None] = {}
+        self.died_running: set[str] = set()
+        self.restarts: list[dict] = []
+        self.dead: set[int] = set()
+        self.counts = {"batches_retried": 0, "rows_split": 0, "rows_failed": 0}
+
+    def started(self, slot: int, call: str) -> None:
+        self.current[slot] = call
+
+    def finished(self, slot: int, call: str) -> None:
+        if self.current.get(slot) == call:
+            self.current[slot] = None
+
+    def arrived(self, slot: int, pid: int) -> None:
+        """An actor's engine is starting; for a slot seen before, that is a restart after a loss."""
+        if slot in self.current:
+            if self.current[slot] is not None:
+                self.died_running.add(self.current[slot])
+            self.restarts.append({"slot": slot, "pid": pid, "at": time.time()})
+        self.current[slot] = None
+
+    def was_running(self, slot: int, call: str) -> bool:
+        return call in self.died_running or self.current.get(slot) == call
+
+    def mark_dead(self, slot: int) -> None:
+        self.dead.add(slot)
+
+    def count(self, what: str, n: int = 1) -> None:
+        self.counts[what] += n
+
+    def summary(self) -> dict:
+        """``lost``: engines that died (restarted, or dead for good); ``restarted``; ``dead`` slots; counters."""
+        return {"lost": len(self.restarts) + len(self.dead), "restarted": len(self.restarts),
+                "dead": sorted(self.dead), **self.counts}  # fmt: skip
 
 
 class JudgeActor:
-    """One engine in one Ray actor, for the life of the pool; it runs every stage it is sent."""
+    """One engine in one Ray actor, for the life of the pool; it runs every stage it is sent.
 
-    def __init__(self, factory: Callable[[], object]):
+    An exception that escapes ``runner.run`` means the engine is unusable (the runner
+    turns ordinary failures into rows): the actor then ends its process, so that Ray
+    restarts it with a fresh engine and the batch is sent again.
+    """
+
+    def __init__(self, factory: Callable[[], object], slot: int = 0, monitor=None):
+        import ray
+
+        self.slot, self.monitor = slot, monitor
+        if monitor is not None:
+            ray.get(monitor.arrived.remote(slot, os.getpid()))  # before anything runs on this engine
         started = time.perf_counter()
         self.runner = factory()
         self.stats = {"pid": os.getpid(), "start_seconds": time.perf_counter() - started, "batches": 0, "rows": 0}
 
-    def judge_batch(self, batch: pa.Table, stage: str = "pairwise") -> pa.Table:
-        out = self.runner.run(stage, batch)
+    def judge_batch(self, batch: pa.Table, stage: str = "pairwise", call: str | None = None) -> pa.Table:
+        import ray
+
+        if self.monitor is not None and call is not None:
+            ray.get(self.monitor.started.remote(self.slot, call))
+        try:
+            out = self.runner.run(stage, batch)
+        except BaseException as exc:  # noqa: BLE001 - the engine is gone: let Ray restart the process
+            log.error("judge actor %s: the engine failed (%s: %s); ending the process for a restart",
+                      self.slot, type(exc).__name__, exc)  # fmt: skip
+            os._exit(70)
+        if self.monitor is not None and call is not None:
+            ray.get(self.monitor.finished.remote(self.slot, call))
         self.stats["batches"] += 1
         self.stats["rows"] += batch.num_rows
         return out
@@ -69,16 +154,93 @@ class JudgeActor:
         return {**self.stats, **self.runner.info()}
 
 
-def _forward(batch: pa.Table, actors: list, stage: str) -> pa.Table:
-    """Ray Data map stage: send each row group to the actor its slot names, wait, concatenate."""
+@dataclass
+class _Call:
+    """One row group on its way to an engine: which actor, how often its engine died under it."""
+
+    rows: pa.Table
+    slot: int
+    deaths: int = 0
+    single: bool = False  # a row sent alone after its batch used up its retries
+    after: list = field(default_factory=list)  # the group's next single rows, sent once this one is done
+    id: str = ""
+
+
+def _forward(
+    batch: pa.Table, actors: list, stage: str, monitor=None, retries: int = 2,
+    on_failure: Callable[[str, pa.Table, str], pa.Table] | None = None,
+) -> pa.Table:  # fmt: skip
+    """Ray Data map stage: send each row group to the actor its slot names, wait, concatenate.
+
+    A lost engine is borne here: a call whose engine died while running it is sent
+    again (Ray restarts the actor), ``retries`` times in all; then its rows go one by
+    one, and a row whose engine died ``retries`` times under it is answered by
+    ``on_failure(stage, rows, reason)``. A call that only waited behind a dying call
+    is sent again without counting. An actor that is dead for good (its restarts used
+    up) hands its calls to the live ones; with none left, the rows fail.
+    """
     import ray
+    from ray.exceptions import ActorDiedError, RayActorError
 
     slots = batch.column(SLOT)
-    refs = []
+    dead: set[int] = set()
+    out: list[pa.Table] = []
+    waiting: dict[object, _Call] = {}
+
+    def fail(call: _Call, reason: str) -> None:
+        if monitor is not None:
+            monitor.count.remote("rows_failed", call.rows.num_rows)
+        if on_failure is None:
+            raise RuntimeError(f"judge pool: {reason}")
+        out.append(on_failure(stage, call.rows, reason))
+        done(call)
+
+    def send(call: _Call) -> None:
+        live = [i for i in range(len(actors)) if i not in dead]
+        if not live:
+            fail(call, "every engine of the pool is dead (Ray's restarts are used up)")
+            return
+        if call.slot in dead:
+            call.slot = live[call.deaths % len(live)]
+        call.id = uuid.uuid4().hex
+        waiting[actors[call.slot].judge_batch.remote(call.rows, stage, call.id)] = call
+
+    def done(call: _Call) -> None:
+        if call.after:  # one single row at a time, so that a row that kills the engine takes no other with it
+            nxt = call.after[0]
+            nxt.after = call.after[1:]
+            send(nxt)
+
     for slot in pc.unique(slots).to_pylist():
-        rows = batch.filter(pc.equal(slots, slot)).drop_columns([SLOT])
-        refs.append(actors[slot].judge_batch.remote(rows, stage))
-    return pa.concat_tables(ray.get(refs))
+        send(_Call(batch.filter(pc.equal(slots, slot)).drop_columns([SLOT]), slot))
+    while waiting:
+        (ref,), _ = ray.wait(list(waiting), num_returns=1)
+        call = waiting.pop(ref)
+        try:
+            out.append(ray.get(ref))
+        except RayActorError as exc:
+            running = monitor is None or ray.get(monitor.was_running.remote(call.slot, call.id))
+            if isinstance(exc, ActorDiedError):
+                dead.add(call.slot)
+                if monitor is not None:
+                    monitor.mark_dead.remote(call.slot)
+            call.deaths += int(running)
+            if call.deaths < retries:
+                if running and monitor is not None:
+                    monitor.count.remote("batches_retried")
+                send(call)
+            elif call.single or call.rows.num_rows == 1:
+                fail(call, f"the engine died {call.deaths} times while judging this comparison "
+                           f"({type(exc).__name__}); it is asked again on the next run")  # fmt: skip
+            else:  # which rows kill the engine? send them one at a time
+                if monitor is not None:
+                    monitor.count.remote("rows_split", call.rows.num_rows)
+                rows = [_Call(call.rows.slice(i, 1), call.slot, single=True) for i in range(call.rows.num_rows)]
+                rows[0].after = rows[1:] + call.after
+                send(rows[0])
+            continue
+        done(call)
+    return pa.concat_tables(out)
 
 
 def deal_blocks(n_rows: int, batch_size: int, size: int) -> list[tuple[int, int, int]]:
@@ -103,9 +265,14 @@ class JudgePool:
     an adaptive schedule runs on the same warm engines.
     """
 
-    def __init__(self, factory: Callable[[], object], resources: PoolResources):
-        self.factory, self.resources = factory, resources
+    def __init__(
+        self, factory: Callable[[], object], resources: PoolResources,
+        on_failure: Callable[[str, pa.Table, str], pa.Table] | None = None,
+    ):  # fmt: skip
+        """``on_failure(stage, rows, reason)``: the result rows of requests no engine could judge (error rows)."""
+        self.factory, self.resources, self.on_failure = factory, resources, on_failure
         self.actors: list = []
+        self.monitor = None
 
     def __enter__(self) -> JudgePool:
         self.start()
@@ -117,11 +284,15 @@ class JudgePool:
     def start(self) -> None:
         import ray
 
-        options = {"num_cpus": self.resources.num_cpus, "max_concurrency": 1}
-        if self.resources.num_gpus:
-            options["num_gpus"] = self.resources.num_gpus
+        r = self.resources
+        # Ray restarts a dead actor (a killed process, a lost node, an engine that ended its process) up to
+        # max_restarts times; calls are not retried by Ray (max_task_retries=0): _forward decides what to resend.
+        options = {"num_cpus": r.num_cpus, "max_concurrency": 1, "max_restarts": r.max_restarts, "max_task_retries": 0}
+        if r.num_gpus:
+            options["num_gpus"] = r.num_gpus
+        self.monitor = ray.remote(PoolMonitor).options(num_cpus=0).remote()
         actor = ray.remote(JudgeActor).options(**options)
-        self.actors = [actor.remote(self.factory) for _ in range(self.resources.size)]
+        self.actors = [actor.remote(self.factory, slot, self.monitor) for slot in range(r.size)]
         try:
             ray.get([a.info.remote() for a in self.actors])  # engines are up once their constructors return
         except Exception as exc:
@@ -132,14 +303,31 @@ class JudgePool:
         import ray
 
         for a in self.actors:
-            ray.kill(a)
-        self.actors = []
+            ray.kill(a, no_restart=True)
+        if self.monitor is not None:
+            ray.kill(self.monitor)
+        self.actors, self.monitor = [], None
 
     def info(self) -> list[dict]:
-        """Per actor: pid, engine start seconds, batches and rows so far, engine prompts per stage."""
+        """Per live actor: pid, engine start seconds, batches and rows since its last (re)start, engine prompts
+        per stage."""
+        import ray
+        from ray.exceptions import RayActorError
+
+        out = []
+        for a in self.actors:
+            try:
+                out.append(ray.get(a.info.remote()))
+            except RayActorError:
+                continue  # dead for good: counted in losses()
+        return out
+
+    def losses(self) -> dict:
+        """Engines lost so far (restarted or dead), batches sent again, rows sent one by one and rows failed."""
         import ray
 
-        return ray.get([a.info.remote() for a in self.actors])
+        empty = {"lost": 0, "restarted": 0, "dead": [], "batches_retried": 0, "rows_split": 0, "rows_failed": 0}
+        return ray.get(self.monitor.summary.remote()) if self.monitor is not None else empty
 
     def judge(self, requests: pa.Table, stage: str = "pairwise") -> Iterator[pa.Table]:
         import ray
@@ -154,7 +342,8 @@ class JudgePool:
         ]
         ds = ray.data.from_arrow(blocks).map_batches(
             _forward,
-            fn_kwargs={"actors": self.actors, "stage": stage},
+            fn_kwargs={"actors": self.actors, "stage": stage, "monitor": self.monitor,
+                       "retries": self.resources.retries, "on_failure": self.on_failure},
             batch_size=None,
             batch_format="pyarrow",
             zero_copy_batch=True,

@@ -55,29 +55,55 @@ def judge_into_cache(
     progress: Callable[[str], None],
     stage: str = "pairwise",
 ) -> pa.Table:
-    """Stream ``todo`` through the pool's ``stage``, appending a cache part every ``flush_rows``; returns the rows."""
+    """Stream ``todo`` through the pool's ``stage``, appending a cache part every ``flush_rows``; returns the rows.
+
+    Whatever the pool has returned is written before an error propagates (a failing
+    stream flushes its buffer first), and a key is written once per call even if the
+    pool returned it twice (a batch sent again after a lost engine).
+    """
     schema = cache.schema
     buffer: list[pa.Table] = []
     out: list[pa.Table] = []
+    seen: set[str] = set()
     buffered = done = errors = 0
     started = time.perf_counter()
-    for batch in pool.judge(todo, stage):
-        batch = batch.select(schema.names).cast(schema)
-        buffer.append(batch)
-        buffered += batch.num_rows
-        errors += batch.num_rows - batch.column("error").null_count
-        if buffered >= flush_rows:
-            out.append(pa.concat_tables(buffer))
-            cache.append(out[-1])
-            done += buffered
-            buffer, buffered = [], 0
-            rate = done / max(time.perf_counter() - started, 1e-9)
-            progress(f"{stage}: {done}/{todo.num_rows} ({errors} errors, {rate:.2f}/s)")
-    if buffer:
+    losses = getattr(pool, "losses", None)
+
+    def flush() -> None:
+        nonlocal buffer, buffered, done
         out.append(pa.concat_tables(buffer))
         cache.append(out[-1])
         done += buffered
-        progress(f"{stage}: {done}/{todo.num_rows} ({errors} errors)")
+        buffer, buffered = [], 0
+
+    def lost() -> str:
+        n = losses()["lost"] if losses is not None else 0
+        return f", {n} engine{'s' if n != 1 else ''} lost and replaced" if n else ""
+
+    try:
+        for batch in pool.judge(todo, stage):
+            batch = batch.select(schema.names).cast(schema)
+            keys = batch.column("key").to_pylist()
+            fresh = [i for i, k in enumerate(keys) if k not in seen]
+            if len(fresh) < len(keys):
+                batch = batch.take(pa.array(fresh, pa.int64()))
+            seen.update(keys)
+            buffer.append(batch)
+            buffered += batch.num_rows
+            errors += batch.num_rows - batch.column("error").null_count
+            if buffered >= flush_rows:
+                flush()
+                rate = done / max(time.perf_counter() - started, 1e-9)
+                progress(f"{stage}: {done}/{todo.num_rows} ({errors} errors{lost()}, {rate:.2f}/s)")
+    except BaseException:
+        if buffered:  # what the pool returned is kept, whatever happens next
+            flush()
+            log.warning("%s: the stream failed after %d of %d; those %d judgments are saved", stage, done,
+                        todo.num_rows, done)  # fmt: skip
+        raise
+    if buffer:
+        flush()
+        progress(f"{stage}: {done}/{todo.num_rows} ({errors} errors{lost()})")
     return pa.concat_tables(out) if out else schema.empty_table()
 
 

@@ -37,6 +37,19 @@ class Labels(Strict):
 
 class PoolSpec(Strict):
     size: int = Field(1, ge=1, description="Judge actors in the pool (each holds one engine for the whole job).")
+    retries: int = Field(
+        2,
+        ge=1,
+        description="A batch whose engine died while judging it (a killed process, a lost node) is judged again on "
+        "the restarted engine, this many times in all; then its comparisons are sent one by one, and one that "
+        "kills its engine this many times becomes an error row naming the reason (asked again on the next run).",
+    )
+    max_restarts: int = Field(
+        8,
+        ge=-1,
+        description="Times Ray restarts each judge actor over the job (-1: no limit); an actor past it is dead and "
+        "the others take its batches.",
+    )
     num_cpus: float = Field(
         1,
         gt=0,
@@ -117,6 +130,12 @@ class SimulatedJudgeSpec(Strict):
         0.0, ge=0, description="Amplitude of a cyclic (rock-paper-scissors) logit term; 0 is perfectly transitive."
     )
     seconds_per_comparison: float = Field(0.0, ge=0, description="Sleep per comparison, to mimic an engine's latency.")
+    crash_on: list[tuple[str, str, str]] = Field(
+        default_factory=list,
+        description="Fault drill: comparisons [context_id, candidate_a, candidate_b] (a poison prompt each): the "
+        "judge actor's process dies, as a killed one does, whenever a batch holds one of them, every time. Shows "
+        "how a job bears a poison prompt; not part of the judge's identity.",
+    )
 
 
 JudgeSpec = Annotated[

@@ -41,7 +41,7 @@ from pairank.jobs.requests import (
 )
 from pairank.jobs.spec import JobSpec, WinRateSpec
 from pairank.operators.judges import judge_identity
-from pairank.operators.judges.modes import build_runner, judging_identity
+from pairank.operators.judges.modes import build_runner, failure_rows, judging_identity
 from pairank.operators.prompts import load_prompts
 from pairank.operators.reports import (
     build_report,
@@ -163,24 +163,48 @@ def judge_factory(spec: JobSpec) -> Callable[[], object]:
 def pool_resources(spec: JobSpec) -> PoolResources:
     """Where a pool runs: the spec's ``pool`` section."""
     p = spec.pool
-    return PoolResources(size=p.size, num_cpus=p.num_cpus, num_gpus=p.num_gpus, batch_size=p.batch_size)
+    return PoolResources(size=p.size, num_cpus=p.num_cpus, num_gpus=p.num_gpus, batch_size=p.batch_size,
+                         retries=p.retries, max_restarts=p.max_restarts)  # fmt: skip
+
+
+def failure_factory(spec: JobSpec) -> Callable[[str, pa.Table, str], pa.Table]:
+    """What a pool answers for requests no engine could judge: error rows naming the reason."""
+    return partial(failure_rows, judge_identity(spec.judge), spec.judging)
+
+
+@dataclass
+class PoolRecord:
+    """What the job's pools did: each actor's counters, and the engines lost and replaced."""
+
+    actors: list[dict] = field(default_factory=list)
+    engines: dict = field(default_factory=dict)
+
+    def add(self, actors: list[dict], losses: dict) -> None:
+        self.actors.extend(actors)
+        for k, v in losses.items():
+            self.engines[k] = self.engines.get(k, 0) + v if not isinstance(v, list) else self.engines.get(k, []) + v
+
+    def sections(self) -> dict:
+        """The report's ``pool`` (per actor) and ``engines`` (losses) sections."""
+        return {"pool": self.actors, "engines": self.engines}
 
 
 @contextmanager
-def judge_pool(spec: JobSpec, info: list | None = None) -> Iterator[JudgePool]:
+def judge_pool(spec: JobSpec, record: PoolRecord | None = None) -> Iterator[JudgePool]:
     """The job's judge pool on the job's Ray: engines start once, on entry.
 
-    On exit, each actor's counters (engine prompts per stage) are added to ``info``.
+    On exit, each actor's counters (engine prompts per stage) and the engines lost
+    are added to ``record``.
     """
     from pairank.cluster.runtime import ensure_ray
 
     ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
-    with JudgePool(judge_factory(spec), pool_resources(spec)) as pool:
+    with JudgePool(judge_factory(spec), pool_resources(spec), failure_factory(spec)) as pool:
         try:
             yield pool
         finally:
-            if info is not None:
-                info.extend(pool.info())
+            if record is not None:
+                record.add(pool.info(), pool.losses())
 
 
 @dataclass(frozen=True)
@@ -213,13 +237,13 @@ def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: P
     cached = len(wanted) - len(todo)
     progress(f"{len(wanted)} comparisons ({cached} cached, {len(todo)} to judge)")
     new = JUDGMENTS.empty_table()
-    pool_info: list[dict] = []
+    record = PoolRecord()
     if todo:
-        with judge_pool(spec, pool_info) as pool:
+        with judge_pool(spec, record) as pool:
             new = setup.judging.judge(pool, todo, setup.cache, progress)
     return Judged(
         pa.concat_tables([answered, new]), Counts(len(wanted), cached, new.num_rows, error_count(new)),
-        extra=_with_passes({"pool": pool_info}, setup),
+        extra=_with_passes(record.sections(), setup),
     )  # fmt: skip
 
 
@@ -230,9 +254,9 @@ def judge_adaptive(
 
     ``tasks``: the machines to run (default: the spec's scheduler on every aspect, context and seed).
     """
-    pool_info: list[dict] = []
+    record = PoolRecord()
     driver = Driver(
-        spec, inputs.candidates, setup.judging, setup.cache, partial(judge_pool, info=pool_info), progress, tasks
+        spec, inputs.candidates, setup.judging, setup.cache, partial(judge_pool, record=record), progress, tasks
     )
     progress(f"{spec.scheduler.name}: {len(driver.tasks)} machines (aspect x context x seed) in lockstep rounds")
     result = driver.run()
@@ -251,7 +275,7 @@ def judge_adaptive(
     return Judged(
         result.judgments, Counts(len(result.used_keys), result.cache_hits, result.judged, result.errors),
         [ranking_rows(result.tasks, spec.scheduler, system)],
-        _with_passes({"adaptive": adaptive, "pool": pool_info}, setup),
+        _with_passes({"adaptive": adaptive, **record.sections()}, setup),
     )  # fmt: skip
 
 

@@ -185,6 +185,7 @@ def render_markdown(report: dict) -> str:
         ),
         f"- judge: {judge['engine']} `{judge['model']}` revision `{judge.get('revision') or '–'}`",
         _judging_line(s.get("judging") or {"mode": "logprob"}, report.get("first_passes"), report.get("pool")),
+        *_engines_line(report.get("engines")),
         f"- aspects: {', '.join(s['aspects'])}; scheduler: {s['scheduler']['name']}"
         + (f" (R={s['scheduler']['comparisons']})" if s["scheduler"].get("comparisons") else "")
         + f"; win ratios: {', '.join(s['scoring']['verdicts'])}",
@@ -240,6 +241,20 @@ def _nightly_lines(nightly: dict | None) -> list[str]:
         "",
         f"Tables of the night: `{nightly['attempt']}`.",
     ]
+
+
+def _engines_line(engines: dict | None) -> list[str]:
+    """One line on the engines the pools lost (a killed process, a lost node) and what was judged again.
+
+    >>> _engines_line({"lost": 1, "restarted": 1, "dead": [], "batches_retried": 1, "rows_split": 0, "rows_failed": 0})
+    ['- engines lost: 1 (1 restarted, 0 dead); 1 batches judged again, 0 comparisons sent one by one, 0 failed']
+    """
+    if not engines:
+        return []
+    dead = len(engines.get("dead", []))
+    return [f"- engines lost: {engines.get('lost', 0)} ({engines.get('restarted', 0)} restarted, {dead} dead); "
+            f"{engines.get('batches_retried', 0)} batches judged again, {engines.get('rows_split', 0)} comparisons "
+            f"sent one by one, {engines.get('rows_failed', 0)} failed"]  # fmt: skip
 
 
 def _judging_line(judging: dict, first_passes: dict | None, pool: list | None) -> str:

@@ -74,6 +74,21 @@ def stop_process(proc: subprocess.Popen, timeout: float = 30) -> None:
 
 
 
+def judge_actor_pids() -> list[int]:
+    """PIDs of the judge actors' processes on this machine (Ray titles them ``ray::JudgeActor...``)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            title = (proc / "cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if title.startswith(b"ray::JudgeActor"):
+            found.append(int(proc.name))
+    return sorted(found)
+
+
 def write_input(folder: Path, tables, contexts: int, per_context: int):
     """An input folder with the first ``contexts`` articles x ``per_context`` summaries and their human scores."""
     import pyarrow.compute as pc

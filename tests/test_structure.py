@@ -117,3 +117,18 @@ def test_tests_share_helpers_through_helper_modules_only():
                 if last == "conftest" or last.startswith("test_"):
                     bad.append(f"{path.relative_to(ROOT)}: from {node.module} import ...")
     assert bad == []
+
+
+def test_nothing_imports_the_folders_by_their_bare_names():
+    """``pairank.jobs``, never ``jobs``: in code, docstring examples, tests and benchmarks (a bare name works only
+    from the checkout's root, by accident, as a second copy of the module)."""
+    import re
+
+    bare = re.compile(r"^\s*(>>> |\.\.\. )?(from|import) (jobs|operators|cluster|storage)\b")
+    found = []
+    for folder in (*SUBPACKAGES, "pairank", "tests", "bench"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if bare.match(line):
+                    found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert found == []

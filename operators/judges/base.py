@@ -128,6 +128,12 @@ class Judge(ABC):
     def close(self) -> None:  # pragma: no cover - engines that hold resources override
         pass
 
+    def is_fatal(self, exc: BaseException) -> bool:
+        """Whether ``exc`` means the engine is gone for good (its actor then ends and Ray restarts it with a
+        fresh engine); otherwise the failure becomes error rows. Engines that can die inside a live process
+        override this."""
+        return False
+
 
 class LabelProbabilityJudge(Judge):
     """A judge whose engine returns label log-probabilities for prompts."""

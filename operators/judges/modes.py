@@ -87,7 +87,7 @@ def judging_settings(judging) -> dict:
 def judging_identity(engine: dict, judging) -> dict:
     """The identity of the verdicts: the engine's, plus the mode and its settings (logprob adds nothing).
 
-    >>> from jobs.spec import JudgingSpec
+    >>> from pairank.jobs.spec import JudgingSpec
     >>> judging_identity({"engine": "e", "sampling": {"t": 0}}, JudgingSpec())
     {'engine': 'e', 'sampling': {'t': 0}}
     >>> judging_identity({"engine": "e", "sampling": {}}, JudgingSpec(mode="pointwise"))["sampling"]["mode"]
@@ -131,6 +131,25 @@ def request_seed(key: str, base: int, attempt: int = 0) -> int:
     return (int(key[:8], 16) + base + 1_000_003 * attempt) % (2**31 - 1)
 
 
+def failure_rows(
+    engine_identity: dict, judging, stage: str, batch: pa.Table, error: str, seconds: float = 0.0
+) -> pa.Table:
+    """Error rows for every request of ``batch`` in ``stage`` (a judgment or a first pass), naming ``error``.
+
+    Needs no engine: a pool answers with these the requests no engine could judge
+    (``functools.partial(failure_rows, engine_identity, judging)``).
+    """
+    n = batch.num_rows
+    share = [seconds / max(n, 1)] * n
+    if stage == "pairwise":
+        return judgment_table(batch, judging_identity(engine_identity, judging), p_a=[None] * n, label=[None] * n,
+                              raw_text=[None] * n, input_tokens=[0] * n, output_tokens=[0] * n, seconds=share,
+                              error=[error] * n)  # fmt: skip
+    identity = pass_identity(engine_identity, judging, stage)
+    return pass_table(batch, identity, text=[None] * n, score=[None] * n, input_tokens=[0] * n,
+                      output_tokens=[0] * n, seconds=share, error=[error] * n)  # fmt: skip
+
+
 def build_runner(judge_spec, judging=None) -> ModeRunner:
     """The engine of ``judge_spec`` in the ``judging`` mode: what a judge actor or replica runs.
 
@@ -164,6 +183,8 @@ class ModeRunner:
         try:
             return self.pairwise(batch) if stage == "pairwise" else self.first_pass(stage, batch)
         except Exception as exc:  # noqa: BLE001 - the batch is answered, and the failure is in every row
+            if self.judge.is_fatal(exc):
+                raise  # the engine is gone: its actor ends and Ray restarts it (pairank.cluster.pools)
             if stage == "pairwise":
                 check_columns(batch, REQUEST_COLUMNS, "pairwise stage")
             else:
@@ -171,14 +192,7 @@ class ModeRunner:
             return self._failed(stage, batch, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
 
     def _failed(self, stage: str, batch: pa.Table, error: str, seconds: float) -> pa.Table:
-        n = batch.num_rows
-        share = [seconds / max(n, 1)] * n
-        if stage == "pairwise":
-            return judgment_table(batch, self.identity, p_a=[None] * n, label=[None] * n, raw_text=[None] * n,
-                                  input_tokens=[0] * n, output_tokens=[0] * n, seconds=share, error=[error] * n)  # fmt: skip
-        identity = pass_identity(self.engine_identity, self.judging, stage)
-        return pass_table(batch, identity, text=[None] * n, score=[None] * n, input_tokens=[0] * n,
-                          output_tokens=[0] * n, seconds=share, error=[error] * n)  # fmt: skip
+        return failure_rows(self.engine_identity, self.judging, stage, batch, error, seconds)
 
     # -- pairwise verdicts ---------------------------------------------------------------------------------------
 

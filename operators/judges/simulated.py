@@ -31,6 +31,7 @@ splitmix64), so it is the same in every process and Python version::
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
 import time
 from collections.abc import Callable, Sequence
@@ -234,6 +235,10 @@ def simulated_identity(spec) -> dict:
     return {"engine": "simulated", "model": "simulated", "revision": revision, "sampling": sampling}
 
 
+#: Exit status of a simulated engine that ends its process in the ``crash_on`` fault drill.
+EXIT_DRILL = 71
+
+
 class SimulatedJudge(Judge):
     """A :class:`Judge` that answers from the model above; ``sleep`` is injected for tests."""
 
@@ -259,6 +264,8 @@ class SimulatedJudge(Judge):
         check_columns(requests, COLUMNS, "SimulatedJudge")
         columns = ("context_id", "aspect", "candidate_a", "candidate_b")
         ctx, aspect, a, b = (requests.column(c).to_pylist() for c in columns)
+        if self.spec.crash_on and not {tuple(c) for c in self.spec.crash_on}.isdisjoint(zip(ctx, a, b)):
+            os._exit(EXIT_DRILL)  # the fault drill: this engine's process dies as a killed one does
         seed, seconds = self.spec.seed, float(self.spec.seconds_per_comparison)
         q_a, err_a = self._quality(ctx, aspect, a)
         q_b, err_b = self._quality(ctx, aspect, b)

@@ -65,8 +65,16 @@ def label_token_ids(tokenizer, forms: list[str], label: str) -> list[int]:
     return ids
 
 
+#: vLLM's exceptions for an engine core that has died ("unrecoverable"; EngineGenerateError is not one).
+DEAD_ENGINE_ERRORS = ("EngineDeadError", "AsyncEngineDeadError")
+
+
 class VllmJudge(GeneratingJudge):
     engine = "vllm"
+
+    def is_fatal(self, exc: BaseException) -> bool:
+        """An engine core that died (its process, or its worker, ended) takes no more requests in this process."""
+        return any(type(e).__name__ in DEAD_ENGINE_ERRORS for e in _chain(exc))
 
     def __init__(self, spec):
         self.spec = spec
@@ -207,3 +215,12 @@ class VllmJudge(GeneratingJudge):
                     )
                 )
         return scores
+
+
+def _chain(exc: BaseException | None):
+    """``exc`` and the exceptions it was raised from."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__

@@ -1,0 +1,186 @@
+"""A job survives lost engines: judge actors SIGKILLed mid-run are restarted by Ray, the batches they held
+are judged again, nothing is stored twice, and a comparison that kills its engine every time becomes an
+error row while the rest of the job goes on.
+
+The judge is the SIMULATED engine in real Ray actors; the processes are killed for real (SIGKILL), found
+by their Ray process titles. The real CPU vLLM engine gets the same treatment in
+``test_lost_engines_engine.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from pairank.jobs.nightly import run_nightly
+from pairank.jobs.passes import judge_into_cache
+from pairank.jobs.run import run_job
+from pairank.jobs.spec import parse_spec
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.commits import CommitLog, NightlyLayout
+from pairank.storage.fs import Location
+from pairank.storage.schemas import JUDGMENTS
+from tests.helpers import ROOT, judge_actor_pids, spec_for, write_input
+
+
+def stored_keys(output: str | Path) -> Counter:
+    """How often each key is stored in the judgment cache, over every part."""
+    cache = JudgmentCache(Location.of(str(output)).join("judgments"))
+    return Counter(k for part in cache.parts() for k in part.read_parquet().column("key").to_pylist())
+
+
+class Killer(threading.Thread):
+    """SIGKILLs a judge actor ``times`` times while a job runs: after the first stored part, then each time
+    the killed process has been replaced and another part is stored."""
+
+    def __init__(self, output: str | Path, times: int, timeout: float = 240):
+        super().__init__(daemon=True)
+        self.cache = JudgmentCache(Location.of(str(output)).join("judgments"))
+        self.times, self.timeout = times, timeout
+        self.killed: list[int] = []
+        self.error: str | None = None
+
+    def parts(self) -> int:
+        try:
+            return len(self.cache.parts())
+        except FileNotFoundError:
+            return 0
+
+    def run(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        seen = 0
+        while len(self.killed) < self.times and time.monotonic() < deadline:
+            pids = judge_actor_pids()
+            parts = self.parts()
+            fresh = [p for p in pids if p not in self.killed]
+            if parts > seen and fresh and (not self.killed or len(pids) >= 2):
+                os.kill(fresh[0], signal.SIGKILL)
+                self.killed.append(fresh[0])
+                seen = parts
+            time.sleep(0.05)
+        if len(self.killed) < self.times:
+            self.error = f"killed {len(self.killed)} of {self.times} times before the deadline"
+
+
+@pytest.fixture
+def ten_input(tmp_path, summeval_tables):
+    """10 SummEval articles x 8 summaries."""
+    return write_input(tmp_path / "input", summeval_tables, 10, 8)
+
+
+def slow_spec(input_folder, output, **over) -> dict:
+    """A full matrix on 2 simulated actors, slow enough (about 10 s of judging) to kill engines during it."""
+    base = spec_for(
+        input_folder, output, name="lost", scheduler={"name": "full"},
+        judge={"seconds_per_comparison": 0.02}, pool={"size": 2, "num_cpus": 1, "batch_size": 16, "retries": 2},
+        cluster={"num_cpus": 2}, flush_rows=16,
+    )  # fmt: skip
+    for key, value in over.items():
+        base[key] = {**base.get(key, {}), **value} if isinstance(value, dict) else value
+    return base
+
+
+def test_an_actor_killed_three_times_during_a_run_loses_nothing_and_stores_each_key_once(
+    ray_local, ten_input, tmp_path
+):
+    out = tmp_path / "out"
+    spec = parse_spec(slow_spec(ten_input, out), "test")
+    killer = Killer(out, times=3)
+    killer.start()
+    result = run_job(spec, progress=lambda m: None)
+    killer.join(timeout=5)
+    assert killer.error is None and len(killer.killed) == 3
+    assert result.errors == 0 and result.judged == result.requests == 10 * 8 * 7
+    keys = stored_keys(out)
+    assert len(keys) == result.requests and set(keys.values()) == {1}, keys.most_common(3)
+    engines = result.report["engines"]
+    assert engines["lost"] == 3 and engines["restarted"] == 3 and engines["rows_failed"] == 0
+    assert "engines lost: 3 (3 restarted, 0 dead)" in result.layout.report_md.read_text()
+
+
+def test_a_comparison_that_kills_its_engine_every_time_is_an_error_row_and_the_job_goes_on(ten_input, tmp_path):
+    """`pairank run` (its own local Ray): one comparison kills its engine every time it is judged. It becomes an
+    error row naming the reason, every other comparison is judged, exit 3, in bounded time."""
+    out = tmp_path / "out"
+    cands = pq.read_table(Path(ten_input.path) / "candidates.parquet").to_pylist()
+    ctx = sorted({c["context_id"] for c in cands})[3]
+    a, b = sorted(c["candidate_id"] for c in cands if c["context_id"] == ctx)[:2]
+    data = slow_spec(ten_input, out, judge={"seconds_per_comparison": 0.0, "crash_on": [[ctx, a, b]]},
+                     pool={"batch_size": 8, "retries": 2})  # fmt: skip
+    spec = tmp_path / "poison.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    started = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-m", "pairank.jobs.cli", "run", str(spec)], capture_output=True, text=True, timeout=600,
+        cwd=ROOT,
+    )  # fmt: skip
+    assert run.returncode == 3, run.stderr[-3000:]
+    assert time.monotonic() - started < 300
+    table = JudgmentCache(Location.of(str(out)).join("judgments")).read()
+    errors = table.filter(pc.invert(pc.is_null(table.column("error")))).to_pylist()
+    assert [(e["context_id"], e["candidate_a"], e["candidate_b"]) for e in errors] == [(ctx, a, b)]
+    assert "the engine died 2 times while judging this comparison" in errors[0]["error"]
+    assert table.num_rows - len(errors) == 10 * 8 * 7 - 1  # every other comparison has its verdict
+    assert set(stored_keys(out).values()) == {1}
+    report = (out / "runs" / "lost" / "report.md").read_text()
+    assert "engines lost: 4 (4 restarted, 0 dead)" in report and "1 failed" in report  # 2 for the batch, 2 alone
+
+
+class FailingPool:
+    """Returns ``good`` batches, then fails the stream as a crashed Ray Data job does (a fault only a fake can
+    cause on demand)."""
+
+    def __init__(self, batches: list[pa.Table]):
+        self.batches = batches
+
+    def judge(self, todo, stage):
+        yield from self.batches
+        raise RuntimeError("Dataset execution will now abort")
+
+
+def test_what_the_pool_returned_is_stored_before_a_failing_stream_propagates(tmp_path):
+    rows = [
+        {"key": f"k{i}", "engine": "simulated", "model": "m", "revision": "r", "prompt_hash": "p", "sampling": "{}",
+         "context_id": "c", "aspect": "a", "candidate_a": "x", "candidate_b": "y", "p_a": 0.5, "label": "tie",
+         "logprob_a": None, "logprob_b": None, "raw_text": None, "input_tokens": 0, "output_tokens": 0,
+         "seconds": 0.0, "error": None, "created_at": dt.datetime(2026, 1, 1)}
+        for i in range(30)
+    ]  # fmt: skip
+    table = pa.Table.from_pylist(rows, schema=JUDGMENTS)
+    cache = JudgmentCache(Location.of(str(tmp_path / "judgments")))
+    batches = [table.slice(0, 10), table.slice(10, 10), table.slice(10, 10)]  # the last is a batch sent twice
+    with pytest.raises(RuntimeError, match="abort"):
+        judge_into_cache(FailingPool(batches), table, cache, flush_rows=8192, progress=lambda m: None)
+    keys = [k for part in cache.parts() for k in part.read_parquet().column("key").to_pylist()]
+    assert sorted(keys) == sorted(f"k{i}" for i in range(20))  # returned, stored once each, before the error
+
+
+@pytest.mark.s3
+def test_a_night_on_s3_with_an_engine_killed_mid_night_commits(ray_local, summeval_tables, tmp_path):
+    prefix, out = "s3://pairank/lost-night/inputs", "s3://pairank/lost-night/store"
+    write_input(prefix + "/2026-11-20", summeval_tables, 6, 8)
+    spec = slow_spec(Location.of(prefix), out, name="board", scheduler={"name": "pairs_anchors"},
+                     judge={"seconds_per_comparison": 0.03}, nightly={"night": "2026-11-20", "n_boot": 10})  # fmt: skip
+    killer = Killer(out, times=1)
+    killer.start()
+    night = run_nightly(parse_spec(spec, "test"), progress=lambda m: None)
+    killer.join(timeout=5)
+    assert killer.error is None and len(killer.killed) == 1
+    assert night.commit.seq == 1 and night.errors == 0
+    assert night.report["engines"]["lost"] == 1
+    assert set(stored_keys(out).values()) == {1}
+    (head,) = CommitLog(NightlyLayout(Location.of(out), "board")).commits()
+    assert head.night == "2026-11-20" and head.record["counts"]["judged_now"] == night.counts["judged_now"] > 0
