@@ -8,6 +8,7 @@ source, a model folder) are relative to the spec file (see :func:`load_spec`).
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
@@ -25,7 +26,7 @@ from pairank.jobs.schedulers import REGISTRY, FullSettings, SchedulerSpec
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Labels(Strict):
@@ -330,8 +331,32 @@ class NightlySpec(Strict):
         return v.isoformat() if isinstance(v, dt.date) else v
 
 
+#: A name that becomes one path segment under the output root.
+SAFE_NAME = r"^(?!\.{1,2}$)[A-Za-z0-9._-]{1,128}$"
+
+
+def safe_segment(value: str) -> str:
+    """``value`` if it is one safe path segment, else an error saying what is allowed.
+
+    >>> safe_segment("demo-2026.11_a")
+    'demo-2026.11_a'
+    >>> safe_segment("../x")
+    Traceback (most recent call last):
+    ...
+    ValueError: expected one path segment (1 to 128 letters, digits, '.', '_' or '-'; not '.' or '..'), found '../x'
+    """
+    if not re.match(SAFE_NAME, value):
+        raise ValueError(f"expected one path segment (1 to 128 letters, digits, '.', '_' or '-'; not '.' or '..'), "
+                         f"found {value!r}")
+    return value
+
+
 class JobSpec(Strict):
-    name: str = Field(..., description="Run name; outputs go under <output>/runs/<name>/.")
+    name: str = Field(
+        ...,
+        description="Run name; outputs go under <output>/runs/<name>/, so it is one path segment: 1 to 128 "
+        "letters, digits, '.', '_' or '-' (not '.' or '..').",
+    )
     input: str = Field(
         ..., description="Folder (local or s3://) with candidates.parquet and optionally human_scores.parquet."
     )
@@ -408,6 +433,11 @@ class JobSpec(Strict):
         if self.subset.contexts is not None or self.subset.candidates is not None:
             raise ValueError("nightly jobs rank every candidate of the input prefix: remove subset")
         return self
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        return safe_segment(v)
 
     @field_validator("aspects")
     @classmethod

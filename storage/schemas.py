@@ -353,6 +353,12 @@ def conform(table: pa.Table, schema: pa.Schema, source: str) -> pa.Table:
     columns = []
     for field in schema:
         col = table.column(field.name)
+        if pa.types.is_string(field.type) and not (
+            pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_null(col.type)
+            or pa.types.is_dictionary(col.type)
+        ):  # numbers are not silently made text ("0", "1", ...)
+            raise TableError(source, 0 if table.num_rows else None, field.name, f"a column of type {field.type}",
+                             f"a column of type {col.type}")  # fmt: skip
         if not col.type.equals(field.type):
             try:
                 col = col.cast(field.type)
@@ -403,6 +409,7 @@ def validate(table: pa.Table, schema: pa.Schema, source: str, part: bool = False
         _check_finite(table, "mean_p", source)
     elif schema.equals(HUMAN_SCORES):
         _check_finite(table, "score", source)
+        _check_one_score(table, source)
     elif schema.equals(PAIRWISE_LABELS):
         _check_in(table, "preferred", LABELS, source)
     elif schema.equals(JUDGMENTS):
@@ -415,7 +422,20 @@ def validate(table: pa.Table, schema: pa.Schema, source: str, part: bool = False
     return table
 
 
+def _check_one_score(table: pa.Table, source: str) -> None:
+    """A (candidate, aspect) scored twice must have one score (the same value twice is kept)."""
+    seen: dict[tuple[str, str], tuple[int, float]] = {}
+    cols = (table.column(c).to_pylist() for c in ("candidate_id", "aspect", "score"))
+    for row, (cid, aspect, score) in enumerate(zip(*cols)):
+        first = seen.setdefault((cid, aspect), (row, score))
+        if first[1] != score:
+            raise TableError(source, row, "score", f"one score of candidate {cid!r} for {aspect!r} (row {first[0]} "
+                             f"has {first[1]!r})", repr(score))  # fmt: skip
+
+
 def _check_candidates(table: pa.Table, source: str, per_context: int = 2) -> None:
+    if table.num_rows == 0:
+        raise TableError(source, None, "candidate_id", "at least one candidate", "an empty table")
     ids = table.column("candidate_id").to_pylist()
     seen: dict[str, int] = {}
     for row, cid in enumerate(ids):
@@ -426,6 +446,13 @@ def _check_candidates(table: pa.Table, source: str, per_context: int = 2) -> Non
         for row, value in enumerate(table.column(column).to_pylist()):
             if not value.strip():
                 raise TableError(source, row, column, "a non-empty text", repr(value))
+    texts: dict[str, tuple[int, str]] = {}
+    cols = (table.column(c).to_pylist() for c in ("context_id", "context"))
+    for row, (ctx, text) in enumerate(zip(*cols)):
+        first = texts.setdefault(ctx, (row, text))
+        if first[1] != text:
+            raise TableError(source, row, "context", f"the text of context {ctx!r} in row {first[0]}",
+                             "a different text (a context id names one input)")  # fmt: skip
     counts: dict[str, list[int]] = {}
     for row, ctx in enumerate(table.column("context_id").to_pylist()):
         counts.setdefault(ctx, []).append(row)

@@ -23,7 +23,7 @@ from pairank.operators.bradley_terry import bt_laplace, prob_order
 
 
 class SamplingSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     budget: int | None = Field(
         None, ge=1, description="Unordered comparisons per context (unset: N ceil(log2 N), PAIRS-greedy's worst case)."

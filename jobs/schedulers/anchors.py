@@ -31,7 +31,7 @@ from pairank.jobs.schedulers.protocol import (
 
 
 class AnchorSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     size: int | None = Field(
         None, ge=2, description="Anchors ranked by PAIRS; unset: n = z^2 p(1-p) / margin^2 x deff, capped at N."

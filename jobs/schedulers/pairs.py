@@ -74,7 +74,7 @@ from pairank.jobs.schedulers.protocol import (
 
 
 class BeamSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     size: int = Field(1000, ge=1, description="Partial merge paths kept per merge (paper: 1000).")
     entropy_threshold: float = Field(

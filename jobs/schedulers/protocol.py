@@ -65,7 +65,7 @@ def rng(seed: int, context_id: str) -> np.random.Generator:
 class SchedulerSettings(BaseModel):
     """The settings every scheduler has. YAML fills them in; an unknown key is an error."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     #: Adaptive schedulers run as machines in lockstep rounds; static ones emit every pair at once.
     adaptive: ClassVar[bool] = False
 
