@@ -20,6 +20,7 @@ from pairank.storage.schemas import (
     HUMAN_SCORES,
     PAIRWISE_LABELS,
     TableError,
+    check_one_score,
     validate,
 )
 
@@ -39,7 +40,10 @@ def read_optional(folder: Location, name: str, schema: pa.Schema) -> pa.Table:
 
 
 def read_human_scores(folder: Location) -> pa.Table:
-    return read_optional(folder, "human_scores", HUMAN_SCORES)
+    """The folder's human scores, one per (candidate, aspect); conflicting duplicates are an error."""
+    table = read_optional(folder, "human_scores", HUMAN_SCORES)
+    check_one_score(table, folder.join("human_scores.parquet").uri)
+    return table
 
 
 def read_labels(folder: Location) -> pa.Table:

@@ -318,7 +318,7 @@ NIGHTLY_STATE = pa.schema(
 NIGHTLY_ROLES = ("anchor", "inserted")
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # not frozen: Python (and contextlib) set __traceback__ on an exception as it propagates
 class TableError(ValueError):
     """A value in a table read from outside is not what its schema expects."""
 
@@ -409,7 +409,6 @@ def validate(table: pa.Table, schema: pa.Schema, source: str, part: bool = False
         _check_finite(table, "mean_p", source)
     elif schema.equals(HUMAN_SCORES):
         _check_finite(table, "score", source)
-        _check_one_score(table, source)
     elif schema.equals(PAIRWISE_LABELS):
         _check_in(table, "preferred", LABELS, source)
     elif schema.equals(JUDGMENTS):
@@ -422,8 +421,11 @@ def validate(table: pa.Table, schema: pa.Schema, source: str, part: bool = False
     return table
 
 
-def _check_one_score(table: pa.Table, source: str) -> None:
-    """A (candidate, aspect) scored twice must have one score (the same value twice is kept)."""
+def check_one_score(table: pa.Table, source: str) -> None:
+    """A job's human scores: a (candidate, aspect) scored twice must have one score (the same value twice is kept).
+
+    (A SIMULATED judge's ``quality`` source may hold one row per annotator: it averages them.)
+    """
     seen: dict[tuple[str, str], tuple[int, float]] = {}
     cols = (table.column(c).to_pylist() for c in ("candidate_id", "aspect", "score"))
     for row, (cid, aspect, score) in enumerate(zip(*cols)):

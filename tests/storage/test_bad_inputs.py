@@ -90,3 +90,17 @@ def test_non_finite_numbers_in_a_spec_are_refused(key, value):
     with pytest.raises(SpecError) as info:
         load_spec(ROOT / "configs/simulated.yaml", [f"{key}={value}", "winrate.baseline=M0"])
     assert key in str(info.value) and "finite" in str(info.value)
+
+
+def test_a_table_error_keeps_its_message_through_a_context_manager():
+    """It was a frozen dataclass: contextlib's __exit__ setting __traceback__ turned it into FrozenInstanceError."""
+    from contextlib import ExitStack, contextmanager
+
+    @contextmanager
+    def pool():
+        yield
+
+    with pytest.raises(TableError, match="column `text` in f.parquet row 3: expected text, found 7"):
+        with ExitStack() as stack:
+            stack.enter_context(pool())
+            raise TableError("f.parquet", 3, "text", "text", "7")
