@@ -326,8 +326,7 @@ class JudgePool:
         """Engines lost so far (restarted or dead), batches sent again, rows sent one by one and rows failed."""
         import ray
 
-        empty = {"lost": 0, "restarted": 0, "dead": [], "batches_retried": 0, "rows_split": 0, "rows_failed": 0}
-        return ray.get(self.monitor.summary.remote()) if self.monitor is not None else empty
+        return ray.get(self.monitor.summary.remote()) if self.monitor is not None else PoolMonitor().summary()
 
     def judge(self, requests: pa.Table, stage: str = "pairwise") -> Iterator[pa.Table]:
         import ray

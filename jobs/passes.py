@@ -90,7 +90,7 @@ def judge_into_cache(
             seen.update(keys)
             buffer.append(batch)
             buffered += batch.num_rows
-            errors += batch.num_rows - batch.column("error").null_count
+            errors += error_count(batch)
             if buffered >= flush_rows:
                 flush()
                 rate = done / max(time.perf_counter() - started, 1e-9)

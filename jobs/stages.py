@@ -182,7 +182,7 @@ class PoolRecord:
     def add(self, actors: list[dict], losses: dict) -> None:
         self.actors.extend(actors)
         for k, v in losses.items():
-            self.engines[k] = self.engines.get(k, 0) + v if not isinstance(v, list) else self.engines.get(k, []) + v
+            self.engines[k] = self.engines.get(k, [] if isinstance(v, list) else 0) + v  # counts add, slots append
 
     def sections(self) -> dict:
         """The report's ``pool`` (per actor) and ``engines`` (losses) sections."""

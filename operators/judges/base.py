@@ -149,6 +149,8 @@ class LabelProbabilityJudge(Judge):
         try:
             scores = self.score(prompts)
         except Exception as exc:  # an engine failure becomes error rows, retried on the next run
+            if self.is_fatal(exc):
+                raise  # a dead engine answers nothing more: its actor ends and Ray restarts it
             elapsed = time.perf_counter() - started
             msg = f"{type(exc).__name__}: {exc}"
             scores = [LabelScore(seconds=elapsed / max(len(prompts), 1), error=msg) for _ in prompts]
