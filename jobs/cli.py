@@ -13,6 +13,7 @@
     pairank meta-eval --input data/llmbar [--judgments runs/store/judgments] [--out runs/meta_eval]
     pairank winrate --input data/x --judgments runs/store/judgments --baseline M0 --prior in_dist
     pairank leaderboard --root runs/store [--runs demo winrate] [--baseline M0] [--n-boot 200] [--seed 0]
+    pairank store verify --root runs/store [--quarantine]      # unreadable parts of the stores, moved aside
     pairank serve configs/demo.yaml [--host 127.0.0.1] [--port 8000] [--token-env PAIRANK_TOKEN]
     pairank submit configs/demo.yaml --address http://HEAD:8265 --set output=s3://bucket/pairank [--no-wait]
     pairank status|logs|stop <submission id> --address http://HEAD:8265     # logs [--follow]
@@ -94,6 +95,20 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     for aspect, c in result.board.counts.items():
         _progress(f"{aspect}: {c['systems']} systems, {c['used']} comparisons, {c['errors']} error rows skipped")
     print(result.html.uri)
+    return 0
+
+
+def cmd_store_verify(args: argparse.Namespace) -> int:
+    from pairank.storage.verify import verify_store
+
+    result = verify_store(args.root, quarantine=args.quarantine)
+    for bad in result.bad:
+        print(f"bad: {bad.uri}: {bad.reason}" + (f" -> moved to {bad.moved_to}" if bad.moved_to else ""))
+    left = f", {len(result.left)} left in place" if result.left else ""
+    _progress(f"{result.parts} parts read, {len(result.bad)} bad{left}")
+    if result.left:
+        _progress(f"`pairank store verify --root {args.root} --quarantine` moves them aside (asked again next run)")
+        return 2
     return 0
 
 
@@ -345,6 +360,19 @@ def parser() -> argparse.ArgumentParser:
     _add_address(sp)
     sp.add_argument("--timeout", type=float, default=60, help="seconds to wait for the job to stop (default 60)")
     sp.set_defaults(fn=cmd_stop)
+
+    store = sub.add_parser("store", help="the stores under a storage root")
+    ssub = store.add_subparsers(dest="store_command", required=True)
+    ver = ssub.add_parser(
+        "verify",
+        help="read every part of the judgment and first-pass stores; list the unreadable ones",
+        description="Exit 0 when every part reads (or every bad one was moved), 2 when bad parts are left in place. "
+        "--quarantine moves each bad part to <root>/quarantine/<store>/; nothing is deleted, and the next run asks "
+        "the comparisons it held again.",
+    )
+    ver.add_argument("--root", required=True, help="storage root (a runs' `output`), local or s3://")
+    ver.add_argument("--quarantine", action="store_true", help="move the bad parts aside")
+    ver.set_defaults(fn=cmd_store_verify)
 
     model = sub.add_parser("model", help="judge models")
     msub = model.add_subparsers(dest="model_command", required=True)

@@ -15,12 +15,13 @@ kind.
 from __future__ import annotations
 
 import datetime as dt
+import posixpath
 import uuid
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pairank.storage.fs import Location
+from pairank.storage.fs import CorruptFile, Location
 from pairank.storage.schemas import JUDGMENTS, validate
 
 
@@ -35,10 +36,21 @@ class JudgmentCache:
 
     def read(self) -> pa.Table:
         """Every part, validated against the cache's schema, one row per key."""
-        tables = [validate(part.read_parquet(), self.schema, part.uri) for part in self.parts()]
+        tables = [self.read_part(part) for part in self.parts()]
         if not tables:
             return self.schema.empty_table()
         return latest_per_key(pa.concat_tables(tables))
+
+    def read_part(self, part: Location) -> pa.Table:
+        """One part, validated; a corrupt part is named with the command that moves it aside."""
+        try:
+            return validate(part.read_parquet(), self.schema, part.uri)
+        except CorruptFile as exc:
+            root = posixpath.dirname(self.folder.uri.rstrip("/"))
+            hint = (
+                f"`pairank store verify --root {root} --quarantine` moves it aside and its comparisons are asked again"
+            )
+            raise CorruptFile(exc.uri, exc.reason, hint) from exc
 
     def answered(self, table: pa.Table | None = None) -> pa.Table:
         """Rows with a verdict (no error): these are never asked again."""

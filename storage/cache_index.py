@@ -18,7 +18,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pairank.storage.cache import JudgmentCache
-from pairank.storage.schemas import validate
 
 
 class CacheIndex:
@@ -40,7 +39,7 @@ class CacheIndex:
         with self._lock:
             new = [part for part in self.cache.parts() if part.path not in self._seen]
             for part in new:
-                self.add(validate(part.read_parquet(), self.cache.schema, part.uri))
+                self.add(self.cache.read_part(part))
                 self._seen.add(part.path)
             return len(new)
 

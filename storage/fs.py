@@ -31,6 +31,14 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 
+class CorruptFile(ValueError):
+    """A file that exists but cannot be decoded as what it should be (a truncated or garbage Parquet part)."""
+
+    def __init__(self, uri: str, reason: str, hint: str = ""):
+        super().__init__(f"{uri}: not a readable Parquet file ({reason})" + (f"; {hint}" if hint else ""))
+        self.uri, self.reason = uri, reason
+
+
 def s3_filesystem() -> pafs.S3FileSystem:
     """An S3 filesystem configured from the standard AWS environment."""
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
@@ -110,7 +118,9 @@ class Location:
     def folders(self) -> list["Location"]:
         """Visible folders directly under this folder (names starting '.' or '_' are skipped), sorted."""
         selector = pafs.FileSelector(self.path, recursive=False, allow_not_found=True)
-        names = [posixpath.basename(e.path) for e in self.fs.get_file_info(selector) if e.type == pafs.FileType.Directory]
+        names = [
+            posixpath.basename(e.path) for e in self.fs.get_file_info(selector) if e.type == pafs.FileType.Directory
+        ]
         return [self.join(n) for n in sorted(names) if not n.startswith((".", "_"))]
 
     def read_bytes(self) -> bytes:
@@ -166,6 +176,12 @@ class Location:
                 return False
             raise
 
+    def move_to(self, target: "Location") -> None:
+        """Move this file to ``target`` on the same filesystem (on S3: a copy, then a delete)."""
+        if self.is_local:
+            self.fs.create_dir(posixpath.dirname(target.path), recursive=True)
+        self.fs.move(self.path, target.path)
+
     def write_text(self, text: str) -> None:
         self.write_bytes(text.encode("utf-8"))
 
@@ -181,8 +197,17 @@ class Location:
         self.write_bytes(buf.getvalue())
 
     def read_parquet(self) -> pa.Table:
-        with self.fs.open_input_file(self.path) as f:
-            return pq.read_table(f)
+        """The whole table; a file that is not readable Parquet raises :class:`CorruptFile` naming it.
+
+        The bytes are fetched first and decoded after, so a storage error (an
+        ``OSError``) is never mistaken for a corrupt file, nor the other way round.
+        """
+        data = self.read_bytes()
+        try:
+            return pq.read_table(pa.BufferReader(data))
+        except Exception as exc:  # whatever the decoder says, the file is not readable Parquet
+            said = str(exc).replace("Could not open Parquet input source '<Buffer>': ", "")
+            raise CorruptFile(self.uri, f"{len(data)} bytes, {said}") from exc
 
     def __str__(self) -> str:
         return self.uri
