@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -48,6 +49,20 @@ log = logging.getLogger(__name__)
 
 #: Column that tells a forwarder which actor judges a row (dropped before judging).
 SLOT = "__judge_slot"
+
+
+class EngineStartError(RuntimeError):
+    """An engine's constructor failed: no engine of the pool judges anything."""
+
+    def __init__(self, cause: BaseException):
+        lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in str(cause).splitlines()]
+        said = [line for line in lines if line]
+        errors = [i for i, line in enumerate(said) if re.match(r"^[\w.]*(Error|Exception)\b", line)]
+        if errors:  # the innermost exception of the engine's traceback, and the line after it
+            why = " ".join(said[errors[-1] : errors[-1] + 2])
+        else:
+            why = said[0] if said else type(cause).__name__
+        super().__init__(f"a judge engine failed to start: {why}")
 
 
 @dataclass(frozen=True)
@@ -297,7 +312,7 @@ class JudgePool:
             ray.get([a.info.remote() for a in self.actors])  # engines are up once their constructors return
         except Exception as exc:
             self.stop()
-            raise RuntimeError(f"judge pool: an engine failed to start: {exc}") from exc
+            raise EngineStartError(exc) from exc
 
     def stop(self) -> None:
         import ray

@@ -25,6 +25,7 @@ import argparse
 import json
 import logging
 import sys
+import traceback
 
 
 def _progress(msg: str) -> None:
@@ -90,8 +91,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from pairank.jobs.publish import build_leaderboard
 
     result = build_leaderboard(
-        args.root, runs=args.runs, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed, progress=_progress
-    )
+        args.root, runs=args.runs, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed, progress=_progress,
+        finished_only=args.finished_only,
+    )  # fmt: skip
     for aspect, c in result.board.counts.items():
         _progress(f"{aspect}: {c['systems']} systems, {c['used']} comparisons, {c['errors']} error rows skipped")
     print(result.html.uri)
@@ -298,6 +300,11 @@ def parser() -> argparse.ArgumentParser:
     )
     lb.add_argument("--n-boot", type=int, default=200, help="bootstrap resamples of contexts (default 200; 0: none)")
     lb.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    lb.add_argument(
+        "--finished-only", action="store_true",
+        help="leave out runs whose manifest does not say done (still judging, stopped or failed); by default they "
+        "are included and flagged with a banner",
+    )  # fmt: skip
     lb.set_defaults(fn=cmd_leaderboard)
 
     sv = sub.add_parser(
@@ -409,19 +416,70 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+#: The exit codes of every command (the README lists them too).
+EXIT_CODES = {
+    0: "done",
+    1: "an unexpected error (a bug: `-v` shows the traceback)",
+    2: "bad input: a spec, a table, a path or a setting; the message names it",
+    3: "finished, but some comparisons are error rows (see the report)",
+    4: "another writer got there first: a nightly commit race, or a run of that name holding its lease",
+    5: "storage or cluster unavailable after retrying: run again when it is back (nothing judged is lost)",
+}
+#: Longest message of an error from Ray (its errors embed remote tracebacks); `-v` shows all of it.
+MAX_MESSAGE = 800
+
+
+def _ray_error(exc: BaseException) -> bool:
+    if "ray" not in sys.modules:
+        return False
+    from ray.exceptions import RayError
+
+    return isinstance(exc, RayError)
+
+
+def explain(exc: BaseException) -> tuple[int, str]:
+    """The exit code and one-paragraph message for an error that ended a command."""
+    from pairank.cluster.pools import EngineStartError
+    from pairank.storage.commits import CommitConflict
+    from pairank.storage.fs import StorageError, StorageUnavailable
+    from pairank.storage.lease import LeaseHeld
+
+    if isinstance(exc, (CommitConflict, LeaseHeld)):
+        return 4, str(exc)
+    if isinstance(exc, StorageUnavailable):
+        return 5, f"storage unavailable: {exc}"
+    if isinstance(exc, EngineStartError):
+        return 5, (
+            f"{exc}. The engine's own log is above (lines from `JudgeActor`): check judge.model, judge.env and the "
+            "engine settings, and that the cluster has the CPUs/GPUs pool.num_cpus/num_gpus ask for"
+        )
+    if _ray_error(exc) or isinstance(exc, ConnectionError):
+        text = " ".join(str(exc).split())
+        if len(text) > MAX_MESSAGE:
+            text = text[:MAX_MESSAGE] + " ... (-v shows all of it)"
+        return 5, (
+            f"the Ray cluster or a judge engine failed ({type(exc).__name__}): {text}. What was judged before "
+            "is in the judgment store; check the engine's settings and the cluster (RAY_ADDRESS), then run again"
+        )
+    if isinstance(exc, (StorageError, ValueError, FileNotFoundError, ImportError, OSError)):
+        return 2, str(exc)
+    return 1, f"unexpected {type(exc).__name__}: {exc} (run with -v for the traceback)"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
-    from pairank.storage.commits import CommitConflict
-
     try:
         return args.fn(args)
-    except CommitConflict as exc:  # a nightly job lost the commit race: nothing committed, safe to run again
-        print(f"pairank: error: {exc}", file=sys.stderr)
-        return 4
-    except (ValueError, FileNotFoundError, ImportError) as exc:
-        print(f"pairank: error: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("pairank: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - every error ends in one message and a documented exit code
+        code, message = explain(exc)
+        if args.verbose:
+            traceback.print_exc()
+        print(f"pairank: error: {message}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -38,6 +38,7 @@ from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_candidates
 from pairank.storage.layout import RunLayout
+from pairank.storage.lease import is_held
 from pairank.storage.schemas import (
     LEADERBOARD,
     POSITION_BIAS,
@@ -58,6 +59,20 @@ class RunInfo:
     subset_contexts: int | None
     subset_candidates: int | None
     started_at: str
+    state: str = "done"
+    running: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.state == "done"
+
+    def describe(self) -> str:
+        """How an unfinished run stands, in words."""
+        if self.running:
+            return f"run {self.name} is still {self.state} (started {self.started_at})"
+        if self.state == "failed":
+            return f"run {self.name} failed (started {self.started_at})"
+        return f"run {self.name} stopped before it finished (state {self.state!r}, no live lease; started {self.started_at})"
 
 
 @dataclass(frozen=True)
@@ -100,6 +115,8 @@ def read_run(root: Location, name: str) -> RunInfo:
         subset_contexts=sub.get("contexts"),
         subset_candidates=sub.get("candidates"),
         started_at=str(manifest.get("started_at") or ""),
+        state=str(manifest.get("state") or "done"),
+        running=manifest.get("state") != "done" and is_held(root, name),
     )
 
 
@@ -196,11 +213,26 @@ def run_judgments(
         "outside_subsets": on_runs.num_rows - kept.num_rows,
         "used": kept.num_rows,
     }
+    unfinished = [run for run in runs if not run.finished]
+    if unfinished:
+        counts["unfinished"] = {run.name: _in_scope(kept, run, used[run.name]) for run in unfinished}
     if kept.num_rows == 0:
         raise ValueError(
             f"{cache.folder.uri}: no judgments on the contexts and aspects of runs {[r.name for r in runs]}"
         )
     return kept, counts
+
+
+def _in_scope(judgments: pa.Table, run: RunInfo, used: pa.Table) -> int:
+    """How many of ``judgments`` lie on ``run``'s contexts and aspects, between its candidates."""
+    contexts = pa.array(sorted(set(used.column("context_id").to_pylist())), type=pa.string())
+    ids = used.column("candidate_id")
+    mask = pc.and_(
+        pc.and_(pc.is_in(judgments.column("context_id"), contexts),
+                pc.is_in(judgments.column("aspect"), pa.array(run.aspects, type=pa.string()))),
+        pc.and_(pc.is_in(judgments.column("candidate_a"), ids), pc.is_in(judgments.column("candidate_b"), ids)),
+    )  # fmt: skip
+    return int(pc.sum(mask.cast(pa.int64())).as_py() or 0)
 
 
 def _run_tables(runs: list[RunInfo], attr: str, schema: pa.Schema, with_run: bool) -> pa.Table | None:
@@ -252,7 +284,12 @@ def compute_leaderboard(
         "winrate_methods": list(options.winrate_methods),
         "judgments": counts,
         "counts": board.counts,
-    }
+        "unfinished": [
+            {"run": r.name, "state": r.state, "running": r.running, "started_at": r.started_at,
+             "judgments": counts.get("unfinished", {}).get(r.name, 0), "note": r.describe()}
+            for r in infos if not r.finished
+        ],
+    }  # fmt: skip
     return board, validate(board.table, LEADERBOARD, "the leaderboard"), meta
 
 
@@ -286,13 +323,29 @@ def build_leaderboard(
     seed: int = 0,
     clock: Callable[[], dt.datetime] = _utc_now,
     progress: Callable[[str], None] = lambda m: None,
+    finished_only: bool = False,
 ) -> LeaderboardResult:
-    """Read the runs under ``root``, build the leaderboard and write its three files under ``<root>/leaderboard``."""
+    """Read the runs under ``root``, build the leaderboard and write its three files under ``<root>/leaderboard``.
+
+    A run whose manifest does not say ``done`` (still judging, stopped, failed) is flagged: the page gets a
+    banner naming it with the number of the board's judgments on its contexts; ``finished_only`` leaves such
+    runs out instead.
+    """
     loc = Location.of(root)
     options = LeaderboardOptions(n_boot=n_boot, seed=seed, baseline=baseline)
     infos = read_runs(loc, runs)
+    if finished_only:
+        left_out = [r.name for r in infos if not r.finished]
+        infos = [r for r in infos if r.finished]
+        if left_out:
+            progress(f"left out (not finished): {', '.join(left_out)}")
+        if not infos:
+            raise ValueError(f"{loc.uri}: no finished run to rank (--finished-only left out {', '.join(left_out)})")
     progress(f"runs: {', '.join(r.name for r in infos)}")
     board, table, meta = compute_leaderboard(loc, infos, options, clock=clock, progress=progress)
+    for u in meta["unfinished"]:
+        progress(f"warning: {u['note']}: {u['judgments']} of the board's {meta['judgments']['used']} judgments are "
+                 "on its contexts; the board may change when it finishes (--finished-only leaves it out)")  # fmt: skip
     layout = RunLayout(loc, "")
     bias = _run_tables(infos, "position_bias", POSITION_BIAS, with_run=True)
     spearman = _run_tables(infos, "spearman", SPEARMAN, with_run=True)

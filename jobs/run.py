@@ -10,6 +10,10 @@
 4. Rankings, Spearman and position-bias tables and the report are written under
    ``<output>/runs/<name>/``.
 
+A run holds the lease of its name under the root while it goes
+(:mod:`pairank.storage.lease`): a second run of that name is refused, not paid twice.
+A run that fails after it started judging says so in its manifest (``state: failed``).
+
 Each step is a stage of :mod:`pairank.jobs.stages`; a nightly job
 (:mod:`pairank.jobs.nightly`) is made of the same stages.
 """
@@ -35,7 +39,9 @@ from pairank.jobs.stages import (
     win_rates,
     write_run,
 )
+from pairank.storage.fs import Location, StorageUnavailable
 from pairank.storage.layout import RunLayout
+from pairank.storage.lease import take
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +73,11 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     }
     layout.manifest.write_json(manifest)
     judge = judge_adaptive if spec.scheduler.adaptive else judge_static
-    judged = judge(spec, inputs, setup, progress)
+    try:
+        judged = judge(spec, inputs, setup, progress)
+    except BaseException as exc:
+        mark_failed(layout, manifest, exc)
+        raise
     scored = score(spec, inputs, judged)
     rates = win_rates(spec, inputs, judged.judgments, progress)
     counts = {"contexts": inputs.contexts, "candidates": inputs.candidates.num_rows, **asdict(judged.counts)}
@@ -77,6 +87,17 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     progress(f"report: {layout.report_md.uri}")
     c = judged.counts
     return RunResult(layout, c.requests, c.cached, c.judged_now, c.errors_now, rep)
+
+
+def mark_failed(layout: RunLayout, manifest: dict, exc: BaseException) -> None:
+    """Best effort: the manifest says the run failed and why (what it judged is in the store already)."""
+    if isinstance(exc, StorageUnavailable):
+        return  # the write would wait out the retry window again, and fail
+    try:
+        error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
+        layout.manifest.write_json({**manifest, "state": "failed", "finished_at": utc_now().isoformat(), "error": error})
+    except Exception as write_error:  # noqa: BLE001 - the original error is the one to report
+        log.warning("%s: could not mark the run failed: %s", layout.manifest.uri, write_error)
 
 
 def run(
@@ -91,6 +112,10 @@ def run(
         spec = load_spec(spec, list(overrides))
     elif overrides:
         raise ValueError("overrides apply to a spec file; change a JobSpec with model_copy(update=...)")
-    if spec.nightly is not None:
-        return run_nightly(spec, progress=progress)
-    return run_job(spec, progress=progress)
+    root = Location.of(spec.output)
+    if root.exists() and not root.is_dir():
+        raise ValueError(f"output: {root.uri} is a file; expected a folder (local or s3://) to hold the runs")
+    with take(root, spec.name):  # one run of a name under a root at a time
+        if spec.nightly is not None:
+            return run_nightly(spec, progress=progress)
+        return run_job(spec, progress=progress)

@@ -35,6 +35,7 @@ h1 { font-size: 1.6em; margin-bottom: 0.2em; }
 h2 { font-size: 1.25em; margin-top: 1.6em; border-bottom: 1px solid #d0d7de; padding-bottom: 4px; }
 h3 { font-size: 1.05em; margin: 1em 0 0.4em; }
 p.meta, p.note { color: #57606a; font-size: 0.9em; max-width: 60em; }
+.banner { background: #fff8c5; border: 1px solid #d4a72c; border-radius: 6px; padding: 0.5em 1em; max-width: 60em; }
 table { border-collapse: collapse; font-size: 0.88em; margin: 0.4em 0 1em; }
 th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: right; vertical-align: top; white-space: nowrap; }
 th { white-space: normal; }
@@ -457,6 +458,23 @@ def _history_section(rows: list[dict]) -> str:
     return "".join(out)
 
 
+def _unfinished_banner(meta: dict) -> list[str]:
+    """A warning naming each run of the board that has not finished, with its count of judgments."""
+    unfinished = meta.get("unfinished") or []
+    if not unfinished:
+        return []
+    used = (meta.get("judgments") or {}).get("used")
+    items = "".join(
+        f"<li>{esc(u['note'])}: {esc(u['judgments'])} of the {esc(used)} judgments used are on its contexts</li>"
+        for u in unfinished
+    )
+    return [
+        f'<div class="banner" role="alert"><strong>Not final.</strong> Runs that have not finished feed this board; it '
+        f"may change when they do (<code>pairank leaderboard --finished-only</code> leaves them out).<ul>{items}</ul>"
+        "</div>"
+    ]
+
+
 def render_html(
     board: pa.Table,
     meta: dict,
@@ -489,6 +507,7 @@ def render_html(
         "<title>pairank leaderboard</title>",
         f"<style>{CSS}</style></head><body>",
         "<h1>pairank leaderboard</h1>",
+        *_unfinished_banner(meta),
         f'<p class="meta">Generated {esc(meta.get("generated_at", ""))} from runs '
         f'{esc(", ".join(meta.get("runs", [])))}; judges: {esc(", ".join(meta.get("judges", [])))}; '
         f'{esc(meta.get("n_boot", ""))} bootstrap resamples of contexts (seed {esc(meta.get("seed", ""))}).</p>',

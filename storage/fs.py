@@ -14,14 +14,25 @@ file only if no file of that name exists, and of several writers racing for one
 name exactly one wins. Locally that is a hard link of the written temporary file
 (``link`` fails when the name exists); on S3 a PUT with ``If-None-Match: *``
 (AWS since 2024; SeaweedFS, MinIO). The nightly commit log is built on it.
+
+Object stores fail for a while and come back (a throttled bucket, a restarted
+gateway, a stalled connection). Every operation of a :class:`Location` on S3
+retries such transient errors with capped exponential backoff for up to
+``PAIRANK_STORAGE_RETRY_S`` seconds (default 120), then raises
+:class:`StorageUnavailable`. Other failures (no such path, a file where a folder
+should be, access denied) are not retried: they raise :class:`StorageError`
+naming the path, or ``FileNotFoundError``.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import posixpath
+import random
+import time
 import uuid
 from dataclasses import dataclass
 from urllib.parse import urlparse
@@ -29,6 +40,88 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+
+log = logging.getLogger(__name__)
+
+#: Words of pyarrow's (AWS SDK's) and botocore's messages for errors worth retrying.
+TRANSIENT_MARKERS = (
+    "NETWORK_CONNECTION", "curlCode", "SLOW_DOWN", "SERVICE_UNAVAILABLE", "INTERNAL_FAILURE", "REQUEST_TIMEOUT",
+    "THROTTLING", "Timeout was reached", "timed out", "Connection reset", "Connection refused", "Broken pipe",
+    "HTTP status 5", "HTTP response code: 5",
+)  # fmt: skip
+#: botocore's exceptions for a connection that failed or stalled.
+TRANSIENT_BOTOCORE = {
+    "EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError", "ConnectTimeoutError",
+    "ConnectionError", "HTTPClientError", "ResponseStreamingError",
+}  # fmt: skip
+TRANSIENT_CODES = {"SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling", "503", "500"}
+
+
+def retry_window() -> float:
+    """Seconds an S3 operation keeps retrying transient errors (``PAIRANK_STORAGE_RETRY_S``, default 120)."""
+    raw = os.environ.get("PAIRANK_STORAGE_RETRY_S", "120")
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        raise ValueError(f"PAIRANK_STORAGE_RETRY_S={raw!r}: expected a number of seconds") from None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a storage error may go away by itself (network, timeouts, throttling, 5xx)."""
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)):
+        return False
+    if type(exc).__module__.startswith("botocore"):
+        if type(exc).__name__ in TRANSIENT_BOTOCORE:
+            return True
+        return str(getattr(exc, "response", {}).get("Error", {}).get("Code")) in TRANSIENT_CODES
+    return isinstance(exc, OSError) and any(m in str(exc) for m in TRANSIENT_MARKERS)
+
+
+class StorageError(OSError):
+    """A storage operation failed for a reason retrying will not fix (a file where a folder should be, no access)."""
+
+    def __init__(self, uri: str, action: str, cause: BaseException):
+        super().__init__(f"{uri}: could not {action}: {cause}")
+        self.uri, self.action, self.cause = uri, action, cause
+
+
+class StorageUnavailable(StorageError):
+    """The object store kept failing with transient errors for the whole retry window."""
+
+    def __init__(self, uri: str, action: str, cause: BaseException, waited: float, attempts: int):
+        OSError.__init__(
+            self,
+            f"{uri}: could not {action}: the storage kept failing for {waited:.0f} s ({attempts} attempts); "
+            f"last error: {cause}. Check that the object store is up and reachable (AWS_ENDPOINT_URL="
+            f"{os.environ.get('AWS_ENDPOINT_URL_S3') or os.environ.get('AWS_ENDPOINT_URL') or 'unset'}); "
+            "PAIRANK_STORAGE_RETRY_S sets how long to keep trying",
+        )
+        self.uri, self.action, self.cause, self.waited, self.attempts = uri, action, cause, waited, attempts
+
+
+def with_retries(uri: str, action: str, fn, window: float | None = None):
+    """``fn()``, retried on transient errors with capped exponential backoff (full jitter) for ``window`` seconds."""
+    window = retry_window() if window is None else window
+    start = time.monotonic()
+    delay, attempts = 0.25, 0
+    while True:
+        attempts += 1
+        try:
+            return fn()
+        except (FileNotFoundError, CorruptFile):
+            raise
+        except Exception as exc:
+            if not is_transient(exc):
+                if isinstance(exc, OSError) and not isinstance(exc, StorageError):
+                    raise StorageError(uri, action, exc) from exc
+                raise
+            waited = time.monotonic() - start
+            if waited >= window:
+                raise StorageUnavailable(uri, action, exc, waited, attempts) from exc
+            if attempts == 1:
+                log.warning("%s: could not %s (%s); retrying for up to %.0f s", uri, action, exc, window)
+            time.sleep(min(random.uniform(delay / 2, delay), window - waited))
+            delay = min(delay * 2, 8.0)
 
 
 class CorruptFile(ValueError):
@@ -60,7 +153,12 @@ def s3_client():
 
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    config = Config(s3={"addressing_style": "path"}) if endpoint else None
+    config = Config(
+        s3={"addressing_style": "path"} if endpoint else {},
+        retries={"mode": "standard", "max_attempts": 3},  # and Location's own retries around it
+        connect_timeout=5,
+        read_timeout=20,
+    )
     return boto3.client("s3", endpoint_url=endpoint, region_name=region, config=config)
 
 
@@ -95,20 +193,29 @@ class Location:
         uri = posixpath.join(self.uri, *parts)
         return Location(self.fs, path, uri)
 
+    def _retrying(self, action: str, fn):
+        """``fn()`` with :func:`with_retries` (a local filesystem's errors are not transient: no waiting there)."""
+        return with_retries(self.uri, action, fn, window=0.0 if self.is_local else None)
+
+    def _type(self) -> pafs.FileType:
+        return self._retrying("look it up", lambda: self.fs.get_file_info(self.path).type)
+
     def exists(self) -> bool:
-        return self.fs.get_file_info(self.path).type != pafs.FileType.NotFound
+        return self._type() != pafs.FileType.NotFound
 
     def is_dir(self) -> bool:
-        return self.fs.get_file_info(self.path).type == pafs.FileType.Directory
+        return self._type() == pafs.FileType.Directory
+
+    def _listing(self) -> list[pafs.FileInfo]:
+        selector = pafs.FileSelector(self.path, recursive=False, allow_not_found=True)
+        return self._retrying("list it", lambda: self.fs.get_file_info(selector))
 
     def files(self, suffix: str = "") -> list["Location"]:
         """Visible files directly under this folder (names starting '.' or '_' are skipped), sorted."""
-        info = self.fs.get_file_info(self.path)
-        if info.type == pafs.FileType.NotFound:
+        if self._type() == pafs.FileType.NotFound:
             return []
-        selector = pafs.FileSelector(self.path, recursive=False, allow_not_found=True)
         out = []
-        for entry in self.fs.get_file_info(selector):
+        for entry in self._listing():
             name = posixpath.basename(entry.path)
             if entry.type != pafs.FileType.File or name.startswith((".", "_")) or not name.endswith(suffix):
                 continue
@@ -117,21 +224,24 @@ class Location:
 
     def folders(self) -> list["Location"]:
         """Visible folders directly under this folder (names starting '.' or '_' are skipped), sorted."""
-        selector = pafs.FileSelector(self.path, recursive=False, allow_not_found=True)
-        names = [
-            posixpath.basename(e.path) for e in self.fs.get_file_info(selector) if e.type == pafs.FileType.Directory
-        ]
+        names = [posixpath.basename(e.path) for e in self._listing() if e.type == pafs.FileType.Directory]
         return [self.join(n) for n in sorted(names) if not n.startswith((".", "_"))]
 
     def read_bytes(self) -> bytes:
-        with self.fs.open_input_stream(self.path) as f:
-            return f.read()
+        def read() -> bytes:
+            with self.fs.open_input_stream(self.path) as f:
+                return f.read()
+
+        return self._retrying("read it", read)
 
     def read_text(self) -> str:
         return self.read_bytes().decode("utf-8")
 
     def write_bytes(self, data: bytes) -> None:
         """Write atomically: readers see the old file, or the whole new one."""
+        self._retrying("write it", lambda: self._write_bytes(data))
+
+    def _write_bytes(self, data: bytes) -> None:
         parent = posixpath.dirname(self.path)
         if self.is_local:
             self.fs.create_dir(parent, recursive=True)
@@ -151,8 +261,24 @@ class Location:
     def create_exclusive(self, data: bytes) -> bool:
         """Create this file with ``data`` only if it does not exist: True if this call created it.
 
-        The whole file appears at once, and of concurrent callers exactly one gets True.
+        The whole file appears at once, and of concurrent callers exactly one gets True. ``data`` must be
+        unique to the caller (commit records and leases carry a fresh id): on S3 a PUT retried after a
+        stall may find its own first attempt landed, and then the file's bytes say it is ours.
         """
+
+        def create() -> bool:
+            if self._create_exclusive(data):
+                return True
+            if self.is_local:
+                return False
+            try:
+                return self.read_bytes() == data
+            except FileNotFoundError:
+                return False
+
+        return self._retrying("create it", create)
+
+    def _create_exclusive(self, data: bytes) -> bool:
         parent = posixpath.dirname(self.path)
         if self.is_local:
             self.fs.create_dir(parent, recursive=True)
@@ -178,9 +304,12 @@ class Location:
 
     def move_to(self, target: "Location") -> None:
         """Move this file to ``target`` on the same filesystem (on S3: a copy, then a delete)."""
-        if self.is_local:
-            self.fs.create_dir(posixpath.dirname(target.path), recursive=True)
-        self.fs.move(self.path, target.path)
+        def move() -> None:
+            if self.is_local:
+                self.fs.create_dir(posixpath.dirname(target.path), recursive=True)
+            self.fs.move(self.path, target.path)
+
+        self._retrying(f"move it to {target.uri}", move)
 
     def write_text(self, text: str) -> None:
         self.write_bytes(text.encode("utf-8"))

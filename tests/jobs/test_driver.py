@@ -167,6 +167,10 @@ def test_calibrated_one_order_run_beats_a_position_biased_judge(ray_local, six_i
     assert ranks["batch"] > ranks["none"]
 
 
+#: The killed runs' lease time (storage/lease.py): a re-run of the name waits it out.
+LEASE_TTL_S = 2
+
+
 def write_spec(tmp_path: Path, input_folder, output: Path, **over) -> Path:
     path = tmp_path / f"{output.name}.yaml"
     path.write_text(yaml.safe_dump(spec_for(input_folder, output, **over)))
@@ -182,6 +186,7 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_local, si
         proc = subprocess.Popen(
             [sys.executable, "-m", "pairank.jobs.cli", "run", str(spec)],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "PAIRANK_LEASE_TTL_S": str(LEASE_TTL_S)},
         )  # fmt: skip
         try:
             deadline = time.monotonic() + 240
@@ -196,6 +201,7 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_local, si
     before = {r["key"]: r["created_at"] for part in cache.parts() for r in part.read_parquet().to_pylist()}
     assert before, "nothing was judged before the kill"
 
+    time.sleep(LEASE_TTL_S)  # the killed run holds its name until its lease runs out
     second = subprocess.run(
         [sys.executable, "-m", "pairank.jobs.cli", "run", str(spec)], cwd=ROOT, capture_output=True, text=True, timeout=300
     )

@@ -67,8 +67,9 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice(s3_server, defau
     spec = write_spec(tmp_path)
     log = open(tmp_path / "run1.log", "wb")
     proc = subprocess.Popen(
-        [*PAIRANK, "run", str(spec)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
+        [*PAIRANK, "run", str(spec)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "PAIRANK_LEASE_TTL_S": "2"},
+    )  # fmt: skip
     try:
         deadline = time.monotonic() + 400
         while not parts_on_s3(s3_server):
@@ -79,8 +80,9 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice(s3_server, defau
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         log.close()
-    # Ray's own daemons were in the killed process group too; give S3 a moment to settle
-    time.sleep(1)
+    # Ray's own daemons were in the killed process group too; give S3 a moment to settle, and let the
+    # killed run's lease (2 s) run out: until then its name is taken
+    time.sleep(2.5)
     before = all_rows()
     parts_before = parts_on_s3(s3_server)
     assert 0 < len(before) < TOTAL, f"kill came too late to test anything ({len(before)} of {TOTAL} judged)"
