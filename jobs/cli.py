@@ -29,15 +29,39 @@ import traceback
 
 
 def _progress(msg: str) -> None:
-    print(f"[pairank] {msg}", file=sys.stderr, flush=True)
+    from pairank.jobs.console import console
+
+    print(f"[pairank] {msg}", file=console.err, flush=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from pairank.jobs.console import console, run_log_file
     from pairank.jobs.run import run
+    from pairank.jobs.spec import load_spec
 
-    result = run(args.spec, args.set or [], progress=_progress)  # a nightly spec runs one night
-    print(result.layout.report_md.uri)
+    spec = load_spec(args.spec, args.set or [])
+    if args.verbose:
+        result = run(spec, progress=_progress)
+    else:
+        written, kept = run_log_file(spec.output, spec.name)
+        with console.quiet(written) as log_file:
+            if log_file is not None:
+                _progress(f"Ray, engine and library output: {kept.uri} (-v shows it here)")
+            try:
+                result = run(spec, progress=_progress)  # a nightly spec runs one night
+            finally:
+                if log_file is not None and kept.path != str(log_file):
+                    _keep_log(log_file, kept)
+    print(result.layout.report_md.uri, file=console.out)
     return 0 if result.errors == 0 else 3
+
+
+def _keep_log(written, kept) -> None:
+    """Copy a run's log written locally to its place under an object-store root (best effort)."""
+    try:
+        kept.write_bytes(written.read_bytes())
+    except Exception as exc:  # noqa: BLE001 - the run's own outcome is what counts
+        _progress(f"could not copy the log to {kept.uri} ({exc}); it is at {written}")
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -478,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         code, message = explain(exc)
         if args.verbose:
             traceback.print_exc()
-        print(f"pairank: error: {message}", file=sys.stderr)
+        print(f"pairank: error: {message}", file=sys.stderr, flush=True)
         return code
 
 
