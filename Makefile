@@ -1,5 +1,5 @@
 # pairank quick start:
-#   make demo   install everything into .venv, prepare the embedded judge, run configs/demo.yaml
+#   make demo   install everything into .venv, prepare the embedded judge, run configs/demo.yaml on data/
 #   make test   install everything into .venv (and Debian's chromium, for the browser tests) and run the tests
 #
 # On machines without a local CPU torch wheel, point pip at PyTorch's CPU index:
@@ -31,12 +31,13 @@ install: $(VENV)/.installed
 model: install
 	$(BIN)/pairank model prepare
 
-runs/data/summeval/candidates.parquet: | install
-	$(BIN)/pairank import summeval $(DATA)/summeval runs/data/summeval
+# The demo's input ships in data/ (data/README.md); `make data` imports the shipped
+# sets again from their public source files, when those are beside the checkout.
+data: | install
+	$(BIN)/pairank import summeval $(DATA)/summeval data/summeval
+	$(BIN)/pairank import llmbar $(DATA)/llmbar/LLMBar/Natural data/llmbar-natural
 
-data: runs/data/summeval/candidates.parquet
-
-demo: model data
+demo: model
 	$(BIN)/pairank run configs/demo.yaml
 
 # The `browser` tests render the leaderboard page in headless Chromium (Debian's package; needs root or sudo).

@@ -12,13 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import S3_ENV, S3_PORT, SHARED_DATA, port_open, stop_process, wait_for_port, write_input
+from pairank.storage.fs import Location
+from tests.helpers import (
+    S3_ENV, S3_PORT, SHARED_DATA, SHIPPED_DATA, port_open, stop_process, wait_for_port, write_input,
+)  # fmt: skip
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
+    """The full public sets' source files (shared/data beside the checkout); tests of them skip without it."""
     if not SHARED_DATA.is_dir():
-        pytest.fail(f"the evaluation data is expected at {SHARED_DATA} (shared/ beside the checkout)")
+        pytest.skip(f"needs the public sets' source files at {SHARED_DATA} (shared/data beside the checkout)")
     return SHARED_DATA
 
 
@@ -90,13 +94,12 @@ def default_model() -> Path:
 
 
 @pytest.fixture(scope="session")
-def summeval_tables(shared_data):
-    """SummEval imported through the real importer (candidates, human scores)."""
-    from pairank.storage.fs import Location
-    from pairank.storage.importers import get_importer
+def summeval_tables():
+    """SummEval as shipped in data/summeval (the importer's output; tests/test_shipped_data.py checks it)."""
+    from pairank.storage.inputs import read_candidates, read_human_scores
 
-    imported = get_importer("summeval")(Location.of(str(shared_data / "summeval")))
-    return imported.candidates, imported.human_scores
+    folder = Location.of(str(SHIPPED_DATA / "summeval"))
+    return read_candidates(folder), read_human_scores(folder)
 
 
 @pytest.fixture

@@ -31,6 +31,8 @@ from pairank.storage.schemas import JUDGMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+#: The imported sets that ship with pairank (data/README.md).
+SHIPPED_DATA = ROOT / "data"
 S3_PORT = 8333
 S3_ENV = {
     "AWS_ACCESS_KEY_ID": "pairank-test",
