@@ -10,7 +10,16 @@ Two deployments:
   :class:`pairank.jobs.online.CacheAppend`). Every engine call, and the engine's start,
   run on one dedicated thread, so a thread-bound engine always sees the same thread.
 * :class:`Ingress`: a plain ``__call__(starlette Request)`` deployment (no
-  FastAPI) that hands each request to :meth:`pairank.jobs.online.OnlineJudging.handle`.
+  FastAPI) that hands each request to :meth:`pairank.jobs.online.OnlineJudging.handle`
+  with its body unread, as a stream: ``handle`` decides what the headers decide
+  before it reads a byte, and reads at most its limit.
+
+Serve's proxy does not wait for the body: it forwards the request once the headers
+are in, and queues the body's chunks as they arrive, without bound, until the reply
+is sent; the replica fetches them from that queue while the request runs (Ray 2.60).
+A request refused on its headers is answered before much of its body is queued (a
+1 GB upload without the token: under 10 MB more in the proxy and the ingress), and
+the reply's ``Connection: close`` makes the proxy stop reading the rest.
 
 Serve's HTTP proxy binds ``host`` (127.0.0.1 unless told otherwise), on the head
 node only. The judge replicas import only the judge code: vLLM's CPU kernel
@@ -86,9 +95,8 @@ class Ingress:
     async def __call__(self, request):
         from starlette.responses import Response
 
-        body = await request.body()
         judge = self._judge if self.judge_handle is not None else None
-        reply = await self.service.handle(request.method, request.url.path, request.headers, body, judge)
+        reply = await self.service.handle(request.method, request.url.path, request.headers, request.stream(), judge)
         return Response(reply.body, status_code=reply.status, media_type=reply.content_type, headers=reply.headers)
 
 

@@ -141,17 +141,19 @@ def cmd_store_verify(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import os
 
-    from pairank.jobs.online import serve_until_stopped
+    from pairank.jobs.online import serve_until_stopped, token_digest
     from pairank.jobs.spec import load_spec
 
     spec = load_spec(args.spec, args.set or [])
-    token = None
+    token_sha256 = None
     if args.token_env:
-        token = os.environ.get(args.token_env)
+        # Out of this process's environment before Ray starts: Ray's processes would inherit it.
+        token = os.environ.pop(args.token_env, "")
         if not token:
             raise ValueError(f"--token-env {args.token_env}: that environment variable is unset or empty; "
                              "export the bearer token in it first")  # fmt: skip
-    return serve_until_stopped(spec, args.host, args.port, token, progress=_progress)
+        token_sha256 = token_digest(token)
+    return serve_until_stopped(spec, args.host, args.port, token_sha256, progress=_progress)
 
 
 def cmd_model_prepare(args: argparse.Namespace) -> int:

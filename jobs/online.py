@@ -17,8 +17,11 @@ hold one engine for the life of the server).
 * ``GET /``: what the server judges with (judge identity, mode, aspects, variants).
 
 With a token, every request must carry ``Authorization: Bearer <token>``. Only a
-SHA-256 digest of the token reaches the server process, and the token is never
-logged.
+SHA-256 digest of the token reaches the server's processes, and the token is never
+logged. What the headers decide (the token, the route, the method, a declared
+length over :data:`MAX_BODY`) is answered before a byte of the body is read; a
+body is read up to :data:`MAX_BODY` bytes, and JSON nested deeper than
+:data:`MAX_DEPTH` is refused before it is parsed.
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import itertools
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+import re
+from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
@@ -55,6 +60,8 @@ COMPARE_FIELDS = {
 }
 #: Largest request body accepted (bytes).
 MAX_BODY = 4 * 1024 * 1024
+#: Deepest nesting of JSON arrays and objects accepted in a body (a compare body has 2 levels).
+MAX_DEPTH = 32
 #: Modes answered online: a single pairwise stage on the engine.
 ONLINE_MODES = ("logprob", "generate", "sample")
 ROUTES = {
@@ -82,11 +89,88 @@ class Reply:
 
     @classmethod
     def json(cls, obj, status: int = 200, headers: Mapping[str, str] | None = None) -> Reply:
-        return cls(status, (json.dumps(obj, default=_jsonable, indent=None) + "\n").encode(), headers=dict(headers or {}))
+        return cls(
+            status, (json.dumps(obj, default=_jsonable, indent=None) + "\n").encode(), headers=dict(headers or {})
+        )
 
 
 def _jsonable(value):
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+# -- the body ------------------------------------------------------------------------------------------------------
+
+
+#: A request's body: whole, or its chunks as they arrive.
+Body = bytes | AsyncIterable[bytes]
+
+
+class RequestBody:
+    """A request's body, whole (bytes) or as its chunks arrive: read once, and at most :data:`MAX_BODY` bytes of it.
+
+    A declared ``Content-Length`` over the limit is refused before a byte is read; a
+    body of undeclared length (chunked) is read until it passes the limit, then refused.
+
+    >>> import asyncio
+    >>> async def chunks(n):
+    ...     for _ in range(n):
+    ...         yield b"x" * 1024 * 1024
+    >>> asyncio.run(RequestBody(chunks(2), {"transfer-encoding": "chunked"}).read()) == b"x" * 2 * 1024 * 1024
+    True
+    >>> body = RequestBody(chunks(8), {"transfer-encoding": "chunked"})
+    >>> try:
+    ...     asyncio.run(body.read())
+    ... except HttpError as e:
+    ...     print(e.status, e.message, body.left_unread)
+    413 body: more than 4194304 bytes; at most 4194304 accepted True
+    """
+
+    def __init__(self, body: Body, headers: Mapping[str, str]):
+        self._body = body
+        length = (headers.get("content-length") or "").strip()
+        self.declared = int(length) if length.isdigit() else None
+        self.sent = bool(self.declared) or "transfer-encoding" in headers
+        self.complete = isinstance(body, bytes)
+
+    @property
+    def left_unread(self) -> bool:
+        """Whether the client sends a body that was not read to its end (the reply then closes the connection)."""
+        return self.sent and not self.complete
+
+    async def read(self) -> bytes:
+        if self.declared is not None and self.declared > MAX_BODY:
+            raise HttpError(413, f"body: {self.declared} bytes declared (Content-Length); at most {MAX_BODY} accepted")
+        if isinstance(self._body, bytes):
+            return self._body
+        parts, size = [], 0
+        async for chunk in self._body:
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise HttpError(413, f"body: more than {MAX_BODY} bytes; at most {MAX_BODY} accepted")
+            parts.append(chunk)
+        self.complete = True
+        return b"".join(parts)
+
+
+#: A JSON string, or an unterminated one up to the end. A match from a quote never fails, so the scan is one pass
+#: (a pattern that can fail there restarts at each later quote: quadratic on ``"\`` repeated).
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"?', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def json_depth(data: bytes) -> int:
+    r"""How deep arrays and objects nest in JSON text (brackets in strings do not count); no recursion, no parse.
+
+    Linear in the length of ``data``, whatever the bytes (invalid JSON too).
+
+    >>> json_depth(b'{"a": [1, {"b": "[[{"}], "c": "\\"]"}'), json_depth(rb'["\"[", 1]'), json_depth(b"42")
+    (3, 1, 0)
+    >>> json_depth(b"[" * 100_000), json_depth(b"[" + b'"\\' * 100_000)
+    (100000, 1)
+    """
+    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
 # -- the compare body ----------------------------------------------------------------------------------------------
@@ -141,12 +225,17 @@ def parse_compare(body: bytes, aspects: list[str], variants: list[str]) -> Compa
     """
     if len(body) > MAX_BODY:
         raise HttpError(413, f"body: {len(body)} bytes; at most {MAX_BODY} accepted")
+    depth = json_depth(body)
+    if depth > MAX_DEPTH:
+        raise HttpError(400, f"body: expected JSON nested at most {MAX_DEPTH} levels deep, found {depth} levels")
     try:
         data = json.loads(body.decode("utf-8")) if body else None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise HttpError(400, f"body: expected a JSON object, found invalid JSON ({exc})") from None
     if not isinstance(data, dict):
-        raise HttpError(400, f"body: expected a JSON object with fields {', '.join(COMPARE_FIELDS)}; found {_kind(data)}")
+        raise HttpError(
+            400, f"body: expected a JSON object with fields {', '.join(COMPARE_FIELDS)}; found {_kind(data)}"
+        )
     extra = sorted(set(data) - set(COMPARE_FIELDS))
     if extra:
         raise HttpError(400, f"body: unknown fields {extra}; allowed fields: {', '.join(COMPARE_FIELDS)}")
@@ -267,8 +356,25 @@ class OnlineJudging:
             "token": self.token_sha256 is not None,
         }
 
-    async def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes, judge: Judge | None) -> Reply:
-        """One HTTP request: authorise, route, answer; every error is JSON ``{"error": ...}``."""
+    async def handle(
+        self, method: str, path: str, headers: Mapping[str, str], body: Body, judge: Judge | None
+    ) -> Reply:
+        """One HTTP request: authorise, route, answer; every error is JSON ``{"error": ...}``.
+
+        ``body`` is the whole body, or its chunks as they arrive. What the headers decide
+        (the token, the route, the method, a declared length) is answered before a byte
+        of it is read, and only ``POST /compare`` reads it (:class:`RequestBody`). A reply
+        given while the client still sends closes the connection, so the rest is not read either.
+        """
+        request_body = RequestBody(body, headers)
+        reply = await self._answer(method, path, headers, request_body, judge)
+        if request_body.left_unread:
+            return replace(reply, headers={**reply.headers, "Connection": "close"})
+        return reply
+
+    async def _answer(
+        self, method: str, path: str, headers: Mapping[str, str], body: RequestBody, judge: Judge | None
+    ) -> Reply:
         try:
             if not authorized(headers.get("authorization"), self.token_sha256):
                 raise HttpError(
@@ -277,7 +383,9 @@ class OnlineJudging:
                 )  # fmt: skip
             route = ROUTES.get(path.rstrip("/") or "/")
             if route is None:
-                raise HttpError(404, f"no route {path!r}; routes: {', '.join(f'{m} {p}' for p, (m, _) in ROUTES.items())}")
+                raise HttpError(
+                    404, f"no route {path!r}; routes: {', '.join(f'{m} {p}' for p, (m, _) in ROUTES.items())}"
+                )
             if method != route[0] and not (method == "HEAD" and route[0] == "GET"):
                 raise HttpError(405, f"{path}: expected {route[0]}, found {method}", {"Allow": route[0]})
             path = path.rstrip("/") or "/"
@@ -288,11 +396,11 @@ class OnlineJudging:
             return await self.leaderboard(html=path.endswith(".html"))
         except HttpError as exc:
             return Reply.json({"error": exc.message}, exc.status, exc.headers)
-        except Exception as exc:  # noqa: BLE001 - a failure is answered, and logged without the request's headers
+        except Exception as exc:  # a failure is answered, and logged without the request's headers
             log.exception("pairank serve: %s %s failed", method, path)
             return Reply.json({"error": f"{type(exc).__name__}: {exc}"}, 500)
 
-    async def compare(self, body: bytes, judge: Judge | None) -> dict:
+    async def compare(self, body: RequestBody, judge: Judge | None) -> dict:
         """The judgment row of one request (see the module docstring), with ``cached``."""
         if not self.online or judge is None:
             raise HttpError(
@@ -301,7 +409,7 @@ class OnlineJudging:
                 f"before the verdict; online modes are {', '.join(ONLINE_MODES)}. Judge these pairs with "
                 "`pairank run`, or serve a spec with an online mode",
             )
-        req = parse_compare(body, self.aspects, self.variants)
+        req = parse_compare(await body.read(), self.aspects, self.variants)
         maker = self.maker(req)
         (a, _), (b, _) = req.candidate_a, req.candidate_b
         key = maker.key(req.aspect, req.context_id, a, b, req.variant)
@@ -345,14 +453,17 @@ def _read_if_present(loc: Location) -> bytes | None:
 
 
 def start_server(
-    spec: JobSpec, host: str = "127.0.0.1", port: int = 8000, token: str | None = None, name: str = "pairank"
+    spec: JobSpec, host: str = "127.0.0.1", port: int = 8000, token_sha256: str | None = None, name: str = "pairank"
 ) -> str:
-    """Start the application on the spec's Ray (a local Ray on 127.0.0.1 when unset); returns its URL."""
+    """Start the application on the spec's Ray (a local Ray on 127.0.0.1 when unset); returns its URL.
+
+    ``token_sha256``: :func:`token_digest` of the bearer token (None: no token asked for).
+    """
     from pairank.cluster.runtime import ensure_ray
     from pairank.cluster.serving import start
     from pairank.jobs.stages import judge_factory, pool_resources
 
-    service = OnlineJudging(spec, token_digest(token) if token else None)
+    service = OnlineJudging(spec, token_sha256)
     ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
     judge = None
     if service.online:
@@ -383,9 +494,9 @@ class CacheAppend:
 
 
 def serve_until_stopped(
-    spec: JobSpec, host: str, port: int, token: str | None, progress: Callable[[str], None]
+    spec: JobSpec, host: str, port: int, token_sha256: str | None, progress: Callable[[str], None]
 ) -> int:
-    """``pairank serve``: start, wait for Ctrl-C or SIGTERM, then stop Serve."""
+    """``pairank serve``: start, wait for Ctrl-C or SIGTERM, then stop Serve (``token_sha256``: as in start_server)."""
     import signal
     import threading
 
@@ -395,12 +506,12 @@ def serve_until_stopped(
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopped.set())
     try:
-        url = start_server(spec, host, port, token)
+        url = start_server(spec, host, port, token_sha256)
         service_mode = spec.judging.mode
         if service_mode not in ONLINE_MODES:
             progress(f"judging.mode {service_mode!r} is not supported online: POST /compare answers 501")
         progress(f"serving {spec.name} on {url} (POST /compare, GET /leaderboard, GET /leaderboard.html)"
-                 + ("; bearer token required" if token else ""))  # fmt: skip
+                 + ("; bearer token required" if token_sha256 else ""))  # fmt: skip
         print(url, flush=True)
         stopped.wait()
         progress("stopping")

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from pairank.jobs.cli import main
-from pairank.jobs.online import OnlineJudging, start_server
+from pairank.jobs.online import OnlineJudging, start_server, token_digest
 from pairank.jobs.publish import build_leaderboard
 from pairank.jobs.requests import RequestMaker
 from pairank.jobs.run import run_job
@@ -35,7 +35,7 @@ def server(tmp_path_factory, summeval_tables, ray_local):
     spec = parse_spec(spec_dict(folder.uri, output), "test")
     port = free_port()
     try:
-        url = start_server(spec, "127.0.0.1", port, TOKEN)
+        url = start_server(spec, "127.0.0.1", port, token_digest(TOKEN))
         yield {"url": url, "spec": spec, "port": port, "input": folder}
     finally:
         stop()
@@ -108,7 +108,9 @@ def test_keys_shared_with_batch_runs(server):
     ],
 )
 def test_bad_bodies_are_400_naming_the_field(server, body, field):
-    status, answer, _ = request(f"{server['url']}/compare", body if isinstance(body, bytes) else json.dumps(body).encode())
+    status, answer, _ = request(
+        f"{server['url']}/compare", body if isinstance(body, bytes) else json.dumps(body).encode()
+    )
     assert status == 400, answer
     assert field in answer["error"], answer
 
