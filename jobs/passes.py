@@ -94,7 +94,8 @@ def judge_into_cache(
             if buffered >= flush_rows:
                 flush()
                 rate = done / max(time.perf_counter() - started, 1e-9)
-                progress(f"{stage}: {done}/{todo.num_rows} ({errors} errors{lost()}, {rate:.2f}/s)")
+                eta = (todo.num_rows - done) / rate if rate > 0 else float("inf")
+                progress(f"{stage}: {done}/{todo.num_rows} ({errors} errors{lost()}, {rate:.2f}/s, ETA {_clock(eta)})")
     except BaseException:
         if buffered:  # what the pool returned is kept, whatever happens next
             flush()
@@ -105,6 +106,19 @@ def judge_into_cache(
         flush()
         progress(f"{stage}: {done}/{todo.num_rows} ({errors} errors{lost()})")
     return pa.concat_tables(out) if out else schema.empty_table()
+
+
+def _clock(seconds: float) -> str:
+    """``1:02:03``, ``4:05`` or ``?`` (unknown).
+
+    >>> _clock(3723.4), _clock(245), _clock(float("inf"))
+    ('1:02:03', '4:05', '?')
+    """
+    if seconds != seconds or seconds == float("inf"):
+        return "?"
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
 class Judging:
