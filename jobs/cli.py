@@ -31,7 +31,7 @@ import traceback
 def _progress(msg: str) -> None:
     from pairank.jobs.console import console
 
-    print(f"[pairank] {msg}", file=console.err, flush=True)
+    console.progress(msg)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -13,6 +13,11 @@ pairank's own loggers (a storage retry, say) reach the terminal too.
 ``-v`` leaves the streams alone. So does a process whose ``sys.stdout`` or
 ``sys.stderr`` was replaced (pytest's capture): there pairank's lines go where
 those point.
+
+Progress (:meth:`Console.progress`): a judging stage reports :class:`StageProgress`
+lines. On a terminal each stage gets one bar (done/total, rate, ETA, errors);
+elsewhere (a log, CI, a job on a cluster) the plain line is printed at most every
+:data:`PLAIN_EVERY_S` seconds per stage, and always at its end.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import datetime as dt
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,12 +35,65 @@ from typing import TextIO
 from pairank.storage.fs import Location
 
 
+#: Seconds between two plain progress lines of one stage when the console is not a terminal.
+PLAIN_EVERY_S = 10.0
+
+
+class StageProgress(str):
+    """A judging stage's progress line that also carries its numbers; a ``str``, so any callback can print it."""
+
+    stage: str
+    done: int
+    total: int
+    errors: int
+    final: bool
+
+    def __new__(cls, text: str, *, stage: str, done: int, total: int, errors: int, final: bool) -> StageProgress:
+        line = super().__new__(cls, text)
+        line.stage, line.done, line.total, line.errors, line.final = stage, done, total, errors, final
+        return line
+
+
 class Console:
     """Where pairank's own output goes; see the module docstring."""
 
     def __init__(self) -> None:
         self._out: TextIO | None = None
         self._err: TextIO | None = None
+        self._bars: dict = {}
+        self._printed: dict[str, float] = {}
+
+    def progress(self, msg: str) -> None:
+        """Show one progress message: a bar per judging stage on a terminal, throttled plain lines elsewhere."""
+        if isinstance(msg, StageProgress):
+            if self.err.isatty():
+                self._bar(msg)
+                return
+            now = time.monotonic()
+            if not msg.final and now - self._printed.get(msg.stage, -PLAIN_EVERY_S) < PLAIN_EVERY_S:
+                return
+            self._printed[msg.stage] = now
+        line = f"[pairank] {msg}"
+        if self._bars:
+            from tqdm import tqdm
+
+            tqdm.write(line, file=self.err)
+        else:
+            print(line, file=self.err, flush=True)
+
+    def _bar(self, msg: StageProgress) -> None:
+        from tqdm import tqdm
+
+        bar = self._bars.get(msg.stage)
+        if bar is None:
+            bar = self._bars[msg.stage] = tqdm(
+                total=msg.total, desc=f"[pairank] {msg.stage}", unit=" comparisons", file=self.err, dynamic_ncols=True
+            )
+        bar.update(msg.done - bar.n)
+        bar.set_postfix(errors=msg.errors, refresh=True)
+        if msg.final:
+            bar.close()
+            del self._bars[msg.stage]
 
     @property
     def out(self) -> TextIO:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
+from pairank.jobs.console import StageProgress
 from pairank.operators.judges.modes import (
     describe_scores,
     judging_identity,
@@ -95,7 +96,8 @@ def judge_into_cache(
                 flush()
                 rate = done / max(time.perf_counter() - started, 1e-9)
                 eta = (todo.num_rows - done) / rate if rate > 0 else float("inf")
-                progress(f"{stage}: {done}/{todo.num_rows} ({errors} errors{lost()}, {rate:.2f}/s, ETA {_clock(eta)})")
+                line = f"{stage}: {done}/{todo.num_rows} ({errors} errors{lost()}, {rate:.2f}/s, ETA {_clock(eta)})"
+                progress(StageProgress(line, stage=stage, done=done, total=todo.num_rows, errors=errors, final=False))
     except BaseException:
         if buffered:  # what the pool returned is kept, whatever happens next
             flush()
@@ -104,7 +106,9 @@ def judge_into_cache(
         raise
     if buffer:
         flush()
-        progress(f"{stage}: {done}/{todo.num_rows} ({errors} errors{lost()})")
+    if todo.num_rows:
+        line = f"{stage}: {done}/{todo.num_rows} ({errors} errors{lost()})"
+        progress(StageProgress(line, stage=stage, done=done, total=todo.num_rows, errors=errors, final=True))
     return pa.concat_tables(out) if out else schema.empty_table()
 
 

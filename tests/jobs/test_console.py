@@ -7,12 +7,14 @@ session's SeaweedFS server.
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 
 import yaml
 
+from pairank.jobs.console import Console, StageProgress
 from pairank.storage.fs import Location
 from tests.helpers import ROOT, spec_for, write_input
 
@@ -66,3 +68,34 @@ def test_the_log_of_a_run_on_s3_is_kept_under_the_run(s3_server, tmp_path, summe
     (log,) = Location.of("s3://pairank/console/store/runs/quiet/logs").files(".log")
     assert run.stderr.splitlines()[0] == f"[pairank] Ray, engine and library output: {log.uri} (-v shows it here)"
     assert all(word in log.read_text() for word in RAY_WORDS)
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def stage_lines(n: int, total: int) -> list[StageProgress]:
+    return [StageProgress(f"pairwise: {d}/{total} (0 errors)", stage="pairwise", done=d, total=total, errors=0,
+                          final=d == total) for d in range(total // n, total + 1, total // n)]  # fmt: skip
+
+
+def test_plain_progress_lines_are_throttled_per_stage_and_the_last_always_shown():
+    c = Console()
+    c._err = io.StringIO()
+    for line in stage_lines(5, 100):
+        c.progress(line)
+    c.progress("round 2: other news")
+    shown = c._err.getvalue().splitlines()
+    assert shown == ["[pairank] pairwise: 20/100 (0 errors)", "[pairank] pairwise: 100/100 (0 errors)",
+                     "[pairank] round 2: other news"]  # fmt: skip
+
+
+def test_on_a_terminal_a_stage_is_one_bar_that_ends_at_its_total():
+    c = Console()
+    c._err = Terminal()
+    for line in stage_lines(4, 80):
+        c.progress(line)
+    text = c._err.getvalue()
+    assert "[pairank] pairwise" in text and "80/80" in text and "errors=0" in text
+    assert "pairwise: 40/80 (0 errors)" not in text and not c._bars  # no plain lines; the bar was closed
