@@ -35,25 +35,31 @@ def _progress(msg: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pairank.jobs.console import console, run_log_file
+    from pairank.jobs.console import console
     from pairank.jobs.run import run
     from pairank.jobs.spec import load_spec
 
     spec = load_spec(args.spec, args.set or [])
-    if args.verbose:
-        result = run(spec, progress=_progress)
-    else:
-        written, kept = run_log_file(spec.output, spec.name)
-        with console.quiet(written) as log_file:
-            if log_file is not None:
-                _progress(f"Ray, engine and library output: {kept.uri} (-v shows it here)")
-            try:
-                result = run(spec, progress=_progress)  # a nightly spec runs one night
-            finally:
-                if log_file is not None and kept.path != str(log_file):
-                    _keep_log(log_file, kept)
+    result = _quietly(args, spec, "", lambda: run(spec, progress=_progress))  # a nightly spec runs one night
     print(result.layout.report_md.uri, file=console.out)
     return 0 if result.errors == 0 else 3
+
+
+def _quietly(args: argparse.Namespace, spec, prefix: str, work):
+    """``work()`` with Ray's, the engine's and the libraries' output in a log file under the run (not with -v)."""
+    from pairank.jobs.console import console, run_log_file
+
+    if args.verbose:
+        return work()
+    written, kept = run_log_file(spec.output, spec.name, prefix=prefix)
+    with console.quiet(written) as log_file:
+        if log_file is not None:
+            _progress(f"Ray, engine and library output: {kept.uri} (-v shows it here)")
+        try:
+            return work()
+        finally:
+            if log_file is not None and kept.path != str(log_file):
+                _keep_log(log_file, kept)
 
 
 def _keep_log(written, kept) -> None:
@@ -153,7 +159,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise ValueError(f"--token-env {args.token_env}: that environment variable is unset or empty; "
                              "export the bearer token in it first")  # fmt: skip
         token_sha256 = token_digest(token)
-    return serve_until_stopped(spec, args.host, args.port, token_sha256, progress=_progress)
+    return _quietly(args, spec, "serve-", lambda: serve_until_stopped(spec, args.host, args.port, token_sha256,
+                                                                      progress=_progress))  # fmt: skip
 
 
 def cmd_model_prepare(args: argparse.Namespace) -> int:

@@ -143,13 +143,13 @@ class Console:
 console = Console()
 
 
-def run_log_file(output: str, name: str, now: dt.datetime | None = None) -> tuple[Path, Location]:
+def run_log_file(output: str, name: str, now: dt.datetime | None = None, prefix: str = "") -> tuple[Path, Location]:
     """Where a run's log is written (a local file) and where it is kept (``<output>/runs/<name>/logs/``).
 
     On a local output root the two are the same file; on ``s3://`` the log is
     written under ``~/.cache/pairank/logs/<name>/`` and copied to the root at the end.
     """
-    stamp = (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    stamp = prefix + (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
     kept = Location.of(output).join("runs", name, "logs", f"{stamp}.log")
     if kept.is_local and not Path(output).is_file():
         return Path(kept.path), kept

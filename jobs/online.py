@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
+from pairank.jobs.console import console
 from pairank.jobs.requests import RequestMaker
 from pairank.jobs.spec import JobSpec
 from pairank.storage.cache import JudgmentCache
@@ -512,7 +513,7 @@ def serve_until_stopped(
             progress(f"judging.mode {service_mode!r} is not supported online: POST /compare answers 501")
         progress(f"serving {spec.name} on {url} (POST /compare, GET /leaderboard, GET /leaderboard.html)"
                  + ("; bearer token required" if token_sha256 else ""))  # fmt: skip
-        print(url, flush=True)
+        print(url, file=console.out, flush=True)
         stopped.wait()
         progress("stopping")
     finally:
