@@ -100,6 +100,13 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice(s3_server, defau
     assert report["counts"]["cached"] == len(before)
     assert report["counts"]["judged_now"] == TOTAL - len(before)
     assert report["counts"]["with_verdict"] == TOTAL
+    # A quiet console (issue 17): the engine's and Ray's lines are in the run's log on S3, not on the console.
+    lines = second.stderr.splitlines()
+    assert lines and all(line.startswith("[pairank] ") for line in lines), [x for x in lines if "[pairank]" not in x]
+    (log,) = [loc for loc in Location.of("s3://pairank/killstore/runs/killed/logs").files(".log")
+              if loc.uri in lines[0]]  # fmt: skip
+    text = log.read_text()
+    assert "vllm" in text.lower() and "JudgeActor" in text and "ray" in text.lower()
 
     third = subprocess.run([*PAIRANK, "run", str(spec)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert third.returncode == 0, third.stderr[-3000:]
