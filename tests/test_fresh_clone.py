@@ -1,0 +1,49 @@
+"""A clone with nothing beside it runs the demo and the tests (issue 17, item 1).
+
+The repository is cloned into an empty temporary folder (no ``shared/data`` next to it). There the demo
+spec runs on the data that ships in ``data/`` with the real CPU judge and writes its report, and the tests
+of the full public sets skip, naming the folder they need. The installed environment is reused (the
+README's install step excepted), so the code is this checkout's and the data and specs are the clone's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory) -> Path:
+    where = tmp_path_factory.mktemp("fresh") / "pairank"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(where)], check=True, timeout=120)
+    assert not (where.parent / "shared").exists()
+    return where
+
+
+def test_the_demo_runs_in_a_clone_with_nothing_beside_it(clone, default_model):
+    run = subprocess.run([sys.executable, "-m", "pairank.jobs.cli", "run", "configs/demo.yaml"], cwd=clone,
+                         capture_output=True, text=True, timeout=900, env=dict(os.environ))  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = clone / "runs" / "store" / "runs" / "demo" / "report.md"
+    assert run.stdout.strip() == str(report) and report.exists()
+    assert "4 contexts, 16 candidates" in run.stderr
+
+
+def test_the_tests_of_the_full_sets_skip_naming_the_folder(clone):
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/test_shipped_data.py",
+         "tests/storage/test_importers.py", "tests/storage/test_bad_inputs.py"],
+        cwd=clone, capture_output=True, text=True, timeout=600, env=dict(os.environ),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:]
+    skipped = [line for line in run.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert skipped and all(str(clone.parent / "shared" / "data") in line for line in skipped), skipped
+    assert " passed" in run.stdout.splitlines()[-1]
