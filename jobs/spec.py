@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from pairank.jobs.schedulers import REGISTRY, FullSettings, SchedulerSpec
+from pairank.operators.scores import DECISIVE_WEIGHT
 
 
 class Strict(BaseModel):
@@ -153,7 +154,8 @@ class JudgingSpec(Strict):
     mode: Literal[JUDGING_MODES] = Field(
         "logprob",
         description="logprob: p_a from the label-token probabilities (one token). generate: a reasoning, then a "
-        "verdict [[A]], [[B]] or [[C]] (tie), parsed; unparseable answers are error rows. sample: `samples` "
+        "verdict [[A]], [[B]] or [[C]] (tie) (or five levels, see verdict_scale), parsed; unparseable answers are "
+        "error rows. sample: `samples` "
         "generations, p_a = the fraction choosing A (ties half). prepair: an independent analysis of each output "
         "(cached per output), then the pairwise verdict sees both analyses. prepair_pairwise: the PRePair^ "
         "ablation (each analysis written while seeing both outputs). pointwise: a Likert score per output "
@@ -184,6 +186,15 @@ class JudgingSpec(Strict):
     samples: int = Field(5, ge=1, description="sample: generations per comparison.")
     sample_temperature: float = Field(1.0, gt=0, description="sample: sampling temperature.")
     allow_ties: bool = Field(True, description="generate, sample: [[C]] is a tie; false makes it an unparseable answer.")
+    verdict_scale: Literal[3, 5] = Field(
+        3,
+        description="generate: 3 levels ([[A]], [[B]], [[C]]) or Arena-Hard's 5 ([[A>>B]], [[A>B]], [[A=B]], "
+        "[[B>A]], [[B>>A]]: label A, A, tie, B, B and p_a 1, 0.75, 0.5, 0.25, 0; templates modes/generate5/).",
+    )
+    decisive_weight: float = Field(
+        DECISIVE_WEIGHT, ge=1, description="verdict_scale 5: a decisive verdict ([[A>>B]], [[B>>A]]) counts this "
+        "many times in the run's win ratios (Arena-Hard: 3); the judgments do not change, so neither do their keys.",
+    )
     analysis_max_tokens: int = Field(192, ge=1, description="prepair modes: most tokens of one analysis.")
     scale: tuple[int, int] = Field(
         (1, 5), description="pointwise: lowest and highest score, single digits (each must be one token)."
@@ -199,7 +210,19 @@ class JudgingSpec(Strict):
             raise ValueError(f"judging.scale: expected two digits 0 <= low < high <= 9, found {list(self.scale)}")
         if self.variants is not None and len(set(self.variants)) != len(self.variants):
             raise ValueError(f"judging.variants must be unique, found {self.variants}")
+        if self.verdict_scale == 5 and self.mode != "generate":
+            raise ValueError(f"judging.verdict_scale 5: only mode generate has five-level verdicts, not {self.mode!r}")
+        if "decisive_weight" in self.model_fields_set and self.verdict_scale != 5:
+            raise ValueError("judging.decisive_weight weighs five-level verdicts: set verdict_scale: 5 or remove it")
         return self
+
+    @field_validator("scale", mode="before")
+    @classmethod
+    def _score_range(cls, v):
+        if isinstance(v, int) and not isinstance(v, bool):
+            raise ValueError(f"judging.scale is the pointwise score range [low, high], found {v}; the verdict levels "
+                             "of mode generate are judging.verdict_scale (3 or 5)")  # fmt: skip
+        return v
 
     @property
     def passes(self) -> tuple[str, ...]:

@@ -110,7 +110,7 @@ def mode_prompts(spec: JobSpec) -> dict[str, list[Variant]]:
     variants = j.variants or ["v1"]
     kinds = {
         "logprob": (None, "logprob"),
-        "generate": (None, "generate"),
+        "generate": (None, "generate5" if j.verdict_scale == 5 else "generate"),
         "sample": (None, "generate"),
         "prepair": ("analysis", "prepair" if j.verdict == "logprob" else "prepair_generate"),
         "prepair_pairwise": ("analysis_pairwise", "prepair" if j.verdict == "logprob" else "prepair_generate"),
@@ -310,7 +310,8 @@ def score(spec: JobSpec, inputs: Inputs, judged: Judged) -> Scored:
 
         scored = calibrate_table(table, by=("aspect",)).select(JUDGMENTS.names)
     rankings = pa.concat_tables(
-        judged.rankings + [rank_table(scored, inputs.candidates, mode) for mode in spec.scoring.verdicts]
+        judged.rankings
+        + [rank_table(scored, inputs.candidates, mode, spec.judging.decisive_weight) for mode in spec.scoring.verdicts]
     )
     spearman = spearman_table(rankings, inputs.human, spec.report.bootstrap, spec.report.seed)
     if spec.scoring.quantile is not None:

@@ -9,7 +9,10 @@ per (aspect or ``"overall"``, system). The rules:
   and slot B the rest, so a tie is half a win to each side. These points fill a
   win matrix ``W[x, y]``: the wins of system x over system y. Error rows are
   skipped and counted (``n_errors``); a comparison of two candidates of the same
-  system says nothing about systems and is skipped and counted too.
+  system says nothing about systems and is skipped and counted too. A decisive
+  five-level verdict (``[[A>>B]]``, ``[[B>>A]]``; see :mod:`pairank.operators.scores`)
+  counts ``decisive_weight`` times in ``W`` (default 3, as in Arena-Hard); the counts
+  and ``win_ratio`` count each judgment once.
 - **Fit.** Bradley-Terry, P(x beats y) = 1 / (1 + exp(theta_y - theta_x)), fitted by
   maximum likelihood with choix's iterative Luce spectral ranking
   (:func:`choix.ilsr_pairwise_dense`, which takes fractional counts) on ``W``
@@ -54,7 +57,7 @@ import pyarrow.compute as pc
 
 from pairank.operators.bradley_terry import PRIOR_TIES, bt_strengths, win_matrix
 from pairank.operators.checks import require_columns
-from pairank.operators.scores import LABEL_POINTS, min_ranks
+from pairank.operators.scores import DECISIVE_WEIGHT, LABEL_POINTS, min_ranks, verdict_weights
 from pairank.operators.votes import JUDGE_COLUMNS, judge_names
 from pairank.operators.winrate_table import METHODS as WINRATE_METHOD_NAMES
 from pairank.storage.schemas import LEADERBOARD
@@ -80,8 +83,11 @@ class LeaderboardOptions:
     prior_ties: float = PRIOR_TIES
     baseline: str | None = None
     winrate_methods: tuple[str, ...] = WINRATE_METHODS
+    decisive_weight: float = DECISIVE_WEIGHT
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.decisive_weight) and self.decisive_weight >= 1):
+            raise ValueError(f"decisive_weight: expected a finite number >= 1, found {self.decisive_weight}")
         if self.n_boot < 0:
             raise ValueError(f"n_boot: expected an integer >= 0, found {self.n_boot}")
         if not 0.0 < self.mass < 1.0:
@@ -125,6 +131,7 @@ class _Rows:
     first: np.ndarray
     second: np.ndarray
     points: np.ndarray  # slot A's hard points; nan on error rows
+    weight: np.ndarray  # how many times the verdict counts (decisive five-level verdicts more)
     judge: np.ndarray
     ok: np.ndarray  # a verdict, and two different systems
     error: np.ndarray
@@ -152,7 +159,7 @@ def _slot_points(p_a: list, labels: list, errors: list) -> np.ndarray:
     return out
 
 
-def _parse(judgments: pa.Table, candidates: pa.Table):
+def _parse(judgments: pa.Table, candidates: pa.Table, decisive_weight: float):
     require_columns(judgments, COLUMNS, "the judgments table")
     require_columns(candidates, ("candidate_id", "system"), "the candidates table")
     system_of = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
@@ -183,6 +190,7 @@ def _parse(judgments: pa.Table, candidates: pa.Table):
         first=first,
         second=second,
         points=points,
+        weight=np.array(verdict_weights(cols["sampling"], cols["p_a"], decisive_weight), dtype=float),
         judge=_indices(list(zip(*(cols[c] for c in JUDGE_COLUMNS))), identities),
         ok=~error & (first != second),
         error=error,
@@ -193,7 +201,7 @@ def _parse(judgments: pa.Table, candidates: pa.Table):
 def _fit(rows: _Rows, mask: np.ndarray, n: int, prior: float, weights=None):
     """Strengths (nan for systems without a comparison under ``weights``) from the rows in ``mask``."""
     first, second, points = rows.first[mask], rows.second[mask], rows.points[mask]
-    w = np.ones(len(first)) if weights is None else weights
+    w = rows.weight[mask] if weights is None else weights * rows.weight[mask]
     present = (np.bincount(first, weights=w, minlength=n) + np.bincount(second, weights=w, minlength=n)) > 0
     theta = np.full(n, np.nan)
     W = win_matrix(first, second, points, n, w)
@@ -323,7 +331,7 @@ def leaderboard(
     options: LeaderboardOptions = LeaderboardOptions(),
 ) -> Leaderboard:
     """The LEADERBOARD rows of every aspect and ``overall``, and their counts (see the module docstring)."""
-    rows, systems, aspects, names = _parse(judgments, candidates)
+    rows, systems, aspects, names = _parse(judgments, candidates, options.decisive_weight)
     baseline, carried = carried_winrates(winrates, options)
     if baseline is not None and systems and baseline not in systems:
         raise ValueError(f"baseline {baseline!r} is not a system of the judgments; systems: {', '.join(systems)}")

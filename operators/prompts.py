@@ -59,6 +59,7 @@ _ANALYSES = frozenset({"analysis_a", "analysis_b"})
 KINDS: dict[str, frozenset[str]] = {
     "logprob": _PAIR,  # pairwise; the next token is the label A or B
     "generate": _PAIR,  # pairwise chain of thought, verdict [[A]] / [[B]] / [[C]]
+    "generate5": _PAIR,  # the same with five verdict levels, [[A>>B]] / [[A>B]] / [[A=B]] / [[B>A]] / [[B>>A]]
     "analysis": _ONE,  # PRePair pass 1: pointwise strengths and weaknesses of one output
     "analysis_pairwise": _PAIR | {"focus"},  # PRePair^ ablation: sees both, analyses {focus}
     "prepair": _PAIR | _ANALYSES,  # PRePair pass 2, verdict from label probabilities
@@ -67,7 +68,7 @@ KINDS: dict[str, frozenset[str]] = {
 }
 
 #: Kinds whose answer is parsed for a verdict marker (their filled texts are defused).
-PARSED_KINDS = frozenset({"generate", "prepair_generate"})
+PARSED_KINDS = frozenset({"generate", "generate5", "prepair_generate"})
 
 #: Values a ``{focus}`` field may take (it is not fenced, so it is not free text).
 FOCUS = ("A", "B")

@@ -9,8 +9,10 @@ driver (:mod:`pairank.jobs.passes`) decides what each stage is asked. On the act
   as label probabilities (``logprob``), as a generated verdict parsed by
   :func:`pairank.operators.verdicts.parse_verdict` (``generate``: an unparseable answer
   is re-asked at most ``retries`` times at ``retry_temperature`` with a new seed,
-  then it is an error row; never a guess), or as ``samples`` generations whose
-  p_a is the fraction choosing A, a tie counting half (``sample``).
+  then it is an error row; never a guess; with ``verdict_scale: 5`` the five levels
+  [[A>>B]] .. [[B>>A]] are stored as label A, A, tie, B, B and p_a 1, 0.75, 0.5, 0.25, 0),
+  or as ``samples`` generations whose p_a is the fraction choosing A, a tie counting
+  half (``sample``).
 * ``analysis`` and ``analysis_pairwise`` (PASS_REQUESTS -> PASSES): a generated
   analysis of one output (PRePair), or of one output while both are shown (PRePair^).
 * ``score`` (PASS_REQUESTS -> PASSES): a G-Eval style Likert score: the
@@ -72,7 +74,8 @@ def judging_settings(judging) -> dict:
     generate = {"max_tokens": j.max_tokens, "temperature": j.temperature, "retries": j.retries,
                 "retry_temperature": j.retry_temperature, "allow_ties": j.allow_ties}  # fmt: skip
     if j.mode == "generate":
-        return generate
+        # Five levels are another verdict; three add nothing, so the judgments made before scales existed stay valid.
+        return {**generate, "verdict_scale": 5} if j.verdict_scale == 5 else generate
     if j.mode == "sample":
         return {"max_tokens": j.max_tokens, "samples": j.samples, "temperature": j.sample_temperature,
                 "allow_ties": j.allow_ties}  # fmt: skip
@@ -92,6 +95,9 @@ def judging_identity(engine: dict, judging) -> dict:
     {'engine': 'e', 'sampling': {'t': 0}}
     >>> judging_identity({"engine": "e", "sampling": {}}, JudgingSpec(mode="pointwise"))["sampling"]["mode"]
     'pointwise'
+    >>> five = judging_identity({"engine": "e"}, JudgingSpec(mode="generate", verdict_scale=5))
+    >>> five["sampling"]["judging"]["verdict_scale"]
+    5
     """
     if judging is None or judging.mode == "logprob":
         return engine
@@ -215,7 +221,9 @@ class ModeRunner:
         prompts, keys = requests.column("prompt").to_pylist(), requests.column("key").to_pylist()
         seeds = [request_seed(k, self.seed) for k in keys]
         answers = self.judge.generate(prompts, GenerateParams(j.max_tokens, j.temperature), seeds)
-        verdicts = [None if a.error else parse_verdict(a.texts[0] if a.texts else "", j.allow_ties) for a in answers]
+        scale = j.verdict_scale
+        verdicts = [None if a.error else parse_verdict(a.texts[0] if a.texts else "", j.allow_ties, scale)
+                    for a in answers]  # fmt: skip
         out_tokens = [a.output_tokens for a in answers]
         seconds = [a.seconds for a in answers]
         attempts = [1] * len(prompts)
@@ -234,7 +242,7 @@ class ModeRunner:
                 seconds[i] += a.seconds
                 attempts[i] += 1
                 if a.error is None:
-                    answers[i], verdicts[i] = a, parse_verdict(a.texts[0] if a.texts else "", j.allow_ties)
+                    answers[i], verdicts[i] = a, parse_verdict(a.texts[0] if a.texts else "", j.allow_ties, scale)
         errors = []
         for a, v, n in zip(answers, verdicts, attempts):
             if a.error is not None:

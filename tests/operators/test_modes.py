@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import math
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pairank.jobs.spec import JudgingSpec, SpecError, parse_spec
+from pairank.operators.judges.base import Generated, GeneratingJudge
 from pairank.operators.judges.modes import (
+    ModeRunner,
     expected_score,
     judging_identity,
     pair_scores_verdict,
@@ -17,6 +21,7 @@ from pairank.operators.judges.modes import (
     request_seed,
     score_options,
 )
+from pairank.storage.schemas import JUDGMENTS
 
 ENGINE = {"engine": "vllm", "model": "m", "revision": "r", "sampling": {"max_tokens": 1, "temperature": 0.0}}
 
@@ -96,6 +101,14 @@ def _spec(**over):
         ({"judging": {"mode": "prepare"}}, "judging.mode"),
         ({"judging": {"samples": 0}}, "judging.samples"),
         ({"judging": {"sampels": 3}}, "allowed keys here: allow_ties, analysis_max_tokens"),
+        ({"judging": {"mode": "sample", "verdict_scale": 5}}, "judging.verdict_scale 5: only mode generate"),
+        ({"judging": {"mode": "prepair", "verdict": "generate", "verdict_scale": 5}}, "judging.verdict_scale 5"),
+        ({"judging": {"verdict_scale": 5}}, "only mode generate has five-level verdicts, not 'logprob'"),
+        ({"judging": {"mode": "generate", "verdict_scale": 4}}, r"judging.verdict_scale: Input should be 3 or 5"),
+        ({"judging": {"mode": "generate", "decisive_weight": 2}}, "judging.decisive_weight weighs five-level"),
+        ({"judging": {"mode": "pointwise", "decisive_weight": 3}}, "judging.decisive_weight weighs five-level"),
+        ({"judging": {"mode": "generate", "verdict_scale": 5, "decisive_weight": 0.5}}, "judging.decisive_weight"),
+        ({"judging": {"mode": "generate", "scale": 5}}, r"judging.scale: .*generate are judging.verdict_scale"),
     ],
 )
 def test_the_spec_refuses_modes_it_cannot_run(over, message):
@@ -106,3 +119,69 @@ def test_the_spec_refuses_modes_it_cannot_run(over, message):
 def test_prepair_with_label_probabilities_may_be_batch_calibrated():
     spec = parse_spec(_spec(judging={"mode": "prepair"}, scoring={"calibration": "batch"}), "spec.yaml")
     assert spec.judging.verdict_kind == "logprob" and spec.judging.passes == ("analysis", "pairwise")
+
+
+def test_five_levels_are_in_the_generate_identity_and_the_weight_is_not():
+    three = judging_identity(ENGINE, JudgingSpec(mode="generate"))
+    assert "verdict_scale" not in three["sampling"]["judging"]  # judgments made before scales keep their keys
+    assert judging_identity(ENGINE, JudgingSpec(mode="generate", verdict_scale=3)) == three
+    five = judging_identity(ENGINE, JudgingSpec(mode="generate", verdict_scale=5))
+    assert five != three and five["sampling"]["judging"] == {**three["sampling"]["judging"], "verdict_scale": 5}
+    # the weight is read at scoring time: the same judgments serve any weight
+    assert judging_identity(ENGINE, JudgingSpec(mode="generate", verdict_scale=5, decisive_weight=1.5)) == five
+    spec = parse_spec(_spec(judging={"mode": "generate", "verdict_scale": 5}), "spec.yaml")
+    assert spec.judging.decisive_weight == 3.0 and spec.judging.verdict_kind == "generate"
+
+
+class Scripted(GeneratingJudge):
+    """Answers each prompt with the next of its scripted texts (one per attempt)."""
+
+    engine = "scripted"
+
+    def __init__(self, answers: dict[str, list[str]]):
+        self.answers = {k: list(v) for k, v in answers.items()}
+        self.asked: list[str] = []
+
+    def identity(self) -> dict:
+        return {"engine": "scripted", "model": "m", "revision": "r", "sampling": {}}
+
+    def score(self, prompts):
+        raise AssertionError("generate mode reads no label probabilities")
+
+    def option_logprobs(self, prompts, options):
+        raise AssertionError("generate mode reads no options")
+
+    def generate(self, prompts, params, seeds):
+        self.asked += prompts
+        return [Generated([self.answers[p].pop(0)], 10, 5, 0.01) for p in prompts]
+
+
+def test_generate_mode_stores_the_five_levels_as_labels_and_probabilities():
+    answers = {
+        "p1": ["A covers both points. [[A>>B]]"],
+        "p2": ["Slightly better. [[A>B]]"],
+        "p3": ["Same. [[A=B]]"],
+        "p4": ["[[B>A]]"],
+        "p5": ["B is far better.\n[[B>>A]]"],
+        "p6": ["[[A]]", "On reflection: [[ b > a ]]"],  # a three-level marker is no verdict here: asked again
+        "p7": ["[[A>B]] or [[A>>B]]", "[[B]]"],  # conflicting, then no verdict: an error row, never a guess
+    }
+    prompts = list(answers)
+    requests = pa.table({"key": [f"{i:08x}" for i in range(len(prompts))], "context_id": ["c"] * len(prompts),
+                         "aspect": ["a"] * len(prompts), "candidate_a": ["x"] * len(prompts),
+                         "candidate_b": ["y"] * len(prompts), "prompt": prompts,
+                         "prompt_hash": ["h"] * len(prompts)})  # fmt: skip
+    judge = Scripted(answers)
+    runner = ModeRunner(judge, JudgingSpec(mode="generate", verdict_scale=5, retries=1))
+    rows = runner.run("pairwise", requests)
+    assert rows.schema.equals(JUDGMENTS)
+    got = [(r["label"], r["p_a"]) for r in rows.to_pylist()]
+    assert got == [("A", 1.0), ("A", 0.75), ("tie", 0.5), ("B", 0.25), ("B", 0.0), ("B", 0.25), (None, None)]
+    last = rows.to_pylist()[-1]
+    assert last["error"].startswith("no verdict after 2 answers: no verdict marker [[A>>B]], [[A>B]], [[A=B]]")
+    assert runner.calls == {"pairwise": 7, "pairwise_retry": 2} and judge.asked.count("p6") == 2
+    assert json.loads(rows.column("sampling")[0].as_py())["judging"]["verdict_scale"] == 5
+    # three levels read the same answers as before five existed
+    three = ModeRunner(Scripted({"p": ["[[A>>B]]", "[[A]]"]}), JudgingSpec(mode="generate"))
+    row = three.run("pairwise", requests.slice(0, 1).set_column(5, "prompt", pa.array(["p"]))).to_pylist()[0]
+    assert (row["label"], row["p_a"]) == ("A", 1.0) and "verdict_scale" not in row["sampling"]
