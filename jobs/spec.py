@@ -212,7 +212,7 @@ class JudgingSpec(Strict):
             raise ValueError(f"judging.variants must be unique, found {self.variants}")
         if self.verdict_scale == 5 and self.mode != "generate":
             raise ValueError(f"judging.verdict_scale 5: only mode generate has five-level verdicts, not {self.mode!r}")
-        if "decisive_weight" in self.model_fields_set and self.verdict_scale != 5:
+        if self.decisive_weight != DECISIVE_WEIGHT and self.verdict_scale != 5:  # a dumped spec parses again
             raise ValueError("judging.decisive_weight weighs five-level verdicts: set verdict_scale: 5 or remove it")
         return self
 

@@ -106,7 +106,7 @@ def _spec(**over):
         ({"judging": {"verdict_scale": 5}}, "only mode generate has five-level verdicts, not 'logprob'"),
         ({"judging": {"mode": "generate", "verdict_scale": 4}}, r"judging.verdict_scale: Input should be 3 or 5"),
         ({"judging": {"mode": "generate", "decisive_weight": 2}}, "judging.decisive_weight weighs five-level"),
-        ({"judging": {"mode": "pointwise", "decisive_weight": 3}}, "judging.decisive_weight weighs five-level"),
+        ({"judging": {"mode": "pointwise", "decisive_weight": 4}}, "judging.decisive_weight weighs five-level"),
         ({"judging": {"mode": "generate", "verdict_scale": 5, "decisive_weight": 0.5}}, "judging.decisive_weight"),
         ({"judging": {"mode": "generate", "scale": 5}}, r"judging.scale: .*generate are judging.verdict_scale"),
     ],
@@ -114,6 +114,12 @@ def _spec(**over):
 def test_the_spec_refuses_modes_it_cannot_run(over, message):
     with pytest.raises(SpecError, match=message):
         parse_spec(_spec(**over), "spec.yaml")
+
+
+@pytest.mark.parametrize("judging", [{}, {"mode": "generate", "verdict_scale": 5, "decisive_weight": 2}])
+def test_a_dumped_spec_parses_again_to_itself(judging):
+    spec = parse_spec(_spec(judging=judging), "spec.yaml")
+    assert parse_spec(spec.model_dump(mode="json"), "dumped") == spec
 
 
 def test_prepair_with_label_probabilities_may_be_batch_calibrated():
