@@ -23,7 +23,8 @@ they all see exactly the same verdicts and none starts Ray.
   ``no_repeat`` caps at the 120 unordered pairs of 16 candidates.
 * adaptive, ranked by the scheduler's own ranking, with ``scheduler.repeats``
   ``--repeats`` (seeds in the same rounds): ``pairs_greedy`` and ``pairs_beam``
-  (symmetric true and false; and the beam with ``beam.score: mean``),
+  (symmetric true and false, the beam with its default ``beam.score: mean``;
+  and, symmetric, the beam with ``beam.score: sum`` and with ``compat: pairs-code``),
   ``pairs_anchors`` (``anchors.size`` in ``--anchors``, so most of the 16
   candidates are inserted, not sorted; anchors sorted by the default PAIRS-beam,
   and for the middle size also by PAIRS-greedy),
@@ -145,12 +146,19 @@ def arms(args) -> list[dict]:
                     "scheduler": {"name": name, "symmetric": sym, "repeats": args.repeats},
                 }
             )
-    # The beam ranked by the mean log p per comparison (the public code's moving average) instead of the sum.
+    # The beam ranked by the sum of log p (the default before the mean), and the public code's rules.
     out.append(
         {
-            "family": "pairs_beam (score=mean)",
-            "label": "pairs_beam symmetric=true score=mean",
-            "scheduler": {"name": "pairs_beam", "symmetric": True, "beam": {"score": "mean"}, "repeats": args.repeats},
+            "family": "pairs_beam (score=sum)",
+            "label": "pairs_beam symmetric=true score=sum",
+            "scheduler": {"name": "pairs_beam", "symmetric": True, "beam": {"score": "sum"}, "repeats": args.repeats},
+        }
+    )
+    out.append(
+        {
+            "family": "pairs_beam (compat=pairs-code)",
+            "label": "pairs_beam symmetric=true compat=pairs-code",
+            "scheduler": {"name": "pairs_beam", "symmetric": True, "compat": "pairs-code", "repeats": args.repeats},
         }
     )
     for size in args.anchors:
@@ -187,7 +195,7 @@ def arms(args) -> list[dict]:
 def spec_for(data: Path, output: str, scheduler: dict, args, name: str):
     from pairank.jobs.spec import load_spec, parse_spec
 
-    d = load_spec(CONFIG).model_dump(mode="json")
+    d = load_spec(CONFIG).model_dump(mode="json", exclude_unset=True)  # what the file sets; defaults apply again
     d.update(
         name=name,
         output=output,

@@ -13,6 +13,9 @@ side by side and each round carries the next comparison of every active merge
 two inputs and the judgments it reads, so a context's ranking does not depend on
 the other contexts, on how rounds are batched, or on which answers arrive late.
 
+``PairsBeam(compat="pairs-code")`` (spec: ``compat: pairs-code``) follows the
+authors' public code rule by rule instead (:class:`_CodeBeamMerge`).
+
 Two more machines speak the same protocol:
 :class:`~pairank.jobs.schedulers.anchors.AnchorInsertion` (scaled PAIRS: sort a
 seeded sample of anchors, then place every other candidate by binary search among
@@ -40,7 +43,8 @@ picks the same slot in both orders (``symmetric_p(1, 1) = 0.5``), or a failed
 judgment the driver answers with 0.5. Each machine states its rule in its
 docstring. None waits for a decided comparison or divides by a count of them,
 so with every answer 0.5 each one finishes and returns a permutation: PAIRS
-greedy and beam return the seeded start order (:attr:`order`), anchors the
+greedy and beam return the seeded start order (:attr:`order`; not the beam
+with ``compat="pairs-code"``, whose ties fall as in the public code), anchors the
 sorted anchors and then the rest in seeded order, and adaptive_symmetric the
 ids sorted, stopped as "stable"::
 
@@ -57,7 +61,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pairank.jobs.schedulers.protocol import (
     _P_FLOOR,
@@ -69,6 +74,7 @@ from pairank.jobs.schedulers.protocol import (
     _Ledger,
     _seeded,
     binary_entropy,
+    prob_gap_from_u_h,
     rng,
 )
 
@@ -83,8 +89,10 @@ class BeamSpec(BaseModel):
         description="U_h in nats: both choices of a step are kept only when its binary entropy exceeds this "
         "(at most ln 2 = 0.693; 0.6 is the paper's value, a probability gap of about 0.21).",
     )
-    score: Literal["sum", "mean"] = Field(
-        "sum", description="Path score: sum of log p of its choices (the transitive likelihood), or their mean."
+    score: Literal["mean", "sum"] = Field(
+        "mean",
+        description="Path score: the mean log p of its choices (the public code's running mean), or their sum "
+        "(the transitive likelihood, which favours paths that use up one input early).",
     )
 
     def options(self) -> dict:
@@ -113,14 +121,29 @@ class PairsBeamSettings(AdaptiveSettings):
     )
     symmetric: bool = SYMMETRIC
     beam: BeamSpec = Field(default_factory=BeamSpec, description="The beam.")
+    compat: Literal["pairs-code"] | None = Field(
+        None,
+        description="Unset: pairank's beam. 'pairs-code': the rules of the authors' public code "
+        "(cambridgeltl/PairS pairs/pairs_ranking.py): merges run worst first, a merge's first step is never cut, "
+        "paths at the same point are all kept, the score is the running mean of log p (beam.score mean), ties "
+        "fall as there, and U_h is read as the probability gap g with H(0.5 + g) = U_h.",
+    )
+
+    @model_validator(mode="after")
+    def _compat_score(self) -> PairsBeamSettings:
+        if self.compat == "pairs-code" and self.beam.score != "mean":
+            raise ValueError(
+                "compat: pairs-code scores a path by the running mean of log p, as the public code does; "
+                f"beam.score: {self.beam.score} contradicts it (leave it unset or set mean)"
+            )
+        return self
 
     def machine(self, context_id: str, ids: list[str], seed: int) -> PairsBeam:
-        return PairsBeam(context_id, ids, seed, symmetric=self.symmetric, **self.beam.options())
+        return PairsBeam(context_id, ids, seed, symmetric=self.symmetric, compat=self.compat, **self.beam.options())
 
 
 # ---------------------------------------------------------------------------
 # merges: one per inner node of the merge tree
-
 
 
 class _GreedyMerge:
@@ -150,7 +173,7 @@ class _GreedyMerge:
 
 
 class _BeamMerge:
-    """A beam of partial merge paths scored by the transitive likelihood.
+    """A beam of partial merge paths scored by the sum (or mean) of log p.
 
     A path is ``(score, i, j, trail)``: it has placed ``left[:i]`` and
     ``right[:j]`` (``trail`` is that order as a linked list, newest first) and
@@ -210,11 +233,7 @@ class _BeamMerge:
                 return missing
             self._step(known)
         _, i, j, trail = self.paths[0]
-        placed: list[str] = []
-        while trail is not None:
-            placed.append(trail[0])
-            trail = trail[1]
-        self.result = placed[::-1] + left[i:] + right[j:]
+        self.result = _unwind(trail) + left[i:] + right[j:]
         return []
 
     def _step(self, known: dict[Pair, float]) -> None:
@@ -242,6 +261,104 @@ class _BeamMerge:
             bound = max(finished)
             ranked = [path for path in ranked if self._finished(path[1], path[2]) or path[0] > bound]
         self.paths = ranked
+
+
+class _CodeBeamMerge:
+    """The beam merge as the authors' public code runs it (``compat="pairs-code"``).
+
+    It follows ``merge_with_confidence_beam`` in cambridgeltl/PairS
+    ``pairs/pairs_ranking.py`` (commit 55ad950) rule by rule, each unlike
+    :class:`_BeamMerge`:
+
+    * direction: the code sorts worst first, so both inputs are reversed,
+      merged worst first and the result reversed back. Slot A still holds the
+      left item and p = P(left better): choice "A" places the left item next
+      (as the worse, probability 1 - p), "B" the right one (probability p).
+    * first step: "B" is kept unless p < 0.5 - g, "A" unless p > 0.5 + g,
+      "B" listed first, and the beam is not cut, so a beam of size 1 is not greedy.
+    * later steps: every path places one item. One with both inputs left reads
+      its p and keeps "A" unless p > 0.5 + g, "B" unless 1 - p > 0.5 + g; one
+      with an input used up places the other's next item at no cost. Children
+      in their parents' order, "A" first; a stable sort by score, highest
+      first; cut to the beam size. No recombination: paths at the same point
+      all take beam slots.
+    * score: the running mean ``s t / (t + 1) + w_t log(q + 1e-9) / (t + 1)``
+      after t placed items (q: the choice's probability, log: ``numpy.log``),
+      i.e. the mean log q per comparison. ``w_t``, the code's likelihood
+      coefficient, is a quadratic fitted through three points of height 1:
+      1 in exact arithmetic, computed as there so float ties fall the same way.
+    * ties go to the earlier path: the right item's branch at the first step,
+      then the left item's; the first path wins.
+
+    ``g`` is the code's probability gap, from U_h by :func:`prob_gap_from_u_h`.
+    Below, the code's greedy (worst first) puts ``z`` under ``y`` (p = 0.55)
+    and ends with x, y, z; the beam of size 1 also keeps ``y`` lowest, and that
+    path wins on the next step (mean of log 0.45 and log 0.7, against log 0.55):
+
+    >>> p = {("y", "z"): 0.55, ("x", "z"): 0.3}
+    >>> m = _CodeBeamMerge(["x", "y"], ["z"], beam_size=1, gap=0.2)
+    >>> m.advance(lambda a, b: p[(a, b)]), m.result
+    ([], ['z', 'x', 'y'])
+    """
+
+    def __init__(self, left: list[str], right: list[str], beam_size: int, gap: float) -> None:
+        self.left, self.right = left[::-1], right[::-1]  # worst first
+        self.beam_size, self.gap = beam_size, gap
+        n = len(left) + len(right)
+        self._fit = np.poly1d(np.polyfit([0.0, (n - 1) / 2, n - 1], [1.0, 1.0, 1.0], 2))
+        self.paths: list[tuple[float, int, int, tuple | None]] = [(0.0, 0, 0, None)]  # as in _BeamMerge
+        self.placed = 0
+        self.result: list[str] | None = None
+
+    def _mean(self, score: float, q: float, t: int) -> float:
+        weight = float(self._fit(0)) if t == 0 else float(np.round(self._fit(t), 5))
+        return score * t / (t + 1) + float(np.log(q + 1e-9)) * weight / (t + 1)
+
+    def _cell(self, a: int, b: int) -> Pair | None:
+        return (self.left[a], self.right[b]) if a < len(self.left) and b < len(self.right) else None
+
+    def advance(self, lookup: Lookup) -> list[Pair]:
+        while self.placed < len(self.left) + len(self.right):
+            cells = list(dict.fromkeys(c for _, a, b, _ in self.paths if (c := self._cell(a, b))))
+            known = {c: lookup(*c) for c in cells}
+            missing = [c for c, p in known.items() if p is None]
+            if missing:
+                return missing
+            self._step(known)
+            if self.placed >= 2 and not cells:
+                break  # sorted once since the first step and no score moves: the order is final
+        _, a, b, trail = self.paths[0]
+        self.result = (_unwind(trail) + self.left[a:] + self.right[b:])[::-1]
+        return []
+
+    def _step(self, known: dict[Pair, float]) -> None:
+        left, right, g, t = self.left, self.right, self.gap, self.placed
+        children: list[tuple[float, int, int, tuple | None]] = []
+        for score, a, b, trail in self.paths:
+            cell = self._cell(a, b)
+            if cell is None:  # one input used up: the other's next item, at no cost
+                children.append(
+                    (score, a + 1, b, (left[a], trail)) if a < len(left) else (score, a, b + 1, (right[b], trail))
+                )
+                continue
+            p = known[cell]
+            take_a = (self._mean(score, 1.0 - p, t), a + 1, b, (left[a], trail))
+            take_b = (self._mean(score, p, t), a, b + 1, (right[b], trail))
+            if t == 0:
+                children += [c for c, keep in ((take_b, not p < 0.5 - g), (take_a, not p > 0.5 + g)) if keep]
+            else:
+                children += [c for c, keep in ((take_a, not p > 0.5 + g), (take_b, not 1.0 - p > 0.5 + g)) if keep]
+        self.paths = children if t == 0 else sorted(children, key=lambda c: c[0], reverse=True)[: self.beam_size]
+        self.placed = t + 1
+
+
+def _unwind(trail: tuple | None) -> list[str]:
+    """A trail (newest first, as a linked list) as a list, oldest first."""
+    placed: list[str] = []
+    while trail is not None:
+        placed.append(trail[0])
+        trail = trail[1]
+    return placed[::-1]
 
 
 # ---------------------------------------------------------------------------
@@ -358,13 +475,12 @@ class PairsGreedy(_PairsMachine):
 class PairsBeam(_PairsMachine):
     """PAIRS-beam: each merge keeps a beam of partial merges (see :class:`_BeamMerge`).
 
-    A path's score is its transitive likelihood, the sum of log p over its
-    choices (p being the probability of the choice made). Where the binary
-    entropy H(p) of a step exceeds ``entropy_threshold`` (U_h, in nats, at most
-    ln 2 ~ 0.693) both choices are kept, otherwise only the likelier one. The
-    beam is cut to ``beam_size`` paths; when the merge is done the best path wins.
-    All paths' comparisons of a step go out in one round (each pair once; known
-    judgments are reused).
+    A path's score is the mean log p over its choices (p being the probability
+    of the choice made). Where the binary entropy H(p) of a step exceeds
+    ``entropy_threshold`` (U_h, in nats, at most ln 2 ~ 0.693) both choices
+    are kept, otherwise only the likelier one. The beam is cut to ``beam_size``
+    paths; when the merge is done the best path wins. All paths' comparisons of
+    a step go out in one round (each pair once; known judgments are reused).
 
     The public code's probability gap g (prune a branch when the other choice's
     probability exceeds ``0.5 + g``) is the same rule as
@@ -377,19 +493,29 @@ class PairsBeam(_PairsMachine):
     >>> round(prob_gap_from_u_h(0.6), 3)   # the default U_h is a gap of about 0.21
     0.212
 
-    ``score="sum"`` (the default) ranks paths by the sum of log p, the log of
-    the product of the step p's. It favours paths that use up one input early
-    (fewer factors below 1), e.g. placing a slightly worse item ahead of a run
-    of three that each beat it with p = 0.6 (log 0.4 > 3 log 0.6).
-    ``score="mean"`` ranks by the mean log p per comparison, as the public
-    code's moving average does. ``entropy_threshold >= ln 2`` never branches
-    and ``beam_size=1`` keeps one path: both reduce to :class:`PairsGreedy`.
+    ``score="mean"`` (the default) ranks paths by the mean log p per
+    comparison, as the public code's running mean does. ``score="sum"`` ranks
+    by the sum, the log of the product of the step p's (the transitive
+    likelihood). The sum favours paths that use up one input early (fewer
+    factors below 1), e.g. placing a slightly worse item ahead of a run of
+    three that each beat it with p = 0.6 (log 0.4 > 3 log 0.6); on simulated
+    judges it ranks worse than the mean. ``entropy_threshold >= ln 2`` never
+    branches and ``beam_size=1`` keeps one path: both reduce to
+    :class:`PairsGreedy`.
+
+    ``compat="pairs-code"`` runs each merge as the authors' public code does
+    instead (:class:`_CodeBeamMerge`: worst first, the first step never cut,
+    no recombination, the code's running mean and tie order, U_h read as the
+    gap g); with ``symmetric=True`` p is the code's calibrated p,
+    ``(p(a,b) + 1 - p(b,a)) / 2`` over the sum of both sides' halves.
 
     Ties: p = 0.5 has the largest entropy, ln 2, so below that threshold a tie
     always keeps both branches, each at the same cost log 0.5; recombination
     caps the paths as usual. Paths of equal score keep their order (the left
     choice first), so a judge that ties everything returns :attr:`order`, as
     greedy does (which also takes the left head on a tie when it cannot branch).
+    With ``compat="pairs-code"`` ties fall as in the code, which does not keep
+    the seeded order (still a permutation, and every run the same).
 
     >>> m = PairsBeam("ctx", ["w", "x", "y", "z"], seed=0)
     >>> while not m.done:
@@ -406,7 +532,8 @@ class PairsBeam(_PairsMachine):
         beam_size: int = 1000,
         entropy_threshold: float = 0.6,
         symmetric: bool = False,
-        score: str = "sum",
+        score: str = "mean",
+        compat: str | None = None,
     ) -> None:
         if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
             raise ValueError(f"beam_size: expected an integer >= 1, found {beam_size!r}")
@@ -415,13 +542,45 @@ class PairsBeam(_PairsMachine):
                 f"entropy_threshold (U_h, nats): expected a number >= 0 (ln 2 = {LN2:.4f} never branches), "
                 f"found {entropy_threshold!r}"
             )
-        if score not in ("sum", "mean"):
-            raise ValueError(f"score: expected 'sum' or 'mean' (of the log p of a path's steps), found {score!r}")
+        if score not in ("mean", "sum"):
+            raise ValueError(f"score: expected 'mean' or 'sum' (of the log p of a path's steps), found {score!r}")
+        if compat not in (None, "pairs-code"):
+            raise ValueError(f"compat: expected None or 'pairs-code', found {compat!r}")
+        if compat and score != "mean":
+            raise ValueError(f"compat 'pairs-code' scores paths by the running mean of log p; found score={score!r}")
         self.beam_size = beam_size
         self.entropy_threshold = float(entropy_threshold)
         self.score = score
+        self.compat = compat
+        #: The public code's probability gap g, used with ``compat="pairs-code"``.
+        self.prob_gap = prob_gap_from_u_h(min(self.entropy_threshold, LN2))
         super().__init__(context_id, ids, seed, symmetric)
 
-    def _new_merge(self, left: list[str], right: list[str]) -> _BeamMerge:
+    def _new_merge(self, left: list[str], right: list[str]) -> _BeamMerge | _CodeBeamMerge:
+        if self.compat:
+            return _CodeBeamMerge(left, right, self.beam_size, self.prob_gap)
         return _BeamMerge(left, right, self.beam_size, self.entropy_threshold, mean=self.score == "mean")
 
+    def _lookup(self, x: str, y: str) -> float | None:
+        if not (self.compat and self.symmetric):
+            return super()._lookup(x, y)
+        p_xy, p_yx = self._p.get((x, y)), self._p.get((y, x))
+        if p_xy is None or p_yx is None:
+            return None
+        return code_calibrated_p(p_xy, p_yx)
+
+
+def code_calibrated_p(p_ab: float, p_ba: float) -> float:
+    """P(a better than b) from both orders as the public code's ``calibrate`` computes it.
+
+    Each side's probability is averaged over the two orders, then the two are
+    normalised: ``A = (p_ab + (1 - p_ba)) / 2``, ``B = ((1 - p_ab) + p_ba) / 2``,
+    ``A / (A + B)``. That is :func:`symmetric_p` in exact arithmetic; the
+    compat machine computes it this way so that float ties fall as in the code.
+
+    >>> code_calibrated_p(0.8, 0.4), code_calibrated_p(0.9, 0.9)
+    (0.7, 0.5)
+    """
+    side_a = (p_ab + (1.0 - p_ba)) / 2
+    side_b = ((1.0 - p_ab) + p_ba) / 2
+    return side_a / (side_a + side_b)
