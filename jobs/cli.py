@@ -1,22 +1,8 @@
-"""The ``pairank`` command.
+"""The ``pairank`` command: one subcommand per function ``cmd_*`` below.
 
-::
-
-    pairank run configs/demo.yaml [--set output=s3://bucket/runs] [--set judge.model=/models/x]
-    pairank run configs/nightly.yaml [--set nightly.night=2026-11-21]   # a spec with `nightly:`: one night
-    pairank import summeval ../shared/data/summeval data/summeval
-    pairank import summeval ../shared/data/summeval runs/nightly-in/2026-11-21 --systems M12 --contexts 3   # a drop
-    pairank import llmbar ../shared/data/llmbar data/llmbar --skip-invalid   # + published verdicts
-    pairank model prepare          # convert the embedded Gemma-3-270M once, for the vllm judge
-    pairank plan --candidates 16 --noise 0.8 --position-bias 0.5 --target-spearman 0.9   # SIMULATED
-    pairank plan --from-judgments runs/x/judgments --target-spearman 0.9 --json          # measure, then plan
-    pairank meta-eval --input data/llmbar [--judgments runs/store/judgments] [--out runs/meta_eval]
-    pairank winrate --input data/x --judgments runs/store/judgments --baseline M0 --prior in_dist
-    pairank leaderboard --root runs/store [--runs demo winrate] [--baseline M0] [--n-boot 200] [--seed 0]
-    pairank store verify --root runs/store [--quarantine]      # unreadable parts of the stores, moved aside
-    pairank serve configs/demo.yaml [--host 127.0.0.1] [--port 8000] [--token-env PAIRANK_TOKEN]
-    pairank submit configs/demo.yaml --address http://HEAD:8265 --set output=s3://bucket/pairank [--no-wait]
-    pairank status|logs|stop <submission id> --address http://HEAD:8265     # logs [--follow]
+Usage and examples are in ``docs/cli.md`` and in ``pairank <command> --help``
+(every option with its default); the job spec keys in ``docs/specs.md``. Every
+error ends in one paragraph and an exit code (:data:`EXIT_CODES`).
 """
 
 from __future__ import annotations
@@ -265,6 +251,37 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_spec_reference(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pairank.jobs.spec_reference import render
+
+    text = render()
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text, encoding="utf-8")
+        _progress(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless it has none or says it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            action.option_strings
+            and not any(default is x for x in (None, False, argparse.SUPPRESS))
+            and "default" not in text
+            and not isinstance(action, argparse._HelpAction)
+        ):
+            text += " (default: %(default)s)"
+        return text
+
+
 def _add_address(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--address", default=None,
@@ -276,9 +293,13 @@ def parser() -> argparse.ArgumentParser:
     from pairank.jobs.assess_judges import add_judgments_option
     from pairank.jobs.assess_judges import cli_parser as meta_eval_parser
 
-    p = argparse.ArgumentParser(prog="pairank", description="Pairwise LLM-judge comparisons at cluster scale.")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p = argparse.ArgumentParser(
+        prog="pairank", description="Pairwise LLM-judge comparisons at cluster scale.", formatter_class=HelpFormatter
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging, and Ray's and the engine's output live")
     sub = p.add_subparsers(dest="command", required=True)
+    add_parser = sub.add_parser
+    sub.add_parser = lambda *a, **k: add_parser(*a, **{"formatter_class": HelpFormatter, **k})  # defaults in --help
 
     run = sub.add_parser("run", help="run a job spec")
     run.add_argument("spec", help="YAML job spec")
@@ -413,6 +434,14 @@ def parser() -> argparse.ArgumentParser:
     ver.add_argument("--root", required=True, help="storage root (a runs' `output`), local or s3://")
     ver.add_argument("--quarantine", action="store_true", help="move the bad parts aside")
     ver.set_defaults(fn=cmd_store_verify)
+
+    ref = sub.add_parser(
+        "spec-reference",
+        help="print the job spec reference (every key, type, default and description) as Markdown",
+        description="Written from the spec models themselves; docs/specs.md is its output (a test checks it).",
+    )
+    ref.add_argument("--out", default=None, metavar="FILE", help="write it to FILE instead of printing it")
+    ref.set_defaults(fn=cmd_spec_reference)
 
     model = sub.add_parser("model", help="judge models")
     msub = model.add_subparsers(dest="model_command", required=True)
