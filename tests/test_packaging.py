@@ -106,13 +106,13 @@ def test_import_of_an_unknown_set_lists_the_known_ones(tmp_path):
         assert name in out.stderr
 
 
-def test_import_of_a_bad_file_names_file_row_and_column(tmp_path):
+def test_import_of_a_bad_file_names_file_row_and_column(tmp_path, shared_data):
     src = tmp_path / "summeval"
     src.mkdir()
-    good = (ROOT.parent / "shared/data/summeval/summeval.jsonl").read_text().splitlines()[:3]
+    good = (shared_data / "summeval/summeval.jsonl").read_text().splitlines()[:3]
     good[1] = good[1].replace('"coherence":', '"coherance":')
     (src / "summeval.jsonl").write_text("\n".join(good) + "\n")
-    shutil.copy(ROOT.parent / "shared/data/summeval/summeval_systems.json", src)
+    shutil.copy(shared_data / "summeval/summeval_systems.json", src)
     out = run("import", "summeval", str(src), str(tmp_path / "out"))
     assert out.returncode == 2
     assert "summeval.jsonl" in out.stderr and "row 1" in out.stderr and "coherence" in out.stderr
