@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -57,6 +58,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
 NAME = "pipeline_overhead"
+#: The pool's progress line (jobs/passes.py: judge_into_cache), one per flushed part.
+PROGRESS = re.compile(r"^[\w-]+: (\d+)/(\d+) \(")
 TARGET = 0.9
 
 
@@ -79,20 +82,13 @@ def job_spec(output: str, args):
 
 def job_requests(spec):
     """The requests run_job builds for this spec (same code path, same order)."""
-    from pathlib import Path as _P
+    from pairank.jobs.requests import scheduled_requests
+    from pairank.jobs.stages import prepare_judging, read_inputs
+    from pairank.storage.layout import RunLayout
 
-    from pairank.jobs.requests import build_requests, subset
-    from pairank.jobs.stages import read_inputs
-    from pairank.operators.judges import judge_identity
-    from pairank.operators.prompts import load_prompts
-
-    candidates = read_inputs(spec).candidates
-    candidates = subset(candidates, spec.subset.contexts, spec.subset.candidates)
-    prompts = load_prompts(_P(spec.prompts), spec.aspects)
-    return build_requests(
-        candidates, spec.aspects, prompts, spec.scheduler.name, spec.scheduler.comparisons, spec.scheduler.seed,
-        judge_identity(spec.judge),
-    )  # fmt: skip
+    inputs = read_inputs(spec)
+    setup = prepare_judging(spec, inputs.candidates, RunLayout.of(spec.output, spec.name))
+    return setup.maker.table(scheduled_requests(setup.maker, inputs.candidates, spec.aspects, spec.scheduler))
 
 
 # ---------------------------------------------------------------- arms
@@ -140,11 +136,10 @@ def arm_pipeline(args) -> dict:
         n_requests = job_requests(spec).num_rows
         events = []
 
-        def progress(msg: str) -> None:
+        def progress(msg: str) -> None:  # "<stage>: <done>/<todo> (...)", once per flushed part
             t = time.time()
-            judged = None
-            if msg.startswith("judged "):
-                judged = int(msg.split()[1].split("/")[0])
+            found = PROGRESS.match(msg)
+            judged = int(found.group(1)) if found else None
             events.append({"t": t, "judged": judged, "msg": msg})
 
         ray_ready = {}
