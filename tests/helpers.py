@@ -14,10 +14,14 @@ import json
 import math
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from statistics import NormalDist
 
@@ -393,3 +397,26 @@ def leaderboard_judgment(ctx, aspect, a, b, label, *, error=None, judge=LEADERBO
 
 def leaderboard_table(rows) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=JUDGMENTS)
+
+
+def reply_json(handler: BaseHTTPRequestHandler, obj) -> None:
+    """Answer 200 with ``obj`` as JSON from an ``http.server`` handler."""
+    data = json.dumps(obj).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+@contextmanager
+def completions_endpoint(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A scripted OpenAI-compatible endpoint on 127.0.0.1 (a free port) while the block runs; its /v1 base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -8,8 +8,7 @@ p_a is known exactly); Ray Serve runs on the local Ray (127.0.0.1).
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pyarrow as pa
 import pytest
@@ -24,7 +23,9 @@ from pairank.operators.judges.modes import judging_identity
 from tests.helpers import (
     CPU_ENGINE_ENV,
     compare_body,
+    completions_endpoint,
     free_port,
+    reply_json,
     request,
     rows_with_key,
     spec_dict,
@@ -48,12 +49,7 @@ class Completions(BaseHTTPRequestHandler):
         texts = [GENERATED] if n == 1 else [SAMPLES[i % len(SAMPLES)] for i in range(n)]
         answer = {"choices": [{"index": i, "text": t} for i, t in enumerate(texts)],
                   "usage": {"prompt_tokens": 10, "completion_tokens": 5 * n}}  # fmt: skip
-        data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        reply_json(self, answer)
 
     def log_message(self, *args):
         pass
@@ -61,14 +57,8 @@ class Completions(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def endpoint():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Completions)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with completions_endpoint(Completions) as url:
+        yield url
 
 
 @pytest.mark.parametrize(

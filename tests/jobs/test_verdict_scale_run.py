@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pyarrow as pa
 import pytest
@@ -20,7 +19,7 @@ from pairank.jobs.spec import parse_spec
 from pairank.operators.verdicts import LEVELS
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import PROMPTS
+from tests.helpers import PROMPTS, completions_endpoint, reply_json
 
 # x is much better than y, y slightly better than z, z slightly better than x (see tests/operators/
 # test_verdict_scales.py): counted once, the hard verdicts are a cycle; x's decisive wins weigh 3.
@@ -56,12 +55,7 @@ class Completions(BaseHTTPRequestHandler):
             verdict = LETTER[LEVELS[verdict][0]]
         text = f"Both follow the article; one is clearer.\n[[{verdict}]]"
         answer = {"choices": [{"index": 0, "text": text}], "usage": {"prompt_tokens": 50, "completion_tokens": 9}}
-        data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        reply_json(self, answer)
 
     def log_message(self, *args):
         pass
@@ -69,14 +63,8 @@ class Completions(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def endpoint():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Completions)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with completions_endpoint(Completions) as url:
+        yield url
 
 
 @pytest.fixture
