@@ -213,7 +213,7 @@ class AnchorInsertion(_Ledger):
         inner: str = "pairs_beam",
         beam_size: int = 1000,
         entropy_threshold: float = 0.6,
-        score: str = "sum",
+        score: str = "mean",
         symmetric: bool = False,
     ) -> None:
         ids = _distinct(context_id, ids)
