@@ -282,6 +282,15 @@ class HelpFormatter(argparse.HelpFormatter):
         return text
 
 
+class Parser(argparse.ArgumentParser):
+    """pairank's parsers: every option's help shows its default. Subparsers are of the parent's class, so
+    every subcommand, nested ones included, gets the same."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def _add_address(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--address", default=None,
@@ -293,13 +302,9 @@ def parser() -> argparse.ArgumentParser:
     from pairank.jobs.assess_judges import add_judgments_option
     from pairank.jobs.assess_judges import cli_parser as meta_eval_parser
 
-    p = argparse.ArgumentParser(
-        prog="pairank", description="Pairwise LLM-judge comparisons at cluster scale.", formatter_class=HelpFormatter
-    )
+    p = Parser(prog="pairank", description="Pairwise LLM-judge comparisons at cluster scale.")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging, and Ray's and the engine's output live")
     sub = p.add_subparsers(dest="command", required=True)
-    add_parser = sub.add_parser
-    sub.add_parser = lambda *a, **k: add_parser(*a, **{"formatter_class": HelpFormatter, **k})  # defaults in --help
 
     run = sub.add_parser("run", help="run a job spec")
     run.add_argument("spec", help="YAML job spec")

@@ -15,7 +15,6 @@ import typing
 from dataclasses import dataclass
 
 from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
 
 from pairank.jobs.spec import JobSpec
 
@@ -78,12 +77,7 @@ def _type(annotation) -> str:
 def _default(field) -> str:
     if field.is_required():
         return "required"
-    if field.default_factory is not None:
-        value = field.default_factory()
-    else:
-        value = field.default
-    if value is PydanticUndefined:
-        return "required"
+    value = field.default_factory() if field.default_factory is not None else field.default
     if isinstance(value, BaseModel):
         return "(its section)"
     return f"`{json.dumps(value, default=str)}`"

@@ -212,8 +212,6 @@ class Location:
 
     def files(self, suffix: str = "") -> list["Location"]:
         """Visible files directly under this folder (names starting '.' or '_' are skipped), sorted."""
-        if self._type() == pafs.FileType.NotFound:
-            return []
         out = []
         for entry in self._listing():
             name = posixpath.basename(entry.path)
