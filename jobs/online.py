@@ -142,6 +142,8 @@ class RequestBody:
         if self.declared is not None and self.declared > MAX_BODY:
             raise HttpError(413, f"body: {self.declared} bytes declared (Content-Length); at most {MAX_BODY} accepted")
         if isinstance(self._body, bytes):
+            if len(self._body) > MAX_BODY:
+                raise HttpError(413, f"body: {len(self._body)} bytes; at most {MAX_BODY} accepted")
             return self._body
         parts, size = [], 0
         async for chunk in self._body:
@@ -224,8 +226,6 @@ def parse_compare(body: bytes, aspects: list[str], variants: list[str]) -> Compa
     ...     print(e.status, e.message)
     400 aspect: expected a non-empty string, found int 3
     """
-    if len(body) > MAX_BODY:
-        raise HttpError(413, f"body: {len(body)} bytes; at most {MAX_BODY} accepted")
     depth = json_depth(body)
     if depth > MAX_DEPTH:
         raise HttpError(400, f"body: expected JSON nested at most {MAX_DEPTH} levels deep, found {depth} levels")
