@@ -77,9 +77,16 @@ def judge_into_cache(
         done += buffered
         buffer, buffered = [], 0
 
-    def lost() -> str:
+    def report(final: bool) -> None:
+        """The stage's progress line: done, errors, engines lost; with rate and ETA until the end."""
         n = losses()["lost"] if losses is not None else 0
-        return f", {n} engine{'s' if n != 1 else ''} lost and replaced" if n else ""
+        line = f"{stage}: {done}/{todo.num_rows} ({errors} errors"
+        line += f", {n} engine{'s' if n != 1 else ''} lost and replaced" if n else ""
+        if not final:
+            rate = done / max(time.perf_counter() - started, 1e-9)
+            eta = (todo.num_rows - done) / rate if rate > 0 else float("inf")
+            line += f", {rate:.2f}/s, ETA {_clock(eta)}"
+        progress(StageProgress(line + ")", stage=stage, done=done, total=todo.num_rows, errors=errors, final=final))
 
     try:
         for batch in pool.judge(todo, stage):
@@ -94,10 +101,7 @@ def judge_into_cache(
             errors += error_count(batch)
             if buffered >= flush_rows:
                 flush()
-                rate = done / max(time.perf_counter() - started, 1e-9)
-                eta = (todo.num_rows - done) / rate if rate > 0 else float("inf")
-                line = f"{stage}: {done}/{todo.num_rows} ({errors} errors{lost()}, {rate:.2f}/s, ETA {_clock(eta)})"
-                progress(StageProgress(line, stage=stage, done=done, total=todo.num_rows, errors=errors, final=False))
+                report(final=False)
     except BaseException:
         if buffered:  # what the pool returned is kept, whatever happens next
             flush()
@@ -107,8 +111,7 @@ def judge_into_cache(
     if buffer:
         flush()
     if todo.num_rows:
-        line = f"{stage}: {done}/{todo.num_rows} ({errors} errors{lost()})"
-        progress(StageProgress(line, stage=stage, done=done, total=todo.num_rows, errors=errors, final=True))
+        report(final=True)
     return pa.concat_tables(out) if out else schema.empty_table()
 
 
