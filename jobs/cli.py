@@ -106,6 +106,8 @@ def cmd_winrate(args: argparse.Namespace) -> int:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from pairank.jobs.publish import build_leaderboard
 
+    if args.as_of is not None or args.nightly is not None:
+        return _leaderboard_as_of(args)
     result = build_leaderboard(
         args.root, runs=args.runs, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed, progress=_progress,
         finished_only=args.finished_only,
@@ -116,17 +118,16 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_store_verify(args: argparse.Namespace) -> int:
-    from pairank.storage.verify import verify_store
+def _leaderboard_as_of(args: argparse.Namespace) -> int:
+    from pairank.jobs.nightly import publish_as_of
+    from pairank.storage.fs import Location
 
-    result = verify_store(args.root, quarantine=args.quarantine)
-    for bad in result.bad:
-        print(f"bad: {bad.uri}: {bad.reason}" + (f" -> moved to {bad.moved_to}" if bad.moved_to else ""))
-    left = f", {len(result.left)} left in place" if result.left else ""
-    _progress(f"{result.parts} parts read, {len(result.bad)} bad{left}")
-    if result.left:
-        _progress(f"`pairank store verify --root {args.root} --quarantine` moves them aside (asked again next run)")
-        return 2
+    if args.as_of is None or args.nightly is None:
+        raise ValueError("--as-of and --nightly go together: the nightly job's name and the night to rebuild")
+    commit, out = publish_as_of(Location.of(args.root), args.nightly, args.as_of,
+                                Location.of(args.out) if args.out else None)  # fmt: skip
+    _progress(f"{args.nightly}: leaderboard as of commit {commit.seq} ({commit.night})")
+    print(out.join("index.html").uri)
     return 0
 
 
@@ -364,6 +365,13 @@ def parser() -> argparse.ArgumentParser:
         help="leave out runs whose manifest does not say done (still judging, stopped or failed); by default they "
         "are included and flagged with a banner",
     )  # fmt: skip
+    lb.add_argument("--nightly", default=None, metavar="NAME", help="with --as-of: the nightly job's past leaderboard")
+    lb.add_argument(
+        "--as-of", default=None, metavar="NIGHT",
+        help="rebuild the leaderboard of --nightly NAME as it was after this night (label or commit number), from "
+        "the job's Delta log, into <root>/leaderboard/as-of/<night>/ (or --out)",
+    )  # fmt: skip
+    lb.add_argument("--out", default=None, help="with --as-of: the folder to write")
     lb.set_defaults(fn=cmd_leaderboard)
 
     sv = sub.add_parser(
@@ -427,18 +435,9 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--timeout", type=float, default=60, help="seconds to wait for the job to stop (default 60)")
     sp.set_defaults(fn=cmd_stop)
 
-    store = sub.add_parser("store", help="the stores under a storage root")
-    ssub = store.add_subparsers(dest="store_command", required=True)
-    ver = ssub.add_parser(
-        "verify",
-        help="read every part of the judgment and first-pass stores; list the unreadable ones",
-        description="Exit 0 when every part reads (or every bad one was moved), 2 when bad parts are left in place. "
-        "--quarantine moves each bad part to <root>/quarantine/<store>/; nothing is deleted, and the next run asks "
-        "the comparisons it held again.",
-    )
-    ver.add_argument("--root", required=True, help="storage root (a runs' `output`), local or s3://")
-    ver.add_argument("--quarantine", action="store_true", help="move the bad parts aside")
-    ver.set_defaults(fn=cmd_store_verify)
+    from pairank.jobs.cli_store import add_store_commands
+
+    add_store_commands(sub)
 
     ref = sub.add_parser(
         "spec-reference",

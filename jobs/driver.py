@@ -133,7 +133,9 @@ class Driver:
         ]
 
     def run(self) -> DriverResult:
-        answered = self.cache.answered()
+        answered = self.cache.answered(
+            aspects={t.aspect for t in self.tasks}, contexts={t.context_id for t in self.tasks}
+        )
         known: dict[str, float | None] = dict(
             zip(answered.column("key").to_pylist(), answered.column("p_a").to_pylist())
         )

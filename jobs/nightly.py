@@ -18,7 +18,7 @@ For each aspect and context the night then
    Every request is keyed (judge model, revision, prompt hash, sampling settings,
    both texts), so a comparison in the judgment cache is never paid again;
 4. writes the night under a fresh attempt folder (input snapshot, state,
-   leaderboard snapshot), then commits it (:class:`pairank.storage.commits.CommitLog`),
+   leaderboard snapshot), then commits it as one Delta commit (:class:`pairank.storage.commits.CommitLog`),
    then writes the run's reports under ``runs/<name>-<night>/`` and the latest
    leaderboard with its history under ``<output>/leaderboard/`` (:func:`publish`).
 
@@ -294,7 +294,7 @@ def run_nightly(
     done = [c for c in history if c.night == night]
     if done:
         raise NightlyError(
-            f"{layout.commit_file(done[0].seq).uri}: night {night!r} of {spec.name!r} is already committed; "
+            f"{layout.log.uri}: night {night!r} of {spec.name!r} is already committed (commit {done[0].seq}); "
             "set nightly.night to another label to run again today"
         )
     inputs = read_prefix_inputs(spec)
@@ -310,7 +310,7 @@ def run_nightly(
              f"{c['rebuilt']} rebuilt for a changed judge; {c['new_outputs']} outputs to place")  # fmt: skip
     judged = judge_adaptive(spec, inputs, setup, progress, tasks=plan.tasks)
     state = placed_rows(plan, candidates, fingerprints, night)
-    cached = setup.cache.read()  # once after judging: the night's judgments and its leaderboard both read it
+    cached = setup.cache.read(aspects=spec.aspects, contexts=list(setup.maker.context))  # once after judging: the night's judgments and its leaderboard both read it
     # A night ranks with every verdict its judge gave between the prefix's outputs, on any night.
     judgments = night_judgments(cached, setup.maker, candidates, spec.aspects)
     scored = score(spec, inputs, Judged(judgments, judged.counts, [state_rankings(state, judgments)]))
@@ -359,7 +359,7 @@ def run_nightly(
             "counts": counts,
         },
     )
-    progress(f"committed night {night} as {layout.commit_file(commit.seq).uri}")
+    progress(f"committed night {night} as commit {commit.seq} of {layout.log.uri}")
 
     # The night's run, for people and for `pairank leaderboard`: written by the writer that committed only.
     extra = {"nightly": {"night": night, "commit": commit.seq, "attempt": attempt.uri, **c}, **judged.extra}
@@ -405,14 +405,36 @@ def publish(root: Location, name: str, progress: Callable[[str], None] = lambda 
         commits = CommitLog(layout).commits()
         if not commits or commits[-1].seq == written:
             return commits[-1] if commits else None
-        head = commits[-1]
-        folder = layout.attempt(head.folder)
-        table = validate(folder.join("leaderboard.parquet").read_parquet(), LEADERBOARD, folder.uri)
-        meta = {**folder.join("leaderboard.json").read_json(), "nightly": {
-            "name": name, "night": head.night, "commit": head.seq, "nights": [c.night for c in commits]}}  # fmt: skip
-        bias = validate(folder.join("position_bias.parquet").read_parquet(), POSITION_BIAS, folder.uri)
-        spearman = validate(folder.join("spearman.parquet").read_parquet(), SPEARMAN, folder.uri)
         out = RunLayout(root, "").leaderboard
-        write_leaderboard(out, table, meta, bias, spearman, history=history_table(layout, commits))
-        progress(f"wrote {out.uri}/ from commit {head.seq} ({head.night}), history of {len(commits)} nights")
-        written = head.seq
+        write_view(layout, commits, out)
+        progress(f"wrote {out.uri}/ from commit {commits[-1].seq} ({commits[-1].night}), history of {len(commits)} "
+                 "nights")  # fmt: skip
+        written = commits[-1].seq
+
+
+def write_view(layout: NightlyLayout, commits: list[Commit], out: Location) -> None:
+    """The leaderboard (snapshot, history, page) as of the last of ``commits``, written to ``out``."""
+    head = commits[-1]
+    folder = layout.attempt(head.folder)
+    table = validate(folder.join("leaderboard.parquet").read_parquet(), LEADERBOARD, folder.uri)
+    meta = {**folder.join("leaderboard.json").read_json(), "nightly": {
+        "name": layout.name, "night": head.night, "commit": head.seq, "nights": [c.night for c in commits]}}  # fmt: skip
+    bias = validate(folder.join("position_bias.parquet").read_parquet(), POSITION_BIAS, folder.uri)
+    spearman = validate(folder.join("spearman.parquet").read_parquet(), SPEARMAN, folder.uri)
+    write_leaderboard(out, table, meta, bias, spearman, history=history_table(layout, commits))
+
+
+def publish_as_of(root: Location, name: str, as_of: str, out: Location | None = None) -> tuple[Commit, Location]:
+    """The leaderboard of nightly ``name`` as it was after night ``as_of`` (a night label or a commit number),
+    rebuilt from the log into ``out`` (default ``<root>/leaderboard/as-of/<night>/``)."""
+    commits = CommitLog(NightlyLayout(root, name)).commits()
+    if not commits:
+        raise ValueError(f"{NightlyLayout(root, name).log.uri}: nightly {name!r} has no committed night")
+    found = [i for i, c in enumerate(commits) if c.night == as_of or str(c.seq) == as_of]
+    if not found:
+        nights = ", ".join(f"{c.seq} ({c.night})" for c in commits)
+        raise ValueError(f"--as-of {as_of!r}: nightly {name!r} has no such night or commit; it has {nights}")
+    upto = commits[: found[-1] + 1]
+    out = out or RunLayout(root, "").leaderboard.join("as-of", upto[-1].night)
+    write_view(NightlyLayout(root, name), upto, out)
+    return upto[-1], out

@@ -490,7 +490,7 @@ class CacheAppend:
 
     def __call__(self, table: pa.Table) -> dict:
         if self._cache is None:
-            self._cache = JudgmentCache(Location.of(self.cache_uri))
+            self._cache = JudgmentCache(Location.of(self.cache_uri), writer="serve")
         return {"parts": 1 if self._cache.append(table) is not None else 0}
 
 

@@ -145,7 +145,8 @@ class Judging:
                 raise ValueError(f"judging.mode {judging.mode!r} needs a cache for its first passes")
             self.passes = passes
             self.pass_identity = pass_identity(engine_identity, judging, self.kind)
-            self.known = {r["key"]: r for r in passes.answered().to_pylist()}
+            answered = passes.answered(aspects=list(maker.variants), contexts=list(maker.context))  # this job's scope
+            self.known = {r["key"]: r for r in answered.to_pylist()}
 
     def judge(
         self, pool, wanted: dict[str, Request], cache: JudgmentCache, progress: Callable[[str], None]

@@ -9,7 +9,8 @@ Reads, under ``<root>`` (a local path or ``s3://``)::
 and writes, each file atomically (:meth:`pairank.storage.fs.Location.write_bytes`)::
 
     leaderboard/leaderboard.parquet   LEADERBOARD rows (operators.leaderboard)
-    leaderboard/leaderboard.json      the rows plus when, runs, judges, n_boot, seed and per-aspect counts
+    leaderboard/leaderboard.json      the rows plus when, runs, judges, n_boot, seed, per-aspect counts and
+                                      the judge bias of the board's judgments (operators.judge_bias)
     leaderboard/index.html            the static page (operators.leaderboard_html)
 
 Which judgments: every judgment in the cache on a (context, aspect) of a selected
@@ -18,7 +19,10 @@ whose two candidates are among the run's candidates, whichever judge made it; ea
 row lists its judges. A candidate id in such a judgment that is not in the runs'
 inputs at all is an error. Win rates, position bias and Spearman are read from the
 runs, not recomputed; where two runs have a win-rate row for the same (aspect,
-system, method), the later run's (by manifest ``started_at``) is carried.
+system, method), the later run's (by manifest ``started_at``) is carried. The
+judge bias (length preference, self-preference, flips when the slots swap) is
+computed from the board's own judgments, per judge, so it covers every judge on
+the board.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pairank.jobs.requests import subset
+from pairank.operators.judge_bias import judge_bias
 from pairank.operators.leaderboard import Leaderboard, LeaderboardOptions, leaderboard
 from pairank.operators.leaderboard_html import render_html
 from pairank.storage.cache import JudgmentCache
@@ -184,13 +189,16 @@ def run_judgments(
     cache as already read by the caller (default: read it here).
     """
     cache = JudgmentCache(RunLayout(root, "").judgments)
-    table = cache.read() if cached is None else cached
-    if table.num_rows == 0:
-        raise FileNotFoundError(f"{cache.folder.uri}: the judgment cache is empty; nothing to rank")
     allowed = set()
     for run in runs:
         contexts = set(used[run.name].column("context_id").to_pylist())
-        allowed |= {f"{c}\x1f{a}" for c in contexts for a in run.aspects}
+        allowed |= {(c, a) for c in contexts for a in run.aspects}
+    if cached is None:
+        cached = cache.read(aspects={a for _, a in allowed}, contexts={c for c, _ in allowed})
+    table = cached
+    if table.num_rows == 0:
+        raise FileNotFoundError(f"{cache.folder.uri}: no judgments on the runs' contexts; nothing to rank")
+    allowed = {f"{c}\x1f{a}" for c, a in allowed}
     keys = _pair_keys(table.column("context_id"), table.column("aspect"))
     on_runs = table.filter(pc.is_in(keys, pa.array(sorted(allowed), type=pa.string())))
     known = full.column("candidate_id")
@@ -284,6 +292,7 @@ def compute_leaderboard(
         "winrate_methods": list(options.winrate_methods),
         "judgments": counts,
         "counts": board.counts,
+        "judge_bias": judge_bias(judgments, systems),
         "unfinished": [
             {"run": r.name, "state": r.state, "running": r.running, "started_at": r.started_at,
              "judgments": counts.get("unfinished", {}).get(r.name, 0), "note": r.describe()}

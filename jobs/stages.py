@@ -40,6 +40,7 @@ from pairank.jobs.requests import (
     subset,
 )
 from pairank.jobs.spec import JobSpec, WinRateSpec
+from pairank.operators.judge_bias import judge_bias
 from pairank.operators.judges import judge_identity
 from pairank.operators.judges.modes import build_runner, failure_rows, judging_identity
 from pairank.operators.prompts import load_prompts
@@ -147,8 +148,9 @@ def prepare_judging(spec: JobSpec, candidates: pa.Table, layout: RunLayout) -> J
     """Prompts, keys and caches for ``candidates``; nothing is judged and no engine starts."""
     engine = judge_identity(spec.judge)
     maker = RequestMaker(candidates, mode_prompts(spec), judging_identity(engine, spec.judging))
-    judging = Judging(spec.judging, maker, engine, JudgmentCache(layout.passes, PASSES), spec.flush_rows)
-    return JudgingSetup(maker, judging, JudgmentCache(layout.judgments))
+    writer = f"run:{layout.name}"  # recorded in each commit (`pairank store history`)
+    judging = Judging(spec.judging, maker, engine, JudgmentCache(layout.passes, PASSES, writer), spec.flush_rows)
+    return JudgingSetup(maker, judging, JudgmentCache(layout.judgments, writer=writer))
 
 
 # ---------------------------------------------------------------------------
@@ -230,8 +232,7 @@ class Judged:
 def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress) -> Judged:
     """A static schedule: every request known up front, each stage of the mode judged in one stream."""
     wanted = scheduled_requests(setup.maker, inputs.candidates, spec.aspects, spec.scheduler)
-    answered = setup.cache.answered()
-    answered = answered.filter(pc.is_in(answered.column("key"), pa.array(list(wanted), pa.string())))
+    answered = setup.cache.answered(aspects=spec.aspects, contexts=list(setup.maker.context), keys=wanted)
     done = set(answered.column("key").to_pylist())
     todo = {k: req for k, req in wanted.items() if k not in done}
     cached = len(wanted) - len(todo)
@@ -302,7 +303,7 @@ class Scored:
 
 def score(spec: JobSpec, inputs: Inputs, judged: Judged) -> Scored:
     """Win-ratio rankings (after batch calibration, if asked) next to the scheduler's own, Spearman,
-    quantile-matched scores, position bias and transitivity."""
+    quantile-matched scores, position bias, transitivity and the judge-bias figures."""
     table = judged.judgments
     scored = table
     if spec.scoring.calibration == "batch":
@@ -316,7 +317,8 @@ def score(spec: JobSpec, inputs: Inputs, judged: Judged) -> Scored:
     spearman = spearman_table(rankings, inputs.human, spec.report.bootstrap, spec.report.seed)
     if spec.scoring.quantile is not None:
         rankings = pa.concat_tables([rankings, quantile_rankings(rankings, inputs.human, spec.scoring.quantile)])
-    return Scored(rankings, spearman, position_bias(table), consistency_sections(table, spearman, spec))
+    extra = {**consistency_sections(table, spearman, spec), "judge_bias": judge_bias(table, inputs.candidates)}
+    return Scored(rankings, spearman, position_bias(table), extra)
 
 
 def quantile_rankings(rankings: pa.Table, human: pa.Table, target_spec) -> pa.Table:
@@ -451,9 +453,11 @@ def ood_accuracies(folder: str, aspects: list[str], seed: int) -> dict[str, dict
     labels = read_labels(loc)
     if not labels.num_rows:
         raise ValueError(f"winrate.ood: {loc.join('pairwise_labels.parquet').uri} has no labelled pairs")
-    source = loc.join("judgments") if loc.join("judgments").is_dir() else loc.join("judgments.parquet")
-    if not source.exists():
-        raise ValueError(f"winrate.ood: {loc.uri} has neither judgments.parquet nor a judgments/ folder")
+    found = [s for s in (loc.join("tables", "judgments"), loc.join("judgments"), loc.join("judgments.parquet"))
+             if s.exists()]  # fmt: skip
+    if not found:
+        raise ValueError(f"winrate.ood: {loc.uri} has no judgments.parquet, judgment table or judgments/ folder")
+    source = found[0]
     table = read_judgments(source.uri)
     pairs, truth = labelled_pairs(labels)
     out = {}

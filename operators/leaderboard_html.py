@@ -4,13 +4,14 @@ No server, no network, no script: inline CSS and inline SVG drawn here. The page
 has a table per aspect (``overall`` first: rank, system, strength and Elo with
 their intervals, win ratio, comparisons, contexts, judges, errors, and the carried
 win rate where there is one), a strength plot with interval bars per aspect, a
-win-rate plot with intervals when win rates are given, and position-bias and
-Spearman panels when those tables are given; given the leaderboards of
-earlier nightly runs, a history section: per aspect a line chart of each system's
-strength per night with its interval, a legend, and a table of rank and strength
-per night. Every system's interval is also written as text (:func:`strength_text`),
-so the page can be read and checked without the plots. All text from the tables
-is escaped.
+win-rate plot with intervals when win rates are given, position-bias and
+Spearman panels when those tables are given, and a judge-bias panel (length
+preference, self-preference, flips when the slots swap) when ``meta`` holds one;
+given the leaderboards of earlier nightly runs, a history section: per aspect a
+line chart of each system's strength per night with its interval, a legend, and a
+table of rank and strength per night. Every system's interval is also written as
+text (:func:`strength_text`), so the page can be read and checked without the
+plots. All text from the tables is escaped.
 
     >>> strength_text({"strength": 0.25, "strength_low": -0.1, "strength_high": 0.5})
     '+0.250 [-0.100, +0.500]'
@@ -27,6 +28,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 
 from pairank.operators.checks import require_columns
+from pairank.operators.judge_bias import NOTE, text_tables
 from pairank.operators.leaderboard import OVERALL
 
 CSS = """
@@ -70,6 +72,8 @@ ROW_HEIGHT = 22
 HISTORY_HEIGHT = 220
 NIGHT_WIDTH = 76
 HISTORY_LEFT = 56
+#: The class of a table cell holding a name (left-aligned).
+NAME = ' class="name"'
 #: Line colours of the history charts, one per system, cycled; a system keeps its colour on every chart.
 PALETTE = ("#0969da", "#cf222e", "#1a7f37", "#8250df", "#bf8700", "#1b7c83", "#bc4c00", "#e85aad", "#57606a",
            "#0550ae")
@@ -305,6 +309,28 @@ def _bias_panel(bias: list[dict]) -> str:
     )
 
 
+def _share_plot(rows: list[dict], value: str, low: str, high: str, reference: float | None, axis: str) -> str:
+    items = [(_short(f"{r['aspect']} / {r['judge']}", 19), r[value], r[low], r[high],
+              f"{r['aspect']} / {r['judge']}: {axis} {interval_text(r[value], r[low], r[high], '.3f')}") for r in rows]
+    return f"<figure>{interval_plot(items, 0.0, 1.0, reference, axis)}</figure>" if rows else ""
+
+
+def _judge_bias_panel(bias: dict) -> str:
+    """Length preference, self-preference and flips (:func:`pairank.operators.judge_bias.text_tables`), the share
+    won by the longer output and the flip rates also plotted."""
+    plots = [_share_plot(bias["length"], "longer_share", "longer_low", "longer_high", 0.5, "share won by the longer"),
+             "", _share_plot(bias["flips"], "flip_rate", "ci_low", "ci_high", None, "flip rate")]
+    out = [f'<p class="note">{esc(NOTE)}</p>']
+    for t, plot in zip(text_tables(bias), plots):
+        th = "".join(f'<th{NAME if i < t.names else ""}>{esc(h)}</th>' for i, h in enumerate(t.head))
+        body = "".join("<tr>" + "".join(f'<td{NAME if i < t.names else ""}>{esc(v)}</td>' for i, v in enumerate(r))
+                       + "</tr>" for r in t.rows)  # fmt: skip
+        table = f'<div class="scroll"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
+        out.append(f'<h3>{esc(t.title)}</h3><p class="note">{esc(t.note if t.rows else t.empty)}</p>'
+                   + (plot + table if t.rows else ""))
+    return "".join(out)
+
+
 def _spearman_panel(spearman: list[dict]) -> str:
     def label(r):
         return " / ".join(str(x) for x in (r.get("run"), r["aspect"], r["method"], r["level"]) if x)
@@ -486,14 +512,15 @@ def render_html(
     """The page for a LEADERBOARD table.
 
     ``meta`` may hold ``generated_at``, ``runs``, ``judges``, ``n_boot``, ``seed``,
-    ``mass``, ``prior_ties``, ``baseline`` and ``counts`` (per aspect, from
-    :class:`pairank.operators.leaderboard.Leaderboard`). ``position_bias`` and
-    ``spearman`` are POSITION_BIAS and SPEARMAN tables, each optionally with a
-    ``run`` column. ``history`` holds the LEADERBOARD rows of the nightly runs so
-    far with two more columns, ``night`` (the night's label) and ``seq`` (int, the
-    order of the nights); with at least one row the page gets a History section
-    after the strengths. A ``seq`` with two labels, or a (seq, aspect, system)
-    twice, is a ValueError.
+    ``mass``, ``prior_ties``, ``baseline``, ``counts`` (per aspect, from
+    :class:`pairank.operators.leaderboard.Leaderboard`) and ``judge_bias`` (from
+    :func:`pairank.operators.judge_bias.judge_bias`: a Judge bias section after
+    the position bias). ``position_bias`` and ``spearman`` are POSITION_BIAS and
+    SPEARMAN tables, each optionally with a ``run`` column. ``history`` holds the
+    LEADERBOARD rows of the nightly runs so far with two more columns, ``night``
+    (the night's label) and ``seq`` (int, the order of the nights); with at least
+    one row the page gets a History section after the strengths. A ``seq`` with two
+    labels, or a (seq, aspect, system) twice, is a ValueError.
     """
     rows = board.to_pylist()
     baseline = meta.get("baseline")
@@ -543,6 +570,8 @@ def render_html(
     if position_bias is not None and position_bias.num_rows:
         parts.append("<h2>Position bias</h2>")
         parts.append(_bias_panel(position_bias.to_pylist()))
+    if meta.get("judge_bias"):
+        parts.append("<h2>Judge bias</h2>" + _judge_bias_panel(meta["judge_bias"]))
     if spearman is not None and spearman.num_rows:
         parts.append("<h2>Spearman against human scores</h2>")
         parts.append(_spearman_panel(spearman.to_pylist()))

@@ -1,5 +1,9 @@
 """Report operators: position bias and Spearman correlation with human scores.
 
+The other judge biases (length preference, self-preference, flips when the slots
+swap) are computed in :mod:`pairank.operators.judge_bias`; a report's ``judge_bias``
+section is rendered here after the position bias.
+
 Spearman is computed at two levels, as in the comparative-assessment papers:
 *sample level* ranks the candidates of each context against that context's human
 scores and averages over contexts (with a bootstrap interval over contexts);
@@ -17,6 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import stats
 
+from pairank.operators.judge_bias import NOTE as JUDGE_BIAS_NOTE
+from pairank.operators.judge_bias import text_tables
 from pairank.operators.scores import hard_verdict
 from pairank.storage.schemas import POSITION_BIAS, SPEARMAN
 
@@ -214,6 +220,7 @@ def render_markdown(report: dict) -> str:
     lines += ["", "## Position bias", "", "| aspect | n | slot A wins | mean p_a |", "|---|---|---|---|"]
     for r in report["position_bias"]:
         lines.append(f"| {r['aspect']} | {r['n']} | {_fmt(r['slot_a_win_fraction'])} | {_fmt(r['mean_p_a'])} |")
+    lines += judge_bias_lines(report.get("judge_bias"))
     lines += _nightly_lines(report.get("nightly"))
     lines += _adaptive_lines(report.get("adaptive"))
     lines += _consistency_lines(report.get("transitivity"), report.get("seeds"))
@@ -224,6 +231,21 @@ def render_markdown(report: dict) -> str:
     else:
         lines.append("None.")
     return "\n".join(lines) + "\n"
+
+
+def judge_bias_lines(section: dict | None) -> list[str]:
+    """The ``judge_bias`` section (:func:`pairank.operators.judge_bias.judge_bias`) as Markdown: three tables."""
+    if not section:
+        return []
+    lines = ["", "## Judge bias", "", JUDGE_BIAS_NOTE]
+    for t in text_tables(section):
+        lines += ["", f"### {t.title}", ""]
+        if not t.rows:
+            lines.append(t.empty)
+            continue
+        lines += [t.note, "", "| " + " | ".join(t.head) + " |", "|" + "---|" * len(t.head)]
+        lines += ["| " + " | ".join(row) + " |" for row in t.rows]
+    return lines
 
 
 def _nightly_lines(nightly: dict | None) -> list[str]:

@@ -1,71 +1,216 @@
-"""The judgment cache: an append-only folder of Parquet parts, keyed.
+"""The judgment cache: a Delta Lake table of judgments, keyed.
 
 The same store, with the PASSES schema, keeps the first passes of multi-pass
 judging modes (PRePair analyses, pointwise scores), so an output is analysed
 once however often it is compared.
 
-Each flush writes one new part atomically (``part-<utc time>-<uuid>.parquet``),
-so a run killed midway keeps every part it finished and a reader never sees a
-half-written one. Parts are never rewritten, so concurrent writers cannot
-corrupt each other's work. Reading merges the parts and keeps one row per key:
-a verdict beats an error row, and a newer row beats an older one of the same
-kind.
+Each flush is one Delta commit (:func:`pairank.storage.delta.append`): a run killed
+midway keeps every flush it committed and a reader never sees a half-written
+one; concurrent writers each add their own commit. Reading merges the rows of a
+key: a verdict beats an error row, and a newer row beats an older one of the
+same kind.
+
+**Partitioning** (how runs read). The table is partitioned by ``aspect`` and by
+``bucket``, one of :data:`BUCKETS` buckets of the context id (a hash). A run
+knows its aspects and contexts before it reads, so it reads only the files of its
+own partitions, then keeps the rows of its own keys. The judge identity is not a
+partition: it is part of every key, and a replayed judgment carries the source
+judge's model, so the key filter is what selects a judge's rows. The bucket
+count is fixed for a table's life (the readers compute the same hash).
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import getpass
+import hashlib
+import os
 import posixpath
-import uuid
+import socket
+from collections.abc import Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pads
 
-from pairank.storage.fs import CorruptFile, Location
-from pairank.storage.schemas import JUDGMENTS, validate
+from pairank.storage import delta
+from pairank.storage.fs import CorruptFile, Location, StorageError, is_transient
+from pairank.storage.schemas import JUDGMENTS, TableError, validate
+
+#: Context buckets of a store (a partition column): enough that a run of a few contexts reads a small share of
+#: a large store, few enough that a flush writes a handful of files per aspect.
+BUCKETS = 16
+PARTITIONS = ("aspect", "bucket")
+
+
+def context_bucket(context_id: str) -> int:
+    """The partition bucket of a context (stable across processes and versions).
+
+    >>> context_bucket("M11"), context_bucket("M11") == context_bucket("M12")
+    (3, False)
+    """
+    return int(hashlib.sha256(context_id.encode("utf-8")).hexdigest()[:8], 16) % BUCKETS
+
+
+def with_buckets(table: pa.Table) -> pa.Table:
+    """``table`` with its ``bucket`` column (from ``context_id``)."""
+    memo: dict[str, int] = {}
+    buckets = [memo.setdefault(c, context_bucket(c)) if c not in memo else memo[c]
+               for c in table.column("context_id").to_pylist()]  # fmt: skip
+    return table.append_column(pa.field("bucket", pa.int32(), nullable=False), pa.array(buckets, pa.int32()))
+
+
+def writer_name() -> str:
+    """Who appends: user@host:pid, recorded in every commit (``pairank store history``)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no user name in a container
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}:{os.getpid()}"
+
+
+class FormerStore(ValueError):
+    """The root holds a store in the former part-folder format that was not migrated."""
 
 
 class JudgmentCache:
-    """Judgments under one folder, looked up by key."""
+    """Judgments (or first passes) in one Delta table, read by scope and looked up by key."""
 
-    def __init__(self, folder: Location, schema: pa.Schema = JUDGMENTS):
-        self.folder, self.schema = folder, schema
+    def __init__(self, folder: Location, schema: pa.Schema = JUDGMENTS, writer: str = ""):
+        self.folder, self.schema, self.writer = folder, schema, writer
 
-    def parts(self) -> list[Location]:
-        return self.folder.files(suffix=".parquet")
+    @property
+    def table_schema(self) -> pa.Schema:
+        return self.schema.append(pa.field("bucket", pa.int32(), nullable=False))
 
-    def read(self) -> pa.Table:
-        """Every part, validated against the cache's schema, one row per key."""
-        tables = [self.read_part(part) for part in self.parts()]
-        if not tables:
+    def exists(self) -> bool:
+        return delta.is_table(self.folder)
+
+    def rows(self, aspects: Iterable[str] | None = None, contexts: Iterable[str] | None = None,
+             keys: Iterable[str] | None = None, version: int | None = None) -> pa.Table:  # fmt: skip
+        """Every committed row in scope (none merged), validated against the cache's schema."""
+        if not self.exists():
+            self._check_not_former()
             return self.schema.empty_table()
-        return latest_per_key(pa.concat_tables(tables))
-
-    def read_part(self, part: Location) -> pa.Table:
-        """One part, validated; a corrupt part is named with the command that moves it aside."""
+        expression = scope(aspects, contexts, keys)
         try:
-            return validate(part.read_parquet(), self.schema, part.uri)
-        except CorruptFile as exc:
-            root = posixpath.dirname(self.folder.uri.rstrip("/"))
-            hint = (
-                f"`pairank store verify --root {root} --quarantine` moves it aside and its comparisons are asked again"
-            )
-            raise CorruptFile(exc.uri, exc.reason, hint) from exc
+            table = delta.scan(self.folder, expression, version)
+        except (StorageError, FileNotFoundError):
+            raise
+        except OSError as exc:
+            if is_transient(exc):
+                raise
+            raise self._corrupt(expression, version, exc) from exc
+        except pa.ArrowInvalid as exc:
+            raise self._corrupt(expression, version, exc) from exc
+        try:
+            return validate(table.select(self.schema.names), self.schema, self.folder.uri)
+        except TableError as exc:
+            raise self._corrupt(expression, version, exc) from exc
 
-    def answered(self, table: pa.Table | None = None) -> pa.Table:
-        """Rows with a verdict (no error): these are never asked again."""
-        table = self.read() if table is None else table
+    def read(self, aspects: Iterable[str] | None = None, contexts: Iterable[str] | None = None,
+             keys: Iterable[str] | None = None, version: int | None = None) -> pa.Table:  # fmt: skip
+        """One row per key in scope (all of the store when no scope is given); see :func:`latest_per_key`."""
+        return latest_per_key(self.rows(aspects, contexts, keys, version))
+
+    def answered(self, table: pa.Table | None = None, **scope_) -> pa.Table:
+        """Rows with a verdict (no error): these are never asked again. ``scope_``: as :meth:`read`'s."""
+        table = self.read(**scope_) if table is None else table
         return table.filter(pc.is_null(table.column("error")))
 
-    def append(self, table: pa.Table) -> Location | None:
-        """Write ``table`` as one new part; returns it (None for an empty table)."""
+    def append(self, table: pa.Table) -> int | None:
+        """Commit ``table`` as one new version; returns it (None for an empty table)."""
         if table.num_rows == 0:
             return None
         table = validate(table, self.schema, f"rows to append to {self.folder.uri}")
-        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-        part = self.folder.join(f"part-{stamp}-{uuid.uuid4().hex[:8]}.parquet")
-        part.write_parquet(table)
-        return part
+        if not self.exists():
+            self._check_not_former()
+        delta.ensure_table(self.folder, self.table_schema, PARTITIONS)
+        metadata = {"pairank.writer": writer_name(), "pairank.rows": str(table.num_rows)}
+        if self.writer:
+            metadata["pairank.job"] = self.writer
+        return delta.append(self.folder, with_buckets(table), metadata)
+
+    def _check_not_former(self) -> None:
+        """No table yet: if the root holds this store in the former part-folder format, say how to migrate it."""
+        parent = posixpath.dirname(self.folder.path)
+        if posixpath.basename(parent) != "tables":
+            return
+        root = Location.of(self.folder.uri.rsplit("/", 2)[0])
+        former = root.join(posixpath.basename(self.folder.path))
+        if former.files(suffix=".parquet"):
+            raise FormerStore(
+                f"{former.uri} holds this store in its former format (Parquet parts) and {self.folder.uri} has no "
+                f"Delta table yet: `pairank store migrate --root {root.uri}` copies it there (the parts are left "
+                "as they are); runs and leaderboards then read the table"
+            )
+
+    def version(self) -> int | None:
+        """The newest version (None before the first append)."""
+        return delta.open_table(self.folder).version() if self.exists() else None
+
+    def files(self) -> list[str]:
+        """The data files of the newest version, relative to the table's folder, sorted."""
+        if not self.exists():
+            return []
+        return sorted(frag.path for frag in delta.dataset(self.folder).get_fragments())
+
+    def read_files(self, paths: Iterable[str]) -> pa.Table:
+        """The rows of the given data files (from :meth:`files`), validated; a corrupt one is named."""
+        wanted = set(paths)
+        data = delta.dataset(self.folder)
+        tables = [self._read_fragment(frag, data.schema) for frag in data.get_fragments() if frag.path in wanted]
+        return pa.concat_tables(tables) if tables else self.schema.empty_table()
+
+    def _read_fragment(self, frag, schema: pa.Schema) -> pa.Table:
+        """One data file, validated: a file that does not decode is a :class:`CorruptFile`, bad rows a
+        :class:`TableError`, each naming the file."""
+        loc = self.folder.join(frag.path)
+        try:
+            table = self.folder._retrying("read a data file", lambda: frag.to_table(schema=schema))
+        except (OSError, pa.ArrowInvalid) as exc:
+            if isinstance(exc, OSError) and is_transient(exc):
+                raise
+            size = loc.fs.get_file_info(loc.path).size
+            said = str(exc).replace(f"Could not open Parquet input source '{frag.path}': ", "")
+            raise self._hint(CorruptFile(loc.uri, f"{size} bytes, {said}")) from exc
+        return validate(table.select(self.schema.names), self.schema, loc.uri)
+
+    def _corrupt(self, expression, version, exc: BaseException) -> BaseException:
+        """The error of a scan that failed: the file it met that does not read or validate, found by reading the
+        scanned files one by one (only after a failure)."""
+        data = delta.dataset(self.folder, version)
+        for frag in data.get_fragments(filter=expression):
+            try:
+                self._read_fragment(frag, data.schema)
+            except (CorruptFile, TableError) as found:
+                return found
+        return exc if isinstance(exc, TableError) else StorageError(self.folder.uri, "read the Delta table", exc)
+
+    def _hint(self, exc: CorruptFile) -> CorruptFile:
+        root = Location.of(self.folder.uri).uri.rsplit("/", 2)[0]
+        hint = f"`pairank store verify --root {root} --quarantine` moves it aside and its comparisons are asked again"
+        return CorruptFile(exc.uri, exc.reason, hint)
+
+
+def scope(aspects: Iterable[str] | None, contexts: Iterable[str] | None,
+          keys: Iterable[str] | None) -> pads.Expression | None:  # fmt: skip
+    """The filter of a read: partitions of the aspects and the contexts' buckets, then contexts and keys by row."""
+    parts = []
+    if aspects is not None:
+        parts.append(pads.field("aspect").isin(pa.array(sorted(set(aspects)), pa.string())))
+    if contexts is not None:
+        contexts = sorted(set(contexts))
+        buckets = sorted({context_bucket(c) for c in contexts})
+        parts.append(pads.field("bucket").isin(pa.array(buckets, pa.int32())))
+        parts.append(pads.field("context_id").isin(pa.array(contexts, pa.string())))
+    if keys is not None:
+        parts.append(pads.field("key").isin(pa.array(sorted(set(keys)), pa.string())))
+    if not parts:
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = out & p
+    return out
 
 
 def latest_per_key(table: pa.Table) -> pa.Table:

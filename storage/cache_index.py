@@ -1,9 +1,10 @@
 """The answered rows of a judgment cache by key, kept current by reading only new parts.
 
 A long-lived reader (the online compare endpoint) cannot read the whole cache for
-every lookup. Parts are never rewritten (:mod:`pairank.storage.cache`), so a reader that
-remembers which parts it has read stays exact by reading only the parts that
-appeared since: one listing per refresh, and each part read once.
+every lookup. The data files of a Delta table are never rewritten (a compaction
+writes new files with the same rows), so a reader that remembers which files it
+has read stays exact by reading only the files of the newest version it has not
+read: one look at the log per refresh, and each file read once.
 
 The rows it answers with are those :meth:`pairank.storage.cache.JudgmentCache.answered`
 gives: a key with a verdict maps to its newest verdict; error rows are not
@@ -35,16 +36,16 @@ class CacheIndex:
         self._lock = threading.Lock()
 
     def refresh(self) -> int:
-        """Read the parts not read before; returns how many there were."""
+        """Read the data files not read before; returns how many there were."""
         with self._lock:
-            new = [part for part in self.cache.parts() if part.path not in self._seen]
-            for part in new:
-                self.add(self.cache.read_part(part))
-                self._seen.add(part.path)
+            new = [path for path in self.cache.files() if path not in self._seen]
+            if new:
+                self.add(self.cache.read_files(new))
+                self._seen.update(new)
             return len(new)
 
     def add(self, table: pa.Table) -> None:
-        """Index the answered rows of ``table`` (a part read, or rows this process appended itself)."""
+        """Index the answered rows of ``table`` (files read, or rows this process appended itself)."""
         table = table.filter(pc.is_null(table.column("error")))
         if table.num_rows == 0:
             return

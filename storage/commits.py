@@ -2,42 +2,63 @@
 
 ::
 
-    <output>/nightly/<name>/commits/000001.json        one record per committed night (the log)
+    <output>/nightly/<name>/log/                       the commit log: a Delta table, one row per committed night
     <output>/nightly/<name>/nights/<night>-<id>/       what one attempt at a night wrote, before its commit:
         input/candidates.parquet, input/human_scores.parquet     the union of the input prefix that night
         state.parquet                                            NIGHTLY_STATE: every context's placements
         leaderboard.parquet, leaderboard.json                    the night's leaderboard snapshot
         position_bias.parquet, spearman.parquet                  the night's panels
 
-Concurrency protocol: **manifest commit with a conditional create**. The judgment
-cache needs none (its parts are immutable and uniquely named, so concurrent
-writers add parts and never overwrite one). A night writes everything under its
-own attempt folder (a fresh id, so nothing another writer reads is touched), then
-commits by creating ``commits/<parent + 1>.json`` with
-:meth:`pairank.storage.fs.Location.create_exclusive` (S3 ``If-None-Match: *``; locally a
-hard link). Of two writers that started from the same parent exactly one
-creates that name; the other gets :class:`CommitConflict` and commits nothing
-(its judgments are in the cache, so a re-run on top of the new head judges only
-what is still missing). Readers take the highest commit: an attempt folder no
-commit names is never read. The latest view under ``<output>/leaderboard/`` is
+Concurrency protocol: **one night is one Delta commit.** The judgment table needs
+none beyond Delta's own (blind appends never conflict). A night writes everything
+under its own attempt folder (a fresh id, so nothing another writer reads is
+touched), then commits one row to the log, from the snapshot of the log it started
+from, as Delta's *application transaction* ``pairank-nightly:<name>`` at version
+``seq``. Of two writers that started from the same head, both commit that
+transaction's next version, and Delta lets only the first through: the other gets
+Delta's concurrent-transaction conflict, raised here as :class:`CommitConflict`
+(exit 4), and commits nothing (its judgments are in the cache, so a re-run on top
+of the new head judges only what is still missing). Readers take the highest
+``seq`` of the log: an attempt folder no row names is never read. The log's Delta
+versions are its history (``pairank store history``), and a past night's
+leaderboard is rebuilt from the attempt folder its row names (``pairank leaderboard
+--nightly NAME --as-of NIGHT``). The latest view under ``<output>/leaderboard/`` is
 derived from the highest commit and rewritten by whoever finds it stale (see
 :func:`pairank.jobs.nightly.publish`).
+
+Logs written before the Delta log were ``commits/<seq>.json`` records made with a
+conditional create; ``pairank store migrate`` copies them into the log.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-import re
 import uuid
 from dataclasses import dataclass
 
+import pyarrow as pa
+
+from pairank.storage import delta
 from pairank.storage.fs import Location
 
-_COMMIT = re.compile(r"^(\d{6,})\.json$")
+#: One row per committed night; ``record`` holds the whole commit record as JSON.
+LOG = pa.schema([
+    pa.field("seq", pa.int64(), nullable=False),
+    pa.field("parent", pa.int64(), nullable=False),
+    pa.field("night", pa.string(), nullable=False),
+    pa.field("folder", pa.string(), nullable=False),
+    pa.field("committed_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("record", pa.string(), nullable=False),
+])  # fmt: skip
 
 
 class CommitConflict(RuntimeError):
     """Another writer committed the night this one meant to commit on top of."""
+
+
+class FormerLog(ValueError):
+    """A nightly job whose log is still in the former format (``commits/*.json``)."""
 
 
 @dataclass(frozen=True)
@@ -67,11 +88,18 @@ class NightlyLayout:
         return self.root.join("nightly", self.name)
 
     @property
-    def commits(self) -> Location:
+    def log(self) -> Location:
+        return self.folder.join("log")
+
+    @property
+    def former_commits(self) -> Location:
+        """The log of the former format: ``commits/<seq>.json``."""
         return self.folder.join("commits")
 
-    def commit_file(self, seq: int) -> Location:
-        return self.commits.join(f"{seq:06d}.json")
+    @property
+    def app_id(self) -> str:
+        """The Delta application transaction a night commits as."""
+        return f"pairank-nightly:{self.name}"
 
     def new_attempt(self, night: str) -> str:
         """A fresh attempt folder name for ``night`` (relative to :attr:`folder`)."""
@@ -82,26 +110,24 @@ class NightlyLayout:
 
 
 class CommitLog:
-    """The ordered commits of one nightly job."""
+    """The ordered commits of one nightly job.
+
+    :meth:`commits` remembers the snapshot of the log it read; :meth:`commit` commits from
+    it, so any night committed since that read is a conflict.
+    """
 
     def __init__(self, layout: NightlyLayout) -> None:
         self.layout = layout
+        self._snapshot = None
 
     def commits(self) -> list[Commit]:
-        """Every commit, oldest first; a record that is not a commit of this log is an error naming it."""
-        out = []
-        for loc in self.layout.commits.files(suffix=".json"):
-            m = _COMMIT.match(loc.path.rsplit("/", 1)[-1])
-            if not m:
-                continue
-            try:
-                record = loc.read_json()
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{loc.uri}: not a nightly commit record ({exc})") from None
-            if not isinstance(record, dict) or record.get("seq") != int(m.group(1)) or "folder" not in record:
-                raise ValueError(f"{loc.uri}: expected a commit record with seq {int(m.group(1))} and a folder")
-            out.append(Commit(int(m.group(1)), record))
-        return out
+        """Every commit, oldest first."""
+        if not delta.is_table(self.layout.log):
+            self._check_not_former()
+            self._snapshot = None
+            return []
+        self._snapshot = delta.open_table(self.layout.log)
+        return rows_to_commits(self.layout.log, self._snapshot.to_pyarrow_table())
 
     def head(self) -> Commit | None:
         commits = self.commits()
@@ -109,15 +135,85 @@ class CommitLog:
 
     def commit(self, parent: int, record: dict) -> Commit:
         """Commit ``record`` as ``parent + 1``; :class:`CommitConflict` if another writer took that number."""
+        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake.exceptions import CommitFailedError
+
         seq = parent + 1
         record = {**record, "seq": seq, "parent": parent}
-        loc = self.layout.commit_file(seq)
-        data = (json.dumps(record, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
-        if not loc.create_exclusive(data):
-            other = Commit(seq, loc.read_json())
-            raise CommitConflict(
-                f"{loc.uri}: another writer committed night {other.night!r} as commit {seq} while night "
-                f"{record.get('night')!r} ran on top of commit {parent}; nothing of this night was committed. "
-                "Its judgments are in the cache: run it again to insert what is still new on top of the new head."
-            )
+        if self._snapshot is None:
+            self._check_not_former()
+            delta.ensure_table(self.layout.log, LOG, [])
+            self._snapshot = delta.open_table(self.layout.log)
+        table = self._snapshot
+        if (table.transaction_version(self.layout.app_id) or 0) != parent:
+            raise self._conflict(seq, record)
+        now = dt.datetime.now(dt.UTC)
+        row = pa.Table.from_pylist([{
+            "seq": seq, "parent": parent, "night": record["night"], "folder": record["folder"], "committed_at": now,
+            "record": json.dumps(record, sort_keys=True, default=str),
+        }], schema=LOG)  # fmt: skip
+        props = CommitProperties(app_transactions=[Transaction(self.layout.app_id, seq)],
+                                 custom_metadata={"pairank.job": f"nightly:{self.layout.name}",
+                                                  "pairank.night": str(record["night"])})  # fmt: skip
+        try:
+            self.layout.log._retrying("commit the night", lambda: write_deltalake(
+                table, row, mode="append", commit_properties=props))  # fmt: skip
+        except CommitFailedError as exc:
+            raise self._conflict(seq, record) from exc
+        self._snapshot = None
         return Commit(seq, record)
+
+    def _conflict(self, seq: int, record: dict) -> CommitConflict:
+        taken = {c.seq: c for c in CommitLog(self.layout).commits()}.get(seq)
+        by = f"night {taken.night!r}" if taken else "another night"
+        return CommitConflict(
+            f"{self.layout.log.uri}: another writer committed {by} as commit {seq} while night "
+            f"{record.get('night')!r} ran on top of commit {record['parent']}; nothing of this night was committed. "
+            "Its judgments are in the cache: run it again to insert what is still new on top of the new head."
+        )
+
+    def _check_not_former(self) -> None:
+        if self.layout.former_commits.files(suffix=".json"):
+            raise FormerLog(
+                f"{self.layout.former_commits.uri} holds nightly {self.layout.name!r}'s commits in the former format "
+                f"and {self.layout.log.uri} has no Delta log yet: `pairank store migrate --root "
+                f"{self.layout.root.uri}` copies them there (the records are left as they are)"
+            )
+
+
+def rows_to_commits(where: Location, table: pa.Table) -> list[Commit]:
+    out = []
+    for row in sorted(table.to_pylist(), key=lambda r: r["seq"]):
+        try:
+            record = json.loads(row["record"])
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where.uri}: commit {row['seq']} is not a nightly commit record ({exc})") from None
+        out.append(Commit(row["seq"], record))
+    return out
+
+
+def migrate_log(layout: NightlyLayout) -> int:
+    """Copy a former ``commits/<seq>.json`` log into the Delta log (one commit per night, in order); returns how
+    many. The records are checked (consecutive seq, each with a folder) and left as they are."""
+    records = []
+    for loc in layout.former_commits.files(suffix=".json"):
+        try:
+            record = loc.read_json()
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{loc.uri}: not a nightly commit record ({exc})") from None
+        if not isinstance(record, dict) or "folder" not in record or record.get("seq") != len(records) + 1:
+            raise ValueError(f"{loc.uri}: expected a commit record with seq {len(records) + 1} and a folder")
+        records.append(record)
+    if not records:
+        return 0
+    if delta.is_table(layout.log):
+        raise ValueError(f"{layout.log.uri}: a Delta log is already there; migrate copies "
+                         f"{layout.former_commits.uri} only into a log that does not exist yet")  # fmt: skip
+    delta.ensure_table(layout.log, LOG, [])
+    log = CommitLog(layout)
+    for record in records:
+        log.commits()
+        log.commit(record["seq"] - 1, {k: v for k, v in record.items() if k not in ("seq", "parent")})
+    if [c.record for c in log.commits()] != records:
+        raise ValueError(f"{layout.log.uri}: the copied commits differ from {layout.former_commits.uri}'s")
+    return len(records)

@@ -2,8 +2,8 @@
 
 ::
 
-    <output>/judgments/part-*.parquet     the judgment cache, shared by every run under the root
-    <output>/passes/part-*.parquet        first passes of multi-pass modes (analyses, pointwise scores), shared too
+    <output>/tables/judgments/            the judgment cache (a Delta table), shared by every run under the root
+    <output>/tables/passes/               first passes of multi-pass modes (analyses, pointwise scores), shared too
     <output>/runs/<name>/manifest.json    the spec, the counts and the state of the run
     <output>/runs/<name>/rankings.parquet
     <output>/runs/<name>/spearman.parquet, position_bias.parquet
@@ -30,11 +30,11 @@ class RunLayout:
 
     @property
     def judgments(self) -> Location:
-        return self.root.join("judgments")
+        return self.root.join("tables", "judgments")
 
     @property
     def passes(self) -> Location:
-        return self.root.join("passes")
+        return self.root.join("tables", "passes")
 
     @property
     def run(self) -> Location:

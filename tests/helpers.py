@@ -315,9 +315,9 @@ def compare_body(ctx: str, a: tuple[str, str], b: tuple[str, str], aspect: str =
 
 
 def rows_with_key(output: str, key: str) -> int:
-    """Rows of ``key`` in every part of the cache (not de-duplicated)."""
+    """Rows of ``key`` in the cache (every committed row, not de-duplicated)."""
     cache = JudgmentCache(RunLayout.of(output, "").judgments)
-    return sum(part.read_parquet().column("key").to_pylist().count(key) for part in cache.parts())
+    return cache.rows().column("key").to_pylist().count(key)
 
 
 KAPPAS = ("kappa_False", "kappa_True", "kappa_average", "kappa_agreement")

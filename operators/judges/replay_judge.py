@@ -17,8 +17,10 @@ import pyarrow.compute as pc
 
 from pairank.operators.judges.base import REQUEST_COLUMNS, Judge, check_columns
 from pairank.storage.cache import JudgmentCache, latest_per_key
+from pairank.storage.delta import is_table
 from pairank.storage.fs import Location
 from pairank.storage.keys import canonical_json, sampling_mode
+from pairank.storage.legacy import PartFolder
 from pairank.storage.schemas import JUDGMENTS, validate
 
 
@@ -30,9 +32,14 @@ def replay_identity(spec) -> dict:
 
 
 def read_judgments(source: str) -> pa.Table:
+    """One row per key of a judgment store: a Delta table, an output root holding one, a former part folder,
+    or one Parquet file."""
     loc = Location.of(source)
+    for table in (loc, loc.join("tables", "judgments")):
+        if is_table(table):
+            return JudgmentCache(table).read()
     if loc.is_dir():
-        return JudgmentCache(loc).read()
+        return PartFolder(loc).read()
     return latest_per_key(validate(loc.read_parquet(), JUDGMENTS, loc.uri))
 
 

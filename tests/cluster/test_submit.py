@@ -150,7 +150,7 @@ def simulated_spec(folder: Path, input_dir: Path, name: str, **judge) -> Path:
 def assert_outputs(store: Path, name: str) -> None:
     run = store / "runs" / name
     assert (run / "report.md").is_file() and (run / "rankings.parquet").is_file(), sorted(store.rglob("*"))
-    assert list((store / "judgments").glob("**/*.parquet")), sorted(store.rglob("*"))
+    assert list((store / "tables" / "judgments").glob("**/*.parquet")), sorted(store.rglob("*"))
 
 
 def test_a_spec_in_the_checkout_runs_from_its_own_path_with_the_overrides_on_the_command_line():

@@ -63,7 +63,7 @@ def driver_for(spec, pools, progress=lambda m: None):
     candidates = read_inputs(spec).candidates
     prompts = load_prompts(Path(spec.prompts), spec.aspects)
     maker = RequestMaker(candidates, prompts, judge_identity(spec.judge))
-    cache = JudgmentCache(Location.of(spec.output).join("judgments"))
+    cache = JudgmentCache(Location.of(spec.output).join("tables", "judgments"))
     judging = Judging(spec.judging, maker, judge_identity(spec.judge), None, spec.flush_rows)
     return Driver(spec, candidates, judging, cache, pools, progress), candidates, cache
 
@@ -127,7 +127,7 @@ def test_budget_stops_before_a_round_and_a_bigger_budget_resumes(ray_local, six_
     second = run_job(big, progress=lambda m: None)
     assert second.report["adaptive"]["stopped"] == "done"
     assert second.cached == result.judged  # everything the first run judged is reused
-    keys = JudgmentCache(Location.of(str(out / "judgments"))).read().column("key").to_pylist()
+    keys = JudgmentCache(Location.of(str(out / "tables" / "judgments"))).read().column("key").to_pylist()
     assert len(keys) == len(set(keys)) == second.requests
 
 
@@ -197,8 +197,8 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_local, si
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    cache = JudgmentCache(Location.of(str(tmp_path / "killed" / "judgments")))
-    before = {r["key"]: r["created_at"] for part in cache.parts() for r in part.read_parquet().to_pylist()}
+    cache = JudgmentCache(Location.of(str(tmp_path / "killed" / "tables" / "judgments")))
+    before = {r["key"]: r["created_at"] for r in cache.rows().to_pylist()}
     assert before, "nothing was judged before the kill"
 
     time.sleep(LEASE_TTL_S)  # the killed run holds its name until its lease runs out
@@ -206,7 +206,7 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_local, si
         [sys.executable, "-m", "pairank.jobs.cli", "run", str(spec)], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert second.returncode == 0, second.stderr[-3000:]
-    rows = [r for part in cache.parts() for r in part.read_parquet().to_pylist()]
+    rows = [r for r in cache.rows().to_pylist()]
     counts = Counter(r["key"] for r in rows)
     assert max(counts.values()) == 1  # no comparison asked twice
     assert all(r["created_at"] == before[r["key"]] for r in rows if r["key"] in before)

@@ -38,8 +38,8 @@ from tests.helpers import ROOT, judge_actor_pids, spec_for, write_input
 
 def stored_keys(output: str | Path) -> Counter:
     """How often each key is stored in the judgment cache, over every part."""
-    cache = JudgmentCache(Location.of(str(output)).join("judgments"))
-    return Counter(k for part in cache.parts() for k in part.read_parquet().column("key").to_pylist())
+    cache = JudgmentCache(Location.of(str(output)).join("tables", "judgments"))
+    return Counter(k for k in cache.rows().column("key").to_pylist())
 
 
 class Killer(threading.Thread):
@@ -48,16 +48,14 @@ class Killer(threading.Thread):
 
     def __init__(self, output: str | Path, times: int, timeout: float = 240):
         super().__init__(daemon=True)
-        self.cache = JudgmentCache(Location.of(str(output)).join("judgments"))
+        self.cache = JudgmentCache(Location.of(str(output)).join("tables", "judgments"))
         self.times, self.timeout = times, timeout
         self.killed: list[int] = []
         self.error: str | None = None
 
     def parts(self) -> int:
-        try:
-            return len(self.cache.parts())
-        except FileNotFoundError:
-            return 0
+        """Flushes committed so far (version 0 creates the table)."""
+        return self.cache.version() or 0
 
     def run(self) -> None:
         deadline = time.monotonic() + self.timeout
@@ -129,7 +127,7 @@ def test_a_comparison_that_kills_its_engine_every_time_is_an_error_row_and_the_j
     )  # fmt: skip
     assert run.returncode == 3, run.stderr[-3000:]
     assert time.monotonic() - started < 300
-    table = JudgmentCache(Location.of(str(out)).join("judgments")).read()
+    table = JudgmentCache(Location.of(str(out)).join("tables", "judgments")).read()
     errors = table.filter(pc.invert(pc.is_null(table.column("error")))).to_pylist()
     assert [(e["context_id"], e["candidate_a"], e["candidate_b"]) for e in errors] == [(ctx, a, b)]
     assert "the engine died 2 times while judging this comparison" in errors[0]["error"]
@@ -164,7 +162,7 @@ def test_what_the_pool_returned_is_stored_before_a_failing_stream_propagates(tmp
     batches = [table.slice(0, 10), table.slice(10, 10), table.slice(10, 10)]  # the last is a batch sent twice
     with pytest.raises(RuntimeError, match="abort"):
         judge_into_cache(FailingPool(batches), table, cache, flush_rows=8192, progress=lambda m: None)
-    keys = [k for part in cache.parts() for k in part.read_parquet().column("key").to_pylist()]
+    keys = [k for k in cache.rows().column("key").to_pylist()]
     assert sorted(keys) == sorted(f"k{i}" for i in range(20))  # returned, stored once each, before the error
 
 

@@ -44,7 +44,7 @@ def test_a_sigkilled_cpu_engine_is_restarted_and_the_run_exits_0_with_each_key_o
     log = open(tmp_path / "run.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "pairank.jobs.cli", "run", str(path)], cwd=ROOT, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-    parts = out / "judgments"
+    parts = out / "tables" / "judgments"
     try:
         deadline = time.monotonic() + 400
         while not (parts.is_dir() and list(parts.glob("**/*.parquet"))):
@@ -58,8 +58,8 @@ def test_a_sigkilled_cpu_engine_is_restarted_and_the_run_exits_0_with_each_key_o
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    cache = JudgmentCache(Location.of(str(out)).join("judgments"))
-    keys = Counter(k for part in cache.parts() for k in part.read_parquet().column("key").to_pylist())
+    cache = JudgmentCache(Location.of(str(out)).join("tables", "judgments"))
+    keys = Counter(k for k in cache.rows().column("key").to_pylist())
     assert len(keys) == TOTAL and set(keys.values()) == {1}, keys.most_common(3)
     assert cache.read().column("error").null_count == TOTAL
     report = json.loads((out / "runs" / "engine-lost" / "report.json").read_text())

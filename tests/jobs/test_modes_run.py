@@ -76,7 +76,7 @@ def calls(result) -> Counter:
 
 
 def run_rows(result) -> list[dict]:
-    table = JudgmentCache(result.layout.root.join("judgments")).read()
+    table = JudgmentCache(result.layout.root.join("tables", "judgments")).read()
     mode = result.report["settings"]["judging"]["mode"]
     return [r for r in table.to_pylist() if (sampling_mode(r["sampling"]) or "logprob") == mode]
 
@@ -96,7 +96,7 @@ def test_every_mode_runs_end_to_end_on_the_cpu_judge(ray_local, default_model, s
         assert all(json.loads(r["raw_text"]).keys() == {"score_a", "score_b"} for r in rows)
     elif mode == "prepair_pairwise":  # PRePair^: each output analysed once per ordered pair, seeing both
         assert made["analysis_pairwise"] == 24 and made["pairwise"] == 12
-        passes = JudgmentCache(result.layout.root.join("passes"), PASSES).read()
+        passes = JudgmentCache(result.layout.root.join("tables", "passes"), PASSES).read()
         assert passes.num_rows == 24 and set(passes.column("focus").to_pylist()) == {"A", "B"}
     else:
         assert made["pairwise"] == 12

@@ -131,6 +131,7 @@ def test_nights_insert_only_new_outputs(tmp_path, summeval_tables, contexts, ray
                               "nights": ["2026-11-20", "2026-11-21"]}  # fmt: skip
     assert sorted(r["system"] for r in doc["rows"] if r["aspect"] == OVERALL) == sorted(OLD + [NEW])
     assert len(doc["history"]) == len(history)
+    as_of_night2 = {name: (folder / name).read_bytes() for name in ("leaderboard.parquet", "history.parquet")}
     report = json.loads(second.run.report_json.read_text())
     assert report["counts"]["judged_now"] == c2["judged_now"] and report["nightly"]["commit"] == 2
     manifest = second.run.manifest.read_json()
@@ -162,6 +163,14 @@ def test_nights_insert_only_new_outputs(tmp_path, summeval_tables, contexts, ray
 
     # `pairank leaderboard` over the root still reads the nightly runs
     assert main(["leaderboard", "--root", str(out), "--runs", "board-2026-11-21", "--n-boot", "10"]) == 0
+
+    # a past night's leaderboard is rebuilt exactly from the log, by night label or commit number
+    for as_of in ("2026-11-21", "2"):
+        assert main(["leaderboard", "--root", str(out), "--nightly", "board", "--as-of", as_of]) == 0
+        past = out / "leaderboard" / "as-of" / "2026-11-21"
+        assert {name: (past / name).read_bytes() for name in as_of_night2} == as_of_night2
+        assert json.loads((past / "leaderboard.json").read_text()) == doc
+    assert main(["leaderboard", "--root", str(out), "--nightly", "board", "--as-of", "1999-01-01"]) == 2
 
 
 def test_a_writer_that_loses_the_commit_race(tmp_path, summeval_tables, contexts, ray_local):

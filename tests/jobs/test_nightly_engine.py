@@ -61,7 +61,7 @@ def night(label: str):
 
 
 def cached() -> dict[str, dict]:
-    table = JudgmentCache(Location.of(ROOT_URI).join("judgments")).read()
+    table = JudgmentCache(Location.of(ROOT_URI).join("tables", "judgments")).read()
     return {r["key"]: r for r in table.to_pylist()}
 
 

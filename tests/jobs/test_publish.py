@@ -59,6 +59,11 @@ def test_leaderboard_of_a_simulated_run(tmp_path, small_input, ray_local, capsys
     out = tmp_path / "store"
     result = run_job(parse_spec(spec_for(small_input, out), "test"), progress=lambda m: None)
     assert result.errors == 0 and result.judged > 0
+    # the run report's judge bias: a full matrix judges every pair in both orders; no system is named "simulated"
+    bias = result.report["judge_bias"]
+    assert [(r["aspect"], r["n_pairs"]) for r in bias["flips"]] == [("coherence", 8 * 10), ("fluency", 8 * 10)]
+    assert [r["aspect"] for r in bias["length"]] == ["coherence", "fluency"] and bias["self_preference"] == []
+    assert "## Judge bias" in result.layout.report_md.read_text()
 
     assert main(["leaderboard", "--root", str(out), "--n-boot", "60", "--seed", "2"]) == 0
     folder = out / "leaderboard"
@@ -91,11 +96,12 @@ def test_leaderboard_of_a_simulated_run(tmp_path, small_input, ray_local, capsys
     assert meta["baseline"] == "M0" and meta["judges"] and meta["generated_at"]
     assert meta["judgments"]["used"] == len(JudgmentCache(RunLayout.of(str(out), "x").judgments).read())
     assert len(meta["rows"]) == len(rows)
+    assert meta["judge_bias"]["flips"] == bias["flips"]  # the board's judgments are the run's
     assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no temporary files left
 
     dom, shot = render(folder / "index.html", tmp_path / "chromium")
     check_rows_in_dom(dom, rows)
-    assert "Position bias" in dom and "Spearman against human scores" in dom
+    assert "Position bias" in dom and "Spearman against human scores" in dom and "Judge bias" in dom
     check_screenshot(shot)
 
 

@@ -42,13 +42,20 @@ def write_spec(tmp_path: Path) -> Path:
 
 
 def parts_on_s3(client) -> list[str]:
-    listing = client.list_objects_v2(Bucket="pairank", Prefix="killstore/judgments/")
-    return sorted(o["Key"] for o in listing.get("Contents", []))
+    """The judgment table's data files on S3 (committed or not)."""
+    listing = client.list_objects_v2(Bucket="pairank", Prefix="killstore/tables/judgments/")
+    return sorted(o["Key"] for o in listing.get("Contents", []) if "/_delta_log/" not in o["Key"])
+
+
+def commits_on_s3(client) -> int:
+    """Appends committed to the judgment table (its Delta log's versions after the creating one)."""
+    listing = client.list_objects_v2(Bucket="pairank", Prefix="killstore/tables/judgments/_delta_log/")
+    return sum(1 for o in listing.get("Contents", []) if o["Key"].endswith(".json")) - 1
 
 
 def all_rows() -> list[dict]:
-    cache = JudgmentCache(Location.of("s3://pairank/killstore/judgments"))
-    return [row for part in cache.parts() for row in part.read_parquet().to_pylist()]
+    cache = JudgmentCache(Location.of("s3://pairank/killstore/tables/judgments"))
+    return [row for row in cache.rows().to_pylist()]
 
 
 def test_import_to_s3_with_the_cli(s3_server, shared_data):
@@ -73,7 +80,7 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice(s3_server, defau
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 400
-        while not parts_on_s3(s3_server):
+        while commits_on_s3(s3_server) < 1:
             assert proc.poll() is None, (tmp_path / "run1.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "no judgment part written in time"
             time.sleep(0.1)

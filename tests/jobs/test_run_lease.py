@@ -56,8 +56,8 @@ def manifest_state(out, name: str) -> str | None:
 
 
 def stored_keys(out) -> Counter:
-    cache = JudgmentCache(Location.of(str(out)).join("judgments"))
-    return Counter(k for part in cache.parts() for k in part.read_parquet().column("key").to_pylist())
+    cache = JudgmentCache(Location.of(str(out)).join("tables", "judgments"))
+    return Counter(k for k in cache.rows().column("key").to_pylist())
 
 
 def test_a_second_run_of_a_name_is_refused_while_the_first_judges(tmp_path, summeval_tables):

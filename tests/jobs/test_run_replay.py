@@ -88,11 +88,11 @@ def test_replay_run_ranks_in_human_order_and_rerun_asks_nothing(tiny_input, tmp_
     assert set(rankings.column("method").to_pylist()) == {"win_ratio_hard", "win_ratio_soft"}
     assert "Spearman with human scores" in layout.report_md.read_text()
     assert layout.manifest.read_json()["state"] == "done"
-    parts = [p.uri for p in JudgmentCache(layout.judgments).parts()]
+    version = JudgmentCache(layout.judgments).version()
 
     second = run_job(spec, progress=lambda m: None)
     assert (second.cached, second.judged) == (12, 0)
-    assert [p.uri for p in JudgmentCache(layout.judgments).parts()] == parts  # nothing new written
+    assert JudgmentCache(layout.judgments).version() == version  # nothing new written
 
 
 @pytest.mark.usefixtures("ray_local")
@@ -127,7 +127,7 @@ def test_replay_run_reads_and_writes_s3(s3_server, tiny_input, tmp_path):
     assert (result.judged, result.errors) == (12, 0)
     keys = {o["Key"] for o in s3_server.list_objects_v2(Bucket="pairank", Prefix="store/")["Contents"]}
     assert "store/runs/replay/report.md" in keys and "store/runs/replay/rankings.parquet" in keys
-    assert any(k.startswith("store/judgments/part-") for k in keys)
+    assert any(k.startswith("store/tables/judgments/_delta_log/") for k in keys)
     report = Location.of("s3://pairank/store/runs/replay/report.json").read_json()
     # credentials and the endpoint never reach an output
     text = Location.of("s3://pairank/store/runs/replay/report.md").read_text() + str(report)

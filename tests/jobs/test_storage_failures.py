@@ -73,7 +73,7 @@ def test_a_30_s_stall_of_s3_mid_run_is_waited_out(ray_local, summeval_tables, tm
     assert code == 0, capsys.readouterr().err[-2000:]
     assert time.monotonic() - started >= STALL_S  # the stall happened inside the run
     assert any("could not" in r.getMessage() and "retrying" in r.getMessage() for r in caplog.records)
-    table = JudgmentCache(Location.of(out).join("judgments")).read()
+    table = JudgmentCache(Location.of(out).join("tables", "judgments")).read()
     assert table.num_rows == 3 * 5 * 4 and Location.of(out).join("runs/stall/report.md").exists()
 
 

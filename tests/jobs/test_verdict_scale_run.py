@@ -102,7 +102,7 @@ def test_a_five_level_run_is_judged_stored_and_scored_with_the_decisive_weight(
     assert len(prompts) == 6 and all(p.count("[[A>>B]] if") == 1 and "[[C]]" not in p for p in prompts)
 
     # stored: the level's label and p_a, the scale in the judge identity
-    rows = JudgmentCache(Location.of(store).join("judgments")).read().to_pylist()
+    rows = JudgmentCache(Location.of(store).join("tables", "judgments")).read().to_pylist()
     assert len(rows) == 6
     for r in rows:
         expected = level(r["candidate_a"], r["candidate_b"])
@@ -128,7 +128,7 @@ def test_a_five_level_run_is_judged_stored_and_scored_with_the_decisive_weight(
     three = run_job(spec(three_candidates, store, "three", endpoint))
     assert (three.judged, three.cached) == (6, 0)
     assert all("[[C]] for a tie" in p and "[[A>>B]]" not in p for p in Completions.prompts[-6:])
-    rows = JudgmentCache(Location.of(store).join("judgments")).read().to_pylist()
+    rows = JudgmentCache(Location.of(store).join("tables", "judgments")).read().to_pylist()
     assert len(rows) == 12 and len({r["key"] for r in rows}) == 12
     assert sorted((r["label"], r["p_a"]) for r in rows if "verdict_scale" not in r["sampling"]) == [
         ("A", 1.0), ("A", 1.0), ("A", 1.0), ("B", 0.0), ("B", 0.0), ("B", 0.0)

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from pairank.operators.judge_bias import judge_bias
 from pairank.operators.leaderboard import (
     OVERALL,
     LeaderboardOptions,
@@ -247,11 +248,13 @@ def test_options_are_checked():
 
 
 NASTY = '<script>alert("x")</script>&M'
+#: A system named like the judge model ("simulated"), so the page has a self-preference row.
+SELF = "org/Simulated"
 
 
 def page_inputs(simulated):
     judgments, cands, _ = simulated
-    sysmap = {"S6": NASTY}
+    sysmap = {"S6": NASTY, "S5": SELF}
     cands = cands.set_column(3, "system", pa.array([sysmap.get(s, s) for s in cands.column("system").to_pylist()]))
     board = leaderboard(judgments, cands, winrates_table(), LeaderboardOptions(n_boot=50))
     bias = pa.Table.from_pylist([{"run": "night-1", "aspect": "coherence", "n": 3600, "slot_a_win_fraction": 0.56,
@@ -261,16 +264,26 @@ def page_inputs(simulated):
     validate(bias.drop_columns(["run"]), POSITION_BIAS, "bias")
     validate(spear.drop_columns(["run"]), SPEARMAN, "spearman")
     meta = {"generated_at": "2026-01-01T00:00:00+00:00", "runs": ["night-1"], "judges": board.judges, "n_boot": 50,
-            "seed": 0, "baseline": board.baseline, "counts": board.counts, "prior_ties": 1.0}
-    return board, render_html(board.table, meta, bias, spear)
+            "seed": 0, "baseline": board.baseline, "counts": board.counts, "prior_ties": 1.0,
+            "judge_bias": judge_bias(judgments, cands)}
+    return board, render_html(board.table, meta, bias, spear), meta
 
 
 def test_page_is_self_contained_and_escaped(simulated):
-    board, page = page_inputs(simulated)
+    board, page, meta = page_inputs(simulated)
     assert "<script" not in page and "&lt;script&gt;" in page
     for bad in ("<link", "src=", "url(", "@import", "<iframe", "https://"):
         assert bad not in page, bad
-    assert page.count("<svg") == 2 + 1 + 2  # strengths (overall, coherence), win rates, bias, Spearman
+    # strengths (overall, coherence), win rates, position bias, judge bias (length, flips), Spearman
+    assert page.count("<svg") == 2 + 1 + 1 + 2 + 1
+    assert "<h2>Judge bias</h2>" in page and "Not applicable" not in page
+    # S5, named like the judge model, is the one self-preference row: its comparisons and wins (no ties here)
+    # are the board's, and no other judge model judged it
+    [own] = meta["judge_bias"]["self_preference"]
+    [s5] = [r for r in board.table.to_pylist() if r["system"] == SELF and r["aspect"] == "coherence"]
+    assert (own["system"], own["judge_model"], own["others_n"]) == (SELF, "simulated", 0)
+    assert (own["n"], own["wins"]) == (s5["n_judgments"], s5["n_wins"]) and own["n"] == 120 * 5 * 2
+    assert f"<td>{own['n']}</td>" in page and "org/Simulated" in page
     for r in board.table.to_pylist():
         assert strength_text(r) in page
         if r["winrate_estimate"] is not None:
@@ -279,13 +292,14 @@ def test_page_is_self_contained_and_escaped(simulated):
 
 @pytest.mark.browser
 def test_page_renders_in_headless_chromium(simulated, tmp_path):
-    board, page = page_inputs(simulated)
+    board, page, _ = page_inputs(simulated)
     index = tmp_path / "index.html"
     index.write_text(page, encoding="utf-8")
     dom, shot = render(index, tmp_path / "chromium")
     check_rows_in_dom(dom, board.table.to_pylist())
     assert "<script" not in dom.split("</head>")[-1]  # the nasty system name stayed text
     assert "Position bias" in dom and "Spearman against human scores" in dom and "Win rates against S1" in dom
+    assert "Judge bias" in dom and "Flips when the slots swap" in dom
     check_screenshot(shot)
 
 

@@ -22,7 +22,9 @@ def race(log: CommitLog, writers: int) -> tuple[list, list]:
     def write(i: int) -> None:
         start.wait()
         try:
-            won.append(log.commit(0, {"night": f"n{i}", "folder": f"nights/n{i}"}))
+            mine = CommitLog(log.layout)  # each writer its own, as each night is its own process
+            mine.commits()
+            won.append(mine.commit(0, {"night": f"n{i}", "folder": f"nights/n{i}"}))
         except CommitConflict as exc:
             lost.append(str(exc))
 
@@ -41,6 +43,7 @@ def check_race(log: CommitLog) -> None:
     assert head.seq == 1 and head.night == won[0].night and head.record["parent"] == 0
     assert all(f"committed night {won[0].night!r} as commit 1" in m for m in lost)
     # the next commit goes on top of the winner
+    log.commits()
     assert log.commit(1, {"night": "next", "folder": "nights/next"}).seq == 2
     assert [c.night for c in log.commits()] == [won[0].night, "next"]
 
@@ -48,8 +51,12 @@ def check_race(log: CommitLog) -> None:
 def test_racing_local_writers_commit_once(tmp_path):
     log = CommitLog(NightlyLayout(Location.of(str(tmp_path)), "board"))
     check_race(log)
-    # no temporary file is left beside the records
-    assert sorted(p.name for p in (tmp_path / "nightly/board/commits").iterdir()) == ["000001.json", "000002.json"]
+    # one Delta commit per night; the losers left no version (writers racing to create the log may each
+    # commit a CREATE TABLE of the same schema: harmless)
+    from deltalake import DeltaTable
+
+    ops = [h["operation"] for h in DeltaTable(str(tmp_path / "nightly/board/log")).history()]
+    assert ops.count("WRITE") == 2 and set(ops) == {"WRITE", "CREATE TABLE"}
 
 
 @pytest.mark.s3
@@ -65,11 +72,33 @@ def test_create_exclusive_keeps_the_first(tmp_path):
     assert loc.read_bytes() == b"first"
 
 
-def test_a_broken_commit_record_is_named(tmp_path):
+def test_a_writer_whose_snapshot_is_stale_conflicts_without_racing(tmp_path):
     layout = NightlyLayout(Location.of(str(tmp_path)), "board")
-    layout.commit_file(1).write_text("{not json")
-    with pytest.raises(ValueError, match="000001.json: not a nightly commit record"):
+    slow, fast = CommitLog(layout), CommitLog(layout)
+    assert slow.commits() == [] and fast.commits() == []
+    fast.commit(0, {"night": "fast", "folder": "nights/fast"})
+    with pytest.raises(CommitConflict, match="committed night 'fast' as commit 1"):
+        slow.commit(0, {"night": "slow", "folder": "nights/slow"})
+    slow.commits()  # read again: on top of the new head
+    assert slow.commit(1, {"night": "slow", "folder": "nights/slow"}).seq == 2
+
+
+def test_a_former_log_is_migrated_checked_and_left_as_it_was(tmp_path):
+    from pairank.storage.commits import FormerLog, migrate_log
+
+    layout = NightlyLayout(Location.of(str(tmp_path)), "board")
+    for seq in (1, 2):
+        record = {"seq": seq, "parent": seq - 1, "night": f"n{seq}", "folder": f"nights/n{seq}", "counts": {"x": seq}}
+        layout.former_commits.join(f"{seq:06d}.json").write_json(record)
+    with pytest.raises(FormerLog, match="store migrate --root"):
         CommitLog(layout).commits()
+    assert migrate_log(layout) == 2
+    commits = CommitLog(layout).commits()
+    assert [(c.seq, c.night, c.record["counts"]) for c in commits] == [(1, "n1", {"x": 1}), (2, "n2", {"x": 2})]
+    assert len(layout.former_commits.files(suffix=".json")) == 2
+    layout.former_commits.join("000003.json").write_text("{not json")
+    with pytest.raises(ValueError, match="000003.json: not a nightly commit record"):
+        migrate_log(NightlyLayout(Location.of(str(tmp_path)), "board"))
 
 
 def candidates(rows: list[tuple[str, str, str, str]]) -> pa.Table:

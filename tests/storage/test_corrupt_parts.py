@@ -42,10 +42,10 @@ def store(tmp_path, summeval_tables, ray_local):
 def test_a_corrupt_part_is_named_then_quarantined_and_its_comparisons_asked_again(store, damage, capsys):
     root, spec = store
     cache = JudgmentCache(RunLayout.of(str(root), "x").judgments)
-    parts = cache.parts()
-    assert len(parts) >= 3  # flush_rows 8
-    victim = parts[1]
-    held = victim.read_parquet().num_rows
+    files = cache.files()
+    assert len(files) >= 3  # flush_rows 8
+    held = cache.read_files([files[1]]).num_rows
+    victim = cache.folder.join(files[1])
     damaged = DAMAGE[damage](victim.read_bytes())
     victim.write_bytes(damaged)
 
@@ -62,22 +62,24 @@ def test_a_corrupt_part_is_named_then_quarantined_and_its_comparisons_asked_agai
     out = capsys.readouterr()
     lines = out.out.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"bad: {victim.uri}: not a readable Parquet file ({len(damaged)} bytes")
-    assert f"{len(parts)} parts read, 1 bad, 1 left in place" in out.err
+    assert f"{len(files)} data files read, 1 bad, 1 left in place" in out.err
     assert victim.exists()
 
     assert main(["store", "verify", "--root", str(root), "--quarantine"]) == 0
-    moved = Location.of(str(root)).join("quarantine", "judgments", victim.uri.rsplit("/", 1)[-1])
+    moved = Location.of(str(root)).join("quarantine", "judgments", files[1])
     assert not victim.exists() and moved.exists() and f"-> moved to {moved.uri}" in capsys.readouterr().out
     assert moved.read_bytes() == damaged  # kept, not deleted
+    assert files[1] not in cache.files() and len(cache.files()) == len(files) - 1  # a version without it
 
     again = run_job(spec, progress=quiet)
     assert (again.cached, again.judged, again.errors) == (24 - held, held, 0)
     assert main(["store", "verify", "--root", str(root)]) == 0
 
 
-def test_a_part_of_another_schema_is_listed_by_verify(store, capsys):
+def test_a_data_file_of_another_schema_is_listed_by_verify(store, capsys):
     root, _ = store
-    stray = Location.of(str(root)).join("judgments", "part-stray.parquet")
+    cache = JudgmentCache(RunLayout.of(str(root), "x").judgments)
+    stray = cache.folder.join(cache.files()[0])  # replaced by another tool's file
     stray.write_parquet(pa.table({"key": ["k"], "verdict": [1]}))
     assert main(["store", "verify", "--root", str(root)]) == 2
     line = capsys.readouterr().out.strip()

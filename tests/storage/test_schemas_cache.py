@@ -229,10 +229,9 @@ def test_cache_read_merges_parts_one_row_per_key(tmp_path: Path) -> None:
             judgment("error-then-verdict", 0.6, at=10),
         )
     )
-    assert first is not None and second is not None and first.path != second.path
-    assert [p.path for p in cache.parts()] == sorted([first.path, second.path])
+    assert first is not None and second == first + 1  # one Delta commit per append
     assert cache.append(JUDGMENTS.empty_table()) is None
-    assert len(cache.parts()) == 2
+    assert cache.version() == second and cache.rows().num_rows == 9  # every row kept, merged on read
 
     got = {r["key"]: r for r in cache.read().to_pylist()}
     assert set(got) == {"verdict-then-error", "old-then-new", "error-then-error", "only-first", "error-then-verdict"}
@@ -261,31 +260,36 @@ def test_latest_per_key_within_one_table() -> None:
     assert out.column("p_a").to_pylist() == [0.5, 0.3]
 
 
-def test_cache_ignores_hidden_and_underscore_files(tmp_path: Path) -> None:
+def test_cache_reads_only_files_its_log_names(tmp_path: Path) -> None:
     folder = tmp_path / "cache"
     cache = JudgmentCache(Location.of(str(folder)))
     cache.append(judgments(judgment("k", 0.7)))
-    # A half-written part of a killed writer, and marker files, that are not judgments at all.
-    (folder / ".part-x.parquet.tmp").write_bytes(b"PAR1 half written")
-    (folder / ".part-y.parquet").write_bytes(b"not parquet")
+    committed = cache.files()
+    # The data file of a writer killed before its commit, and files that are not judgments at all.
+    (folder / "part-00000-uncommitted-c000.zstd.parquet").write_bytes(b"PAR1 half written")
+    pq.write_table(judgments(judgment("orphan", 0.1)), str(folder / "part-00001-orphan-c000.zstd.parquet"))
     (folder / "_SUCCESS").write_bytes(b"")
-    (folder / "_metadata.parquet").write_bytes(b"junk")
     (folder / "README.txt").write_text("notes")
-    assert [Path(p.path).name for p in cache.parts()] == sorted(n for n in os.listdir(folder) if n.startswith("part-"))
-    out = cache.read()
-    assert out.column("key").to_pylist() == ["k"]
+    assert cache.files() == committed and len(committed) == 1 and committed[0].startswith("aspect=")
+    assert cache.read().column("key").to_pylist() == ["k"]
 
 
-def test_corrupt_part_names_its_path(tmp_path: Path) -> None:
+def test_bad_rows_name_their_file(tmp_path: Path) -> None:
+    from deltalake import write_deltalake
+
+    from pairank.storage.cache import with_buckets
+
     folder = tmp_path / "cache"
     cache = JudgmentCache(Location.of(str(folder)))
     cache.append(judgments(judgment("good", 0.7)))
-    bad = folder / "part-zzz-bad.parquet"  # written by something that skipped validation
-    pq.write_table(judgments(judgment("ok", 0.3), judgment("bad", 1.7)), str(bad))
+    before = set(cache.files())
+    # committed by another tool that skipped pairank's validation
+    write_deltalake(str(folder), with_buckets(judgments(judgment("ok", 0.3), judgment("bad", 1.7))), mode="append")
+    (bad,) = set(cache.files()) - before
     with pytest.raises(TableError) as info:
         cache.read()
     msg = str(info.value)
-    assert str(bad) in msg
+    assert str(folder / bad) in msg
     assert "row 1" in msg and "expected a float in [0, 1], found 1.7" in msg
 
 
@@ -293,7 +297,7 @@ def test_append_validates(tmp_path: Path) -> None:
     cache = JudgmentCache(Location.of(str(tmp_path / "cache")))
     with pytest.raises(TableError, match="found 1.7"):
         cache.append(judgments(judgment("k", 1.7)))
-    assert cache.parts() == []
+    assert cache.files() == [] and not cache.exists()
 
 
 # --- Location (local) --------------------------------------------------------------------------

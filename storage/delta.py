@@ -1,0 +1,140 @@
+"""Delta Lake tables on a :class:`~pairank.storage.fs.Location`: open, create, append, scan.
+
+pairank's stores (judgments, first passes) are Delta tables written with the
+``deltalake`` package (delta-rs: no JVM, no catalog service). Every append is one
+Delta commit: it appears whole or not at all, and concurrent writers each get
+their own version.
+
+**Committing safely on S3.** A Delta commit creates ``_delta_log/<version>.json``
+and must fail if another writer created that version first. delta-rs does that
+with a conditional PUT (``If-None-Match: *``), which it uses when the storage
+option ``conditional_put`` is ``etag``: AWS S3 (since 2024), SeaweedFS and MinIO
+support it, so no lock service (DynamoDB) is needed. :func:`storage_options`
+sets it, with the endpoint and region of pairank's own S3 settings
+(``AWS_ENDPOINT_URL[_S3]``, ``AWS_REGION``); credentials come from the usual
+AWS environment. On a local disk delta-rs commits by an atomic rename that fails
+when the name exists.
+
+**Conflicts.** Blind appends never conflict in Delta; delta-rs re-reads the log and
+tries the next version when it lost a race. Under heavy contention it gives up
+after its own retries (``CommitFailedError``); :func:`append` then tries again,
+with jittered backoff, for up to :data:`COMMIT_RETRY_S` seconds. A commit that
+failed wrote no log entry, so trying again cannot add the rows twice (its data
+files are unreferenced and ``vacuum`` removes them).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
+
+from pairank.storage.fs import Location, StorageError
+
+log = logging.getLogger(__name__)
+
+#: How long an append keeps retrying commits lost to other writers.
+COMMIT_RETRY_S = 120.0
+
+
+def storage_options(loc: Location) -> dict[str, str] | None:
+    """delta-rs storage options for ``loc``: None locally; on S3 the endpoint, region and conditional commits."""
+    if loc.is_local:
+        return None
+    opts = {
+        "AWS_REGION": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+        "conditional_put": "etag",
+    }
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        opts["AWS_ENDPOINT_URL"] = endpoint
+        if endpoint.startswith("http://"):
+            opts["AWS_ALLOW_HTTP"] = "true"
+    return opts
+
+
+def table_uri(loc: Location) -> str:
+    return loc.path if loc.is_local else loc.uri
+
+
+def is_table(loc: Location) -> bool:
+    """Whether ``loc`` holds a Delta table (its ``_delta_log`` has a commit)."""
+    from deltalake import DeltaTable
+
+    if not loc.join("_delta_log").is_dir():  # also: a file, or nothing, at ``loc``
+        return False
+    return bool(loc._retrying("look up its Delta log", lambda: DeltaTable.is_deltatable(table_uri(loc),
+                                                                                       storage_options(loc))))
+
+
+def open_table(loc: Location, version: int | None = None):
+    """The :class:`deltalake.DeltaTable` at ``loc`` (at ``version``, else the newest); FileNotFoundError if none."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return loc._retrying("open the Delta table", lambda: DeltaTable(table_uri(loc), version=version,
+                                                                         storage_options=storage_options(loc)))
+    except TableNotFoundError:
+        raise FileNotFoundError(f"{loc.uri}: no Delta table here") from None
+    except Exception as exc:  # delta-rs' DeltaError for a version that does not exist, a bad log
+        raise StorageError(loc.uri, f"open the Delta table{f' at version {version}' if version is not None else ''}",
+                           exc) from exc
+
+
+def ensure_table(loc: Location, schema: pa.Schema, partition_by: Sequence[str]) -> None:
+    """Create the table at ``loc`` if there is none. Several writers may race: all of them end with one table
+    (delta-rs may let two of them commit a CREATE TABLE, as versions 0 and 1, of the same schema: harmless;
+    appends that meet it retry, see :func:`append`)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import CommitFailedError
+
+    if is_table(loc):
+        return
+    try:
+        loc._retrying("create the Delta table", lambda: DeltaTable.create(
+            table_uri(loc), schema=schema, partition_by=list(partition_by), mode="ignore",
+            storage_options=storage_options(loc)))  # fmt: skip
+    except CommitFailedError:  # another writer created it first
+        if not is_table(loc):
+            raise
+
+
+def append(loc: Location, table: pa.Table, metadata: dict[str, str] | None = None) -> int:
+    """Append ``table`` to the Delta table at ``loc`` as one commit; returns the version it became."""
+    from deltalake import CommitProperties, WriterProperties, write_deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    props = CommitProperties(custom_metadata=metadata or {})
+    start, delay = time.monotonic(), 0.05
+    while True:
+        dt = open_table(loc)
+        try:
+            loc._retrying("append to the Delta table", lambda dt=dt: write_deltalake(
+                dt, table, mode="append", writer_properties=WriterProperties(compression="ZSTD"),
+                commit_properties=props))  # fmt: skip
+            return dt.version()  # the table object moved to the version its own commit made
+        except CommitFailedError as exc:
+            if time.monotonic() - start > COMMIT_RETRY_S:
+                raise StorageError(loc.uri, "commit an append (other writers kept winning)", exc) from exc
+            time.sleep(random.uniform(delay / 2, delay))
+            delay = min(delay * 2, 2.0)
+
+
+def dataset(loc: Location, version: int | None = None) -> pads.Dataset:
+    """The table's data files as a pyarrow dataset read through ``loc``'s own filesystem (partition columns filled)."""
+    dt = open_table(loc, version)
+    fs = pafs.SubTreeFileSystem(loc.path, loc.fs)
+    return dt.to_pyarrow_dataset(filesystem=fs)
+
+
+def scan(loc: Location, expression: pads.Expression | None, version: int | None = None) -> pa.Table:
+    """The rows of the table that satisfy ``expression`` (partition filters prune files, the rest filters rows)."""
+    data = dataset(loc, version)
+    return loc._retrying("read the Delta table", lambda: data.to_table(filter=expression))
