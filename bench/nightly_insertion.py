@@ -46,6 +46,7 @@ def main() -> None:
     from pairank.jobs.spec import parse_spec
     from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
+    from pairank.storage.layout import RunLayout
 
     data = ensure_summeval()
     cand = pq.read_table(data / "candidates.parquet")
@@ -86,7 +87,7 @@ def main() -> None:
 
         n1 = drop(prefix.join("night-1"), contexts[:OLD_CONTEXTS], old)
         c1, s1, r1 = night("night-1")
-        cache = JudgmentCache(Location.of(str(Path(tmp) / "store")).join("judgments"))
+        cache = JudgmentCache(RunLayout.of(str(Path(tmp) / "store"), "").judgments)
         before = set(cache.read().column("key").to_pylist())
         rows.append(["night 1: nightly (all new)", n1, c1["judged_now"], round(rho(r1, "pairs_anchors"), 3), round(s1, 1)])
 

@@ -7,7 +7,7 @@ other (one engine at a time), with a cold prefix cache:
 
 * ``pipeline``: ``jobs.run.run_job`` on the spec (a fresh temporary output root, so
   nothing is cached): local Ray start, the fixed actor pool of JudgeStage, Ray Data
-  map_batches, judgment parts appended every ``flush_rows`` rows, then the report.
+  map_batches, judgments committed every ``flush_rows`` rows, then the report.
 * ``bare``: ``VllmJudge.score`` in a loop over the same prompts in batches of
   ``pool.batch_size``; no Ray, no storage.
 
@@ -158,7 +158,7 @@ def arm_pipeline(args) -> dict:
             runtime.ensure_ray = real_ensure
         t_end = time.time()
         table = JudgmentCache(result.layout.judgments).read()
-        parts = len(JudgmentCache(result.layout.judgments).parts())
+        parts = JudgmentCache(result.layout.judgments).version()  # one commit per flush (version 0 creates it)
         # Actor-side batches: rows stamped with the same created_at came out of one judge() call.
         stamps = table.group_by("created_at").aggregate([("seconds", "sum"), ("key", "count")]).sort_by("created_at")
         actor_batches = [

@@ -95,14 +95,14 @@ def prepare_data(wait_s: float) -> dict:
 
     deadline = time.time() + wait_s
     while not matrix_report().is_file():
-        if DATA.is_file() and not (MATRIX_ROOT / "judgments").is_dir():
+        if DATA.is_file() and not (MATRIX_ROOT / "tables" / "judgments").is_dir():
             print(f"no matrix run under {MATRIX_ROOT}; replaying {DATA} as it is")
             return {"source": str(DATA.relative_to(C.ROOT)), "written": False}
         if time.time() > deadline:
             raise SystemExit(f"{matrix_report()} not there after {wait_s:.0f} s: the matrix is not judged yet")
         print(f"waiting for the matrix ({matrix_report().relative_to(C.ROOT)}) ...", flush=True)
         time.sleep(30)
-    table = JudgmentCache(Location.of(str(MATRIX_ROOT / "judgments"))).read()
+    table = JudgmentCache(Location.of(str(MATRIX_ROOT / "tables" / "judgments"))).read()
     errors = table.num_rows - table.column("error").null_count
     table = table.filter(pc.is_null(table.column("error")))
     order = pc.sort_indices(table, [(c, "ascending") for c in ("aspect", "context_id", "candidate_a", "candidate_b")])

@@ -10,7 +10,9 @@ reader, each in a fresh process so its peak RSS (``ru_maxrss``) is its own:
 - ``whole``: ``JudgmentCache.read()`` of everything, which is what every run did
   before the store was partitioned (the former part-folder store read every part).
 - ``baseline``: the same process importing pairank and opening the table, reading
-  nothing: the RSS that is not the read's.
+  nothing: the RSS that is not the read's. Peak RSS is the process's VmHWM.
+- ``nightly``: 30 nights committed one after another to a nightly log (local
+  disk): seconds per commit, and of reading the log.
 - ``compact``: a second store of ``--small-commits`` appends of 50 rows (a
   run with a tiny ``flush_rows``), then ``pairank.storage.maintenance.compact``:
   files before and after, seconds, and a scoped read's seconds before and after.
@@ -30,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -117,7 +118,7 @@ def measure(store: str, case: str, group: list | None) -> dict:
         keys = group_table(j, a, c, int(os.environ["BENCH_PER"]), seed=int(os.environ["BENCH_SEED"])).column("key")
         keys = keys.to_pylist()
     delta.open_table(cache.folder)
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = high_water_mib()
     t0 = time.perf_counter()
     if case == "scoped":
         table = cache.read(aspects=[a], contexts=[f"ctx-{c:05d}"], keys=keys)
@@ -126,9 +127,15 @@ def measure(store: str, case: str, group: list | None) -> dict:
     else:
         table = None
     seconds = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"case": case, "seconds": round(seconds, 3), "rows": 0 if table is None else table.num_rows,
-            "peak_rss_mib": round(peak / 1024, 1), "rss_before_read_mib": round(base / 1024, 1)}  # fmt: skip
+            "peak_rss_mib": high_water_mib(), "rss_before_read_mib": base}  # fmt: skip
+
+
+def high_water_mib() -> float:
+    """This process's peak RSS (VmHWM). Not ``ru_maxrss``: on Linux that keeps the forking parent's peak across
+    the exec of a child."""
+    status = Path("/proc/self/status").read_text()
+    return round(int(status.split("VmHWM:")[1].split()[0]) / 1024, 1)
 
 
 def in_child(store: Path, case: str, group, per: int, seed: int) -> dict:
@@ -172,6 +179,24 @@ def compaction(store: Path, commits: int) -> dict:
             "scoped_read_seconds_before": round(before_read, 3), "scoped_read_seconds_after": round(timed_read(), 3)}  # fmt: skip
 
 
+def night_commits(work: Path, nights: int = 30) -> dict:
+    """Seconds of one nightly commit (one row of the Delta log, as an application transaction), by night."""
+    from pairank.storage.commits import CommitLog, NightlyLayout
+    from pairank.storage.fs import Location
+
+    log = CommitLog(NightlyLayout(Location.of(str(work / "nightly-root")), "board"))
+    seconds = []
+    for n in range(nights):
+        log.commits()
+        t0 = time.perf_counter()
+        log.commit(n, {"night": f"night-{n:03d}", "folder": f"nights/night-{n:03d}", "counts": {"judged": n}})
+        seconds.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    assert len(log.commits()) == nights
+    return {"nights": nights, "commit_seconds_median": round(sorted(seconds)[nights // 2], 4),
+            "commit_seconds_max": round(max(seconds), 4), "read_log_seconds": round(time.perf_counter() - t0, 4)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="100,000 rows, 200 small commits")
@@ -181,6 +206,7 @@ def main() -> None:
     ap.add_argument("--small-commits", type=int, default=2000)
     ap.add_argument("--dir", default=None, help="where to build the stores (default: a temporary folder)")
     ap.add_argument("--skip-whole", action="store_true", help="do not read the whole store")
+    ap.add_argument("--reuse", action="store_true", help="with --dir: read the store built there by an earlier run")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--store", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--group", default=None, help=argparse.SUPPRESS)
@@ -193,7 +219,11 @@ def main() -> None:
     work = Path(args.dir or tempfile.mkdtemp(prefix="pairank-store-scale-"))
     store = work / "store"
     try:
-        built = build(store, args.rows, args.groups, args.commit_rows)
+        if args.reuse and (store / "_delta_log").is_dir():
+            built = json.loads((work / "built.json").read_text())
+        else:
+            built = build(store, args.rows, args.groups, args.commit_rows)
+            (work / "built.json").write_text(json.dumps(built))
         print("built", built, flush=True)
         gs = groups(args.groups)
         pick = len(gs) // 2
@@ -205,7 +235,9 @@ def main() -> None:
             print(r, flush=True)
         small = compaction(work, args.small_commits)
         print("compaction", small, flush=True)
-        result = {"store": built, "reads": reads, "compaction": small,
+        nightly = night_commits(work)
+        print("nightly", nightly, flush=True)
+        result = {"store": built, "reads": reads, "compaction": small, "nightly": nightly,
                   "note": "synthetic rows; reads each in a fresh process; peak RSS includes the imports "
                           "(see the baseline case)"}  # fmt: skip
         name = "store_scale-quick.json" if args.quick else "store_scale.json"

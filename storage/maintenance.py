@@ -107,15 +107,18 @@ def _sorted(table: pa.Table) -> pa.Table:
     return table.take(pc.sort_indices(table, sort_keys=[("key", "ascending")]))
 
 
+def _tables(root: str | Location):
+    """``(name, cache, DeltaTable)`` of each store of the root that has a table."""
+    for name in STORES:
+        cache = store(_root(root), name)
+        if cache.exists():
+            yield name, cache, delta.open_table(cache.folder)
+
+
 def compact(root: str | Location, target_mb: int = 128) -> dict[str, dict]:
     """Merge each table's small files into files of about ``target_mb``; one commit a table. Metrics by store."""
-    root = _root(root)
     out = {}
-    for name in STORES:
-        cache = store(root, name)
-        if not cache.exists():
-            continue
-        table = delta.open_table(cache.folder)
+    for name, cache, table in _tables(root):
         metrics = cache.folder._retrying("compact the Delta table", lambda table=table: table.optimize.compact(
             target_size=target_mb * 2**20))  # fmt: skip
         out[name] = {"files_removed": metrics.get("numFilesRemoved", 0), "files_added": metrics.get("numFilesAdded", 0),
@@ -127,13 +130,8 @@ def vacuum(root: str | Location, retention_hours: int = RETENTION_HOURS, dry_run
     """Delete the files no version of the last ``retention_hours`` needs; by store, the files (to be) deleted."""
     if retention_hours < 0:
         raise ValueError(f"vacuum: retention of {retention_hours} hours: expected 0 or more")
-    root = _root(root)
     out = {}
-    for name in STORES:
-        cache = store(root, name)
-        if not cache.exists():
-            continue
-        table = delta.open_table(cache.folder)
+    for name, cache, table in _tables(root):
         out[name] = cache.folder._retrying("vacuum the Delta table", lambda table=table: table.vacuum(
             retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=False))  # fmt: skip
     return out
