@@ -59,7 +59,7 @@ from pairank.jobs.stages import (
     write_run,
 )
 from pairank.operators.leaderboard import LeaderboardOptions
-from pairank.storage.commits import Commit, CommitLog, NightlyLayout
+from pairank.storage.commits import Commit, CommitLog, NightlyHistory, NightlyLayout
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_prefix
 from pairank.storage.keys import canonical_json, text_hash
@@ -381,14 +381,16 @@ def run_nightly(
 
 
 def history_table(layout: NightlyLayout, commits: list[Commit]) -> pa.Table:
-    """Every committed night's leaderboard snapshot, oldest first, with ``night`` and ``seq`` columns."""
-    parts = []
-    for commit in commits:
+    """Every committed night's leaderboard rows up to the last of ``commits``, oldest first, with ``night`` and
+    ``seq`` columns: from the job's history table, appended first with the nights it lacks."""
+    history = NightlyHistory(layout, LEADERBOARD)
+
+    def snapshot(commit: Commit) -> pa.Table:
         loc = layout.attempt(commit.folder).join("leaderboard.parquet")
-        t = validate(loc.read_parquet(), LEADERBOARD, loc.uri)
-        t = t.append_column("night", pa.array([commit.night] * t.num_rows, pa.string()))
-        parts.append(t.append_column("seq", pa.array([commit.seq] * t.num_rows, pa.int64())))
-    return pa.concat_tables(parts)
+        return validate(loc.read_parquet(), LEADERBOARD, loc.uri)
+
+    history.catch_up(commits, snapshot)
+    return history.read(upto=commits[-1].seq)
 
 
 def publish(root: Location, name: str, progress: Callable[[str], None] = lambda m: None) -> Commit | None:

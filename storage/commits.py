@@ -3,6 +3,8 @@
 ::
 
     <output>/nightly/<name>/log/                       the commit log: a Delta table, one row per committed night
+    <output>/nightly/<name>/history/                   every committed night's leaderboard rows (a Delta table,
+                                                       derived from the log by the publisher: NightlyHistory)
     <output>/nightly/<name>/nights/<night>-<id>/       what one attempt at a night wrote, before its commit:
         input/candidates.parquet, input/human_scores.parquet     the union of the input prefix that night
         state.parquet                                            NIGHTLY_STATE: every context's placements
@@ -38,6 +40,7 @@ import uuid
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.dataset as pads
 
 from pairank.storage import delta
 from pairank.storage.fs import Location
@@ -155,11 +158,18 @@ class CommitLog:
         props = CommitProperties(app_transactions=[Transaction(self.layout.app_id, seq)],
                                  custom_metadata={"pairank.job": f"nightly:{self.layout.name}",
                                                   "pairank.night": str(record["night"])})  # fmt: skip
-        try:
-            self.layout.log._retrying("commit the night", lambda: write_deltalake(
-                table, row, mode="append", commit_properties=props))  # fmt: skip
-        except CommitFailedError as exc:
-            raise self._conflict(seq, record) from exc
+        for _ in range(20):
+            try:
+                self.layout.log._retrying("commit the night", lambda t=table: write_deltalake(
+                    t, row, mode="append", commit_properties=props))  # fmt: skip
+                break
+            except CommitFailedError as exc:
+                table = delta.open_table(self.layout.log)
+                if (table.transaction_version(self.layout.app_id) or 0) != parent:
+                    raise self._conflict(seq, record) from exc
+                # no night was committed since: another change to the log's table (its creation); try again
+        else:
+            raise self._conflict(seq, record)
         self._snapshot = None
         return Commit(seq, record)
 
@@ -217,3 +227,65 @@ def migrate_log(layout: NightlyLayout) -> int:
     if [c.record for c in log.commits()] != records:
         raise ValueError(f"{layout.log.uri}: the copied commits differ from {layout.former_commits.uri}'s")
     return len(records)
+
+
+class NightlyHistory:
+    """Every committed night's leaderboard rows, as a Delta table (``<nightly>/history``) other tools can query.
+
+    It is derived from the log: whoever publishes the latest view first appends the
+    leaderboard snapshot of each commit not yet in it, one Delta commit per night as the
+    application transaction ``pairank-history:<name>`` at version ``seq``, so two
+    publishers cannot add one night twice. Columns: the LEADERBOARD schema, ``night``, ``seq``.
+    """
+
+    def __init__(self, layout: NightlyLayout, schema: pa.Schema):
+        self.layout, self.schema = layout, schema.append(pa.field("night", pa.string(), nullable=False)).append(
+            pa.field("seq", pa.int64(), nullable=False))  # fmt: skip
+
+    @property
+    def folder(self) -> Location:
+        return self.layout.folder.join("history")
+
+    @property
+    def app_id(self) -> str:
+        return f"pairank-history:{self.layout.name}"
+
+    def catch_up(self, commits: list[Commit], snapshot) -> int:
+        """Append the nights of ``commits`` the table lacks; ``snapshot(commit)`` gives a night's leaderboard rows.
+        Returns how many nights were appended here."""
+        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake.exceptions import CommitFailedError
+
+        delta.ensure_table(self.folder, self.schema, [])
+        added = 0
+        for commit in commits:
+            rows = None
+            for _ in range(20):  # until this night is in the table, by this publisher or another
+                table = delta.open_table(self.folder)
+                if (table.transaction_version(self.app_id) or 0) >= commit.seq:
+                    break
+                if rows is None:
+                    rows = snapshot(commit)
+                    rows = rows.append_column(self.schema.field("night"),
+                                              pa.array([commit.night] * rows.num_rows, pa.string()))  # fmt: skip
+                    rows = rows.append_column(self.schema.field("seq"),
+                                              pa.array([commit.seq] * rows.num_rows, pa.int64()))  # fmt: skip
+                props = CommitProperties(app_transactions=[Transaction(self.app_id, commit.seq)])
+                try:
+                    self.folder._retrying("append a night to the history", lambda t=table, r=rows: write_deltalake(
+                        t, r.cast(self.schema), mode="append", commit_properties=props))  # fmt: skip
+                    added += 1
+                    break
+                except CommitFailedError:  # another publisher got there first (this night, or the table's creation)
+                    continue
+            else:
+                raise CommitConflict(f"{self.folder.uri}: could not append night {commit.night!r} in 20 attempts")
+        return added
+
+    def read(self, upto: int) -> pa.Table:
+        """The rows of the nights up to commit ``upto``, oldest night first."""
+        data = delta.dataset(self.folder)
+        table = self.folder._retrying("read the history", lambda: data.to_table(filter=pads.field("seq") <= upto))
+        table = table.select(self.schema.names).cast(self.schema)
+        return table.sort_by([("seq", "ascending"), ("aspect", "ascending"), ("rank", "ascending"),
+                              ("system", "ascending")])  # fmt: skip

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 import random
 import time
+import uuid
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -88,15 +90,26 @@ def open_table(loc: Location, version: int | None = None):
                            exc) from exc
 
 
-def ensure_table(loc: Location, schema: pa.Schema, partition_by: Sequence[str]) -> None:
-    """Create the table at ``loc`` if there is none. Several writers may race: all of them end with one table
-    (delta-rs may let two of them commit a CREATE TABLE, as versions 0 and 1, of the same schema: harmless;
-    appends that meet it retry, see :func:`append`)."""
+def ensure_table(loc: Location, schema: pa.Schema, partition_by: Sequence[str], wait_s: float = 30.0) -> None:
+    """Create the table at ``loc`` if there is none. Of writers racing to create it, the one that creates the
+    marker ``.<name>.creating`` beside it (a conditional create) commits the CREATE TABLE and the others wait for
+    it: delta-rs alone would let two of them commit one (versions 0 and 1), and the second would fail the
+    first writers' commits on top of version 0. A creator that died leaves the marker: after ``wait_s`` the
+    others create the table themselves."""
     from deltalake import DeltaTable
     from deltalake.exceptions import CommitFailedError
 
     if is_table(loc):
         return
+    path, uri = loc.path.rstrip("/"), loc.uri.rstrip("/")
+    parent = Location(loc.fs, posixpath.dirname(path), posixpath.dirname(uri))
+    marker = parent.join(f".{posixpath.basename(path)}.creating")
+    if not marker.create_exclusive(f"{uuid.uuid4().hex}\n".encode()):
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if is_table(loc):
+                return
+            time.sleep(0.05)
     try:
         loc._retrying("create the Delta table", lambda: DeltaTable.create(
             table_uri(loc), schema=schema, partition_by=list(partition_by), mode="ignore",
