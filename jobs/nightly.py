@@ -59,7 +59,7 @@ from pairank.jobs.stages import (
     write_run,
 )
 from pairank.operators.leaderboard import LeaderboardOptions
-from pairank.storage.commits import Commit, CommitLog, NightlyHistory, NightlyLayout
+from pairank.storage.commits import Commit, CommitLog, NightlyLayout, NightlyTable
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_prefix
 from pairank.storage.keys import canonical_json, text_hash
@@ -382,15 +382,18 @@ def run_nightly(
 
 def history_table(layout: NightlyLayout, commits: list[Commit]) -> pa.Table:
     """Every committed night's leaderboard rows up to the last of ``commits``, oldest first, with ``night`` and
-    ``seq`` columns: from the job's history table, appended first with the nights it lacks."""
-    history = NightlyHistory(layout, LEADERBOARD)
+    ``seq`` columns: from the job's history table, appended first with the nights it lacks (as is the state
+    table with the nights' placements)."""
+    tables = {"history": (LEADERBOARD, "leaderboard.parquet", "night", ("aspect", "rank", "system")),
+              "state": (NIGHTLY_STATE, "state.parquet", "committed_night", ("aspect", "context_id", "rank"))}
+    for table, (schema, file, night_column, order) in tables.items():
 
-    def snapshot(commit: Commit) -> pa.Table:
-        loc = layout.attempt(commit.folder).join("leaderboard.parquet")
-        return validate(loc.read_parquet(), LEADERBOARD, loc.uri)
+        def snapshot(commit: Commit, file=file, schema=schema) -> pa.Table:
+            loc = layout.attempt(commit.folder).join(file)
+            return validate(loc.read_parquet(), schema, loc.uri)
 
-    history.catch_up(commits, snapshot)
-    return history.read(upto=commits[-1].seq)
+        NightlyTable(layout, table, schema, night_column, order).catch_up(commits, snapshot)
+    return NightlyTable(layout, "history", LEADERBOARD).read(upto=commits[-1].seq)
 
 
 def publish(root: Location, name: str, progress: Callable[[str], None] = lambda m: None) -> Commit | None:

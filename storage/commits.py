@@ -3,8 +3,9 @@
 ::
 
     <output>/nightly/<name>/log/                       the commit log: a Delta table, one row per committed night
-    <output>/nightly/<name>/history/                   every committed night's leaderboard rows (a Delta table,
-                                                       derived from the log by the publisher: NightlyHistory)
+    <output>/nightly/<name>/history/, state/            every committed night's leaderboard rows and placements
+                                                       (Delta tables derived from the log by the publisher:
+                                                       NightlyTable)
     <output>/nightly/<name>/nights/<night>-<id>/       what one attempt at a night wrote, before its commit:
         input/candidates.parquet, input/human_scores.parquet     the union of the input prefix that night
         state.parquet                                            NIGHTLY_STATE: every context's placements
@@ -229,29 +230,33 @@ def migrate_log(layout: NightlyLayout) -> int:
     return len(records)
 
 
-class NightlyHistory:
-    """Every committed night's leaderboard rows, as a Delta table (``<nightly>/history``) other tools can query.
+class NightlyTable:
+    """Every committed night's rows of one snapshot (``history``: the leaderboard; ``state``: the placements), as
+    a Delta table ``<nightly>/<table>`` other tools can query.
 
     It is derived from the log: whoever publishes the latest view first appends the
-    leaderboard snapshot of each commit not yet in it, one Delta commit per night as the
-    application transaction ``pairank-history:<name>`` at version ``seq``, so two
-    publishers cannot add one night twice. Columns: the LEADERBOARD schema, ``night``, ``seq``.
+    snapshot of each commit not yet in it, one Delta commit per night as the
+    application transaction ``pairank-<table>:<name>`` at version ``seq``, so two
+    publishers cannot add one night twice. Columns: the snapshot's schema, the committed
+    night (``night_column``) and ``seq``.
     """
 
-    def __init__(self, layout: NightlyLayout, schema: pa.Schema):
-        self.layout, self.schema = layout, schema.append(pa.field("night", pa.string(), nullable=False)).append(
+    def __init__(self, layout: NightlyLayout, table: str, schema: pa.Schema, night_column: str = "night",
+                 order: tuple[str, ...] = ("aspect", "rank", "system")):  # fmt: skip
+        self.layout, self.table, self.night_column, self.order = layout, table, night_column, order
+        self.schema = schema.append(pa.field(night_column, pa.string(), nullable=False)).append(
             pa.field("seq", pa.int64(), nullable=False))  # fmt: skip
 
     @property
     def folder(self) -> Location:
-        return self.layout.folder.join("history")
+        return self.layout.folder.join(self.table)
 
     @property
     def app_id(self) -> str:
-        return f"pairank-history:{self.layout.name}"
+        return f"pairank-{self.table}:{self.layout.name}"
 
     def catch_up(self, commits: list[Commit], snapshot) -> int:
-        """Append the nights of ``commits`` the table lacks; ``snapshot(commit)`` gives a night's leaderboard rows.
+        """Append the nights of ``commits`` the table lacks; ``snapshot(commit)`` gives a night's rows.
         Returns how many nights were appended here."""
         from deltalake import CommitProperties, Transaction, write_deltalake
         from deltalake.exceptions import CommitFailedError
@@ -266,7 +271,7 @@ class NightlyHistory:
                     break
                 if rows is None:
                     rows = snapshot(commit)
-                    rows = rows.append_column(self.schema.field("night"),
+                    rows = rows.append_column(self.schema.field(self.night_column),
                                               pa.array([commit.night] * rows.num_rows, pa.string()))  # fmt: skip
                     rows = rows.append_column(self.schema.field("seq"),
                                               pa.array([commit.seq] * rows.num_rows, pa.int64()))  # fmt: skip
@@ -285,7 +290,6 @@ class NightlyHistory:
     def read(self, upto: int) -> pa.Table:
         """The rows of the nights up to commit ``upto``, oldest night first."""
         data = delta.dataset(self.folder)
-        table = self.folder._retrying("read the history", lambda: data.to_table(filter=pads.field("seq") <= upto))
+        table = self.folder._retrying(f"read the {self.table}", lambda: data.to_table(filter=pads.field("seq") <= upto))
         table = table.select(self.schema.names).cast(self.schema)
-        return table.sort_by([("seq", "ascending"), ("aspect", "ascending"), ("rank", "ascending"),
-                              ("system", "ascending")])  # fmt: skip
+        return table.sort_by([("seq", "ascending")] + [(c, "ascending") for c in self.order])

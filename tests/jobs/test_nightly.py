@@ -172,6 +172,18 @@ def test_nights_insert_only_new_outputs(tmp_path, summeval_tables, contexts, ray
         assert json.loads((past / "leaderboard.json").read_text()) == doc
     assert main(["leaderboard", "--root", str(out), "--nightly", "board", "--as-of", "1999-01-01"]) == 2
 
+    # every committed night's placements and leaderboard rows, as Delta tables other tools query
+    import polars
+
+    placed = polars.read_delta(str(out / "nightly/board/state")).to_dicts()
+    key = lambda r: (r["aspect"], r["context_id"], r["rank"])  # noqa: E731
+    night2 = sorted(({k: v for k, v in r.items() if k not in ("seq", "committed_night")} for r in placed
+                     if r["seq"] == 2), key=key)  # fmt: skip
+    assert night2 == sorted(state2, key=key) and {r["committed_night"] for r in placed if r["seq"] == 2} == {"2026-11-21"}
+    assert {r["seq"] for r in placed} == {1, 2, 3, 4}
+    boards = polars.read_delta(str(out / "nightly/board/history"))
+    assert boards.filter(polars.col("seq") == 2).height == len([r for r in history if r["night"] == "2026-11-21"])
+
 
 def test_a_writer_that_loses_the_commit_race(tmp_path, summeval_tables, contexts, ray_local):
     """Writer A plans night 'a'; while it runs, writer B commits night 'b' on the same head. A's commit is refused,

@@ -149,7 +149,7 @@ def test_prefix_lone_candidate_and_empty_prefix(tmp_path):
 
 
 def test_the_history_table_gets_each_night_once_however_many_publish(tmp_path):
-    from pairank.storage.commits import Commit, NightlyHistory
+    from pairank.storage.commits import Commit, NightlyTable
 
     layout = NightlyLayout(Location.of(str(tmp_path)), "board")
     schema = pa.schema([pa.field("aspect", pa.string()), pa.field("rank", pa.int64()), pa.field("system", pa.string())])
@@ -159,14 +159,14 @@ def test_the_history_table_gets_each_night_once_however_many_publish(tmp_path):
         return pa.table({"aspect": ["overall"] * 2, "rank": [1, 2], "system": [f"s{commit.seq}", "base"]}, schema=schema)
 
     added = []
-    threads = [threading.Thread(target=lambda: added.append(NightlyHistory(layout, schema).catch_up(commits, snapshot)))
+    threads = [threading.Thread(target=lambda: added.append(NightlyTable(layout, "history", schema).catch_up(commits, snapshot)))
                for _ in range(4)]  # fmt: skip
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert sum(added) == 3  # each night appended by exactly one publisher
-    history = NightlyHistory(layout, schema)
+    history = NightlyTable(layout, "history", schema)
     assert history.read(upto=3).column("seq").to_pylist() == [1, 1, 2, 2, 3, 3]
     assert history.read(upto=2).column("system").to_pylist() == ["s1", "base", "s2", "base"]
     polars = pytest.importorskip("polars")
