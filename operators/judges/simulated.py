@@ -6,6 +6,7 @@ model=simulated``; they are never a claim about any real judge's quality.
 The model, for candidate ``a`` in slot A and ``b`` in slot B of one context::
 
     logit = scale * (q_a - q_b) + position_bias + intransitivity * sin(phase_a - phase_b) + noise * eps
+            + length_bias * log(len(text_a) / len(text_b))
     p_a   = sigmoid(logit)
 
 * ``q`` is the latent quality: a standard normal per (seed, context, candidate),
@@ -14,6 +15,9 @@ The model, for candidate ``a`` in slot A and ``b`` in slot B of one context::
 * ``phase`` is uniform on [0, 2 pi) per (seed, context, candidate); the sine term
   is antisymmetric, so it bends the preferences into cycles (rock-paper-scissors)
   without favouring either slot.
+* ``length_bias`` (with ``lengths``, the candidates table giving the texts) is a
+  judge that prefers longer outputs whatever their quality (negative: shorter ones):
+  the style a length-controlled score should see through.
 * ``eps`` is a standard normal per (seed, context, aspect, a, b): the same
   request always gets the same answer (the judgment cache and resumed runs rely
   on that), while (a, b) and (b, a) get independent draws.
@@ -48,7 +52,7 @@ from pairank.operators.judges.base import (
 )
 from pairank.storage.fs import Location
 from pairank.storage.keys import canonical_json
-from pairank.storage.schemas import HUMAN_SCORES, validate
+from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, validate
 
 #: Columns of a request batch this judge reads (it never reads the prompt).
 COLUMNS = {
@@ -61,7 +65,7 @@ COLUMNS = {
 }
 
 #: The spec fields that determine an outcome (``seconds_per_comparison`` does not).
-SETTINGS = ("seed", "quality", "scale", "noise", "position_bias", "intransitivity")
+SETTINGS = ("seed", "quality", "scale", "noise", "position_bias", "intransitivity", "length_bias", "lengths")
 
 
 # ---------------------------------------------------------------------------
@@ -224,13 +228,25 @@ def human_quality(uri: str) -> dict[tuple[str, str], float]:
     return out
 
 
+def text_lengths(uri: str) -> dict[str, int]:
+    """``{candidate_id: len(text)}`` of a candidates table (or the folder holding ``candidates.parquet``)."""
+    loc = Location.of(uri)
+    loc = loc.join("candidates.parquet") if loc.is_dir() else loc
+    if not loc.exists():
+        raise FileNotFoundError(f"simulated judge lengths: {loc}: no candidates table")
+    table = validate(loc.read_parquet(), CANDIDATES, loc.uri)
+    return {c: max(1, len(t)) for c, t in zip(table.column("candidate_id").to_pylist(),
+                                              table.column("text").to_pylist())}  # fmt: skip
+
+
 # ---------------------------------------------------------------------------
 # the judge
 
 
 def simulated_identity(spec) -> dict:
     """engine and model "simulated"; revision a short hash of the settings that determine outcomes."""
-    sampling = {k: getattr(spec, k) for k in SETTINGS}
+    # the length settings join the identity only when used, so judgments of judges without them keep their keys
+    sampling = {k: getattr(spec, k) for k in SETTINGS if spec.length_bias or k not in ("length_bias", "lengths")}
     revision = hashlib.sha256(canonical_json(sampling).encode("utf-8")).hexdigest()[:12]
     return {"engine": "simulated", "model": "simulated", "revision": revision, "sampling": sampling}
 
@@ -248,6 +264,7 @@ class SimulatedJudge(Judge):
         self.spec = spec
         self.sleep = sleep
         self.human = human_quality(spec.quality) if spec.quality else None
+        self.lengths = text_lengths(spec.lengths) if spec.length_bias else None
 
     def identity(self) -> dict:
         return simulated_identity(self.spec)
@@ -259,6 +276,12 @@ class SimulatedJudge(Judge):
         missing = "simulated: no human score of candidate {!r} for aspect {!r} in " + str(self.spec.quality)
         errors = [None if v is not None else missing.format(cid, asp) for v, cid, asp in zip(q, ids, aspect)]
         return np.array([np.nan if v is None else v for v in q]), errors
+
+    def _log_length_ratio(self, a: list[str], b: list[str]) -> np.ndarray:
+        missing = [c for c in a + b if c not in self.lengths]
+        if missing:
+            raise ValueError(f"simulated judge lengths: candidate {missing[0]!r} is not in {self.spec.lengths}")
+        return np.log([self.lengths[x] / self.lengths[y] for x, y in zip(a, b)])
 
     def judge(self, requests: pa.Table) -> pa.Table:
         check_columns(requests, COLUMNS, "SimulatedJudge")
@@ -273,6 +296,8 @@ class SimulatedJudge(Judge):
             q_a, q_b, phase_a=phases(seed, ctx, a), phase_b=phases(seed, ctx, b),
             eps=comparison_noise(seed, ctx, aspect, a, b), **model_of(self.spec),
         )
+        if self.lengths is not None:
+            logit = logit + self.spec.length_bias * self._log_length_ratio(a, b)
         scores = [
             LabelScore(seconds=seconds, error=ea or eb)
             if ea or eb

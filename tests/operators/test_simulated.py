@@ -188,3 +188,23 @@ def test_human_score_quality_without_candidates_table_fails_at_construction(tmp_
     )
     with pytest.raises(FileNotFoundError, match="candidates.parquet"):
         SimulatedJudge(SimulatedJudgeSpec(quality=str(tmp_path / "hs.parquet")))
+
+
+def test_length_bias_prefers_the_longer_text_by_the_log_length_ratio(tmp_path):
+    texts = {"short": "a" * 100, "long": "b" * 300, "other": "c" * 100}
+    folder = Location.of(str(tmp_path))
+    folder.join("candidates.parquet").write_parquet(pa.table({
+        "context_id": ["d1"] * 3, "context": ["article"] * 3, "candidate_id": list(texts),
+        "system": ["S1", "S2", "S3"], "text": list(texts.values()),
+    }))  # fmt: skip
+    spec = SimulatedJudgeSpec(scale=0.0, noise=0.0, length_bias=1.0, lengths=folder.uri)
+    out = SimulatedJudge(spec).judge(requests([("d1", "long", "short"), ("d1", "short", "long"), ("d1", "short", "other")]))
+    # logit = 1.0 * log(300 / 100), so p_a = 300 / (300 + 100); equal lengths: 0.5
+    assert np.allclose(out.column("p_a").to_pylist(), [0.75, 0.25, 0.5])
+    # the length settings are part of the identity only when used: judges without them keep their keys
+    assert "length_bias" in judge_identity(spec)["sampling"]
+    assert "length_bias" not in judge_identity(SimulatedJudgeSpec())["sampling"]
+    with pytest.raises(ValueError, match="length_bias needs judge.lengths"):
+        SimulatedJudgeSpec(length_bias=1.0)
+    with pytest.raises(ValueError, match="'ghost' is not in"):
+        SimulatedJudge(spec).judge(requests([("d1", "ghost", "short")]))

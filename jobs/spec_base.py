@@ -1,0 +1,7 @@
+"""The base of every spec model: unknown keys are errors, values are frozen, no inf or nan."""
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

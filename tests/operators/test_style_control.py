@@ -1,0 +1,108 @@
+"""Length-controlled win rates and style-controlled Bradley-Terry (issue 18 item 1) on judgments drawn from a
+known model: a judge that prefers longer outputs, with verbose systems that are not the better ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from scipy.stats import spearmanr
+
+from pairank.operators.style_control import length_controlled_winrates, style_controlled_bt
+
+QUALITY = {"S0": 0.0, "S1": 0.4, "S2": 0.8, "S3": 1.2, "S4": 1.6, "S5": 2.0}
+#: Characters per output: the weaker systems write the most.
+LENGTH = {"S0": 1600, "S1": 1200, "S2": 900, "S3": 700, "S4": 500, "S5": 400}
+
+
+def world(length_bias: float, seed: int, contexts: int = 150, markdown: bool = False):
+    """Candidates and judgments: logit P(A) = q_a - q_b + length_bias * log(len_a / len_b)
+    (+ 0.8 * the normalised difference of bold spans, each output holding 0-3 of them at random)."""
+    rng = np.random.default_rng(seed)
+    cands, rows = [], []
+    for c in range(contexts):
+        for s in QUALITY:
+            n = int(LENGTH[s] * rng.lognormal(0.0, 0.4))  # outputs of one system vary in length
+            text = ("**bold** " * int(rng.integers(0, 4)) if markdown else "") + "x" * n
+            cands.append({"context_id": f"c{c}", "context": "q", "candidate_id": f"c{c}/{s}", "system": s, "text": text})
+    text_of = {r["candidate_id"]: r["text"] for r in cands}
+    for c in range(contexts):
+        for a in QUALITY:
+            for b in QUALITY:
+                if a == b:
+                    continue
+                ia, ib = f"c{c}/{a}", f"c{c}/{b}"
+                logit = QUALITY[a] - QUALITY[b] + length_bias * np.log(len(text_of[ia]) / len(text_of[ib]))
+                bold_a, bold_b = text_of[ia].count("**") / 2, text_of[ib].count("**") / 2
+                if bold_a + bold_b:
+                    logit += 0.8 * (bold_a - bold_b) / (bold_a + bold_b)
+                label = "A" if rng.random() < 1 / (1 + np.exp(-logit)) else "B"
+                rows.append({"context_id": f"c{c}", "aspect": "overall", "candidate_a": ia, "candidate_b": ib,
+                             "label": label, "p_a": 1.0 if label == "A" else 0.0, "error": None})  # fmt: skip
+    return pa.Table.from_pylist(cands), pa.Table.from_pylist(rows)
+
+
+def rho(scores: dict[str, float]) -> float:
+    systems = sorted(QUALITY)
+    return spearmanr([scores[s] for s in systems], [QUALITY[s] for s in systems]).statistic
+
+
+def test_length_controlled_win_rates_see_through_a_length_biased_judge():
+    cands, judged = world(length_bias=1.5, seed=1)
+    table = length_controlled_winrates(judged, cands, baseline="S2").to_pylist()
+    by = {r["system"]: r for r in table}
+    assert set(by) == set(QUALITY) - {"S2"} and all(r["n"] == 2 * 150 for r in table)
+    raw = {s: r["win_rate"] for s, r in by.items()} | {"S2": 0.5}
+    lc = {s: r["lc_win_rate"] for s, r in by.items()} | {"S2": 0.5}
+    assert rho(raw) < 0 < 0.8 <= rho(lc)  # the verbose weak systems lead the raw win rates, not the controlled
+    assert all(r["length_coef"] > 0 for r in table)  # the longer output wins more, for every system
+    assert all(r["lc_low"] < r["lc_win_rate"] < r["lc_high"] for r in table)
+    # per system: adding or removing another system does not move a system's numbers
+    fewer = judged.filter(pa.compute.invert(pa.compute.match_substring(judged.column("candidate_a"), "/S5")))
+    fewer = fewer.filter(pa.compute.invert(pa.compute.match_substring(fewer.column("candidate_b"), "/S5")))
+    again = {r["system"]: r for r in length_controlled_winrates(fewer, cands, baseline="S2").to_pylist()}
+    assert again["S1"]["win_rate"] == by["S1"]["win_rate"]
+    assert again["S1"]["lc_win_rate"] == pytest.approx(by["S1"]["lc_win_rate"], abs=0.05)  # only the length scale
+    assert again["S1"]["n"] == by["S1"]["n"] and "S5" not in again
+
+
+def test_without_a_length_bias_the_control_changes_little():
+    cands, judged = world(length_bias=0.0, seed=2)
+    for r in length_controlled_winrates(judged, cands, baseline="S0").to_pylist():
+        assert abs(r["length_coef"]) < 3 * r["length_se"] + 0.2
+
+
+def test_style_controlled_bt_recovers_quality_and_the_length_coefficient():
+    cands, judged = world(length_bias=1.5, seed=3, markdown=True)
+    strengths, coefs = style_controlled_bt(judged, cands)
+    by = {r["system"]: r["strength"] for r in strengths.to_pylist()}
+    raw = dict(zip(*win_ratios_by_system(judged, cands)))
+    assert rho(raw) < 0 and rho(by) == pytest.approx(1.0)
+    assert strengths.column("rank").to_pylist() == [1, 2, 3, 4, 5, 6]
+    assert sum(by.values()) == pytest.approx(0.0, abs=1e-9)
+    c = {r["feature"]: r for r in coefs.to_pylist()}
+    assert set(c) == {"length", "headers", "bold", "lists", "slot_a"}
+    # the bias put in: 1.5 per unit of log length ratio, about 2 * 1.5 on the normalised difference
+    # (log(a / b) = 2 atanh(d) with d = (a - b) / (a + b), near 2 d); 0.8 on bold
+    assert 2.5 < c["length"]["coef"] < 3.8 and c["length"]["coef"] > 10 * c["length"]["se"]
+    assert abs(c["bold"]["coef"] - 0.8) < 3 * c["bold"]["se"] and c["bold"]["coef"] > 3 * c["bold"]["se"]
+    assert c["headers"]["coef"] == pytest.approx(0.0, abs=1e-3)  # no output has one: nothing to fit
+
+
+def win_ratios_by_system(judged: pa.Table, cands: pa.Table):
+    system = dict(zip(cands.column("candidate_id").to_pylist(), cands.column("system").to_pylist()))
+    wins: dict[str, list[float]] = {}
+    for a, b, label in zip(*(judged.column(c).to_pylist() for c in ("candidate_a", "candidate_b", "label"))):
+        wins.setdefault(system[a], []).append(label == "A")
+        wins.setdefault(system[b], []).append(label == "B")
+    return list(wins), [float(np.mean(v)) for v in wins.values()]
+
+
+def test_errors_and_unknown_baselines():
+    cands, judged = world(length_bias=0.0, seed=4, contexts=3)
+    with pytest.raises(ValueError, match="baseline 'nobody' is not a system"):
+        length_controlled_winrates(judged, cands, baseline="nobody")
+    failed = judged.set_column(judged.schema.get_field_index("error"), "error", pa.array(["boom"] * judged.num_rows))
+    with pytest.raises(ValueError, match="at least two systems"):
+        style_controlled_bt(failed, cands)
+    assert length_controlled_winrates(failed, cands, baseline="S0").num_rows == 0
