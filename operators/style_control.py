@@ -20,10 +20,13 @@ instruction-difficulty term is left out.)
 **Style-controlled Bradley-Terry** (after LMArena's style control): one fit over
 every decisive comparison, ::
 
-    logit P(a beats b) = theta_sys(a) - theta_sys(b) + sum_k beta_k * (f_k(a) - f_k(b)) / (f_k(a) + f_k(b)) + gamma
+    logit P(a beats b) = theta_sys(a) - theta_sys(b) + beta_len * log(len(a) / len(b))
+                         + sum_k beta_k * (f_k(a) - f_k(b)) / (f_k(a) + f_k(b)) + gamma
 
-with style features ``f``: length, markdown headers, bold spans and list items (the
-normalised difference is 0 when both have none). The strengths ``theta`` are the
+with markdown features ``f``: headers, bold spans and list items (the normalised
+difference is 0 when both have none; LMArena's normalisation). Length enters as the
+log ratio, so ``beta_len`` is on the scale of the judge-bias report's length
+coefficient (:mod:`pairank.operators.judge_bias`). The strengths ``theta`` are the
 systems' substance; ``beta`` says how much each style element buys (reported with
 standard errors); ``gamma`` is the slot-A bias.
 
@@ -157,7 +160,10 @@ def style_controlled_bt(judgments: pa.Table, candidates: pa.Table) -> tuple[pa.T
         x[r, index[system_of[b]]] -= 1.0
         for k, name in enumerate(names):
             fa, fb = feats[a][name], feats[b][name]
-            x[r, len(systems) + k] = (fa - fb) / (fa + fb) if fa + fb > 0 else 0.0
+            if name == "length":
+                x[r, len(systems) + k] = math.log(max(fa, 1.0) / max(fb, 1.0))
+            else:
+                x[r, len(systems) + k] = (fa - fb) / (fa + fb) if fa + fb > 0 else 0.0
         x[r, -1] = 1.0  # slot A
     y = np.array([o["y"][i] for i in keep])
     # a small ridge on the strengths fixes their sum (they are identified only up to a constant)
