@@ -51,6 +51,7 @@ from pairank.operators.reports import (
     spearman_table,
 )
 from pairank.operators.scores import rank_table
+from pairank.operators.style_control import style_control_section
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_candidates, read_human_scores, read_labels
@@ -317,7 +318,8 @@ def score(spec: JobSpec, inputs: Inputs, judged: Judged) -> Scored:
     spearman = spearman_table(rankings, inputs.human, spec.report.bootstrap, spec.report.seed)
     if spec.scoring.quantile is not None:
         rankings = pa.concat_tables([rankings, quantile_rankings(rankings, inputs.human, spec.scoring.quantile)])
-    extra = {**consistency_sections(table, spearman, spec), "judge_bias": judge_bias(table, inputs.candidates)}
+    extra = {**consistency_sections(table, spearman, spec), "judge_bias": judge_bias(table, inputs.candidates),
+             "style_control": style_control_section(table, inputs.candidates, spec.baseline)}  # fmt: skip
     return Scored(rankings, spearman, position_bias(table), extra)
 
 

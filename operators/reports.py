@@ -24,6 +24,7 @@ from scipy import stats
 from pairank.operators.judge_bias import NOTE as JUDGE_BIAS_NOTE
 from pairank.operators.judge_bias import text_tables
 from pairank.operators.scores import hard_verdict
+from pairank.operators.style_control import style_control_lines
 from pairank.storage.schemas import POSITION_BIAS, SPEARMAN
 
 
@@ -221,6 +222,7 @@ def render_markdown(report: dict) -> str:
     for r in report["position_bias"]:
         lines.append(f"| {r['aspect']} | {r['n']} | {_fmt(r['slot_a_win_fraction'])} | {_fmt(r['mean_p_a'])} |")
     lines += judge_bias_lines(report.get("judge_bias"))
+    lines += style_control_lines(report.get("style_control"))
     lines += _nightly_lines(report.get("nightly"))
     lines += _adaptive_lines(report.get("adaptive"))
     lines += _consistency_lines(report.get("transitivity"), report.get("seeds"))

@@ -41,6 +41,7 @@ import re
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 from scipy.special import expit
 
 #: Style features of the style-controlled fit: name -> what is counted in a text.
@@ -94,7 +95,8 @@ def _outcomes(judgments: pa.Table) -> dict[str, list]:
 
 def _candidates(candidates: pa.Table) -> tuple[dict[str, str], dict[str, str]]:
     ids = candidates.column("candidate_id").to_pylist()
-    return dict(zip(ids, candidates.column("system").to_pylist())), dict(zip(ids, candidates.column("text").to_pylist()))
+    systems, texts = candidates.column("system").to_pylist(), candidates.column("text").to_pylist()
+    return dict(zip(ids, systems)), dict(zip(ids, texts))
 
 
 def _interval(theta: float, se: float) -> tuple[float, float, float]:
@@ -195,3 +197,42 @@ STYLE_BT = pa.schema([
     ("strength_high", pa.float64()), ("rank", pa.int64()),
 ])  # fmt: skip
 STYLE_COEFS = pa.schema([("feature", pa.string()), ("coef", pa.float64()), ("se", pa.float64())])
+
+
+def style_control_section(judgments: pa.Table, candidates: pa.Table, baseline: str | None = None) -> list[dict]:
+    """Per aspect: the style-controlled strengths and coefficients, and (with a baseline) the length-controlled
+    win rates; an aspect whose comparisons involve fewer than two systems is left out."""
+    out = []
+    for aspect in sorted(set(judgments.column("aspect").to_pylist())):
+        mine = judgments.filter(pa.compute.equal(judgments.column("aspect"), aspect))
+        try:
+            strengths, coefs = style_controlled_bt(mine, candidates)
+        except ValueError:
+            continue
+        section = {"aspect": aspect, "strengths": strengths.to_pylist(), "coefficients": coefs.to_pylist()}
+        if baseline is not None and baseline in set(candidates.column("system").to_pylist()):
+            section["length_controlled"] = length_controlled_winrates(mine, candidates, baseline).to_pylist()
+        out.append(section)
+    return out
+
+
+def style_control_lines(sections: list[dict] | None) -> list[str]:
+    """The report's Markdown for :func:`style_control_section`."""
+    if not sections:
+        return []
+    lines = ["", "## Style control", "",
+             "Strengths with style held equal (Bradley-Terry with length and markdown covariates; "
+             "`operators/style_control.py`)."]  # fmt: skip
+    for s in sections:
+        lines += ["", f"**{s['aspect']}**", "", "| rank | system | strength | 95% interval |", "|---|---|---|---|"]
+        lines += [f"| {r['rank']} | {r['system']} | {r['strength']:.3f} | [{r['strength_low']:.3f}, "
+                  f"{r['strength_high']:.3f}] |" for r in s["strengths"]]  # fmt: skip
+        coefs = ", ".join(f"{c['feature']} {c['coef']:+.3f} ± {c['se']:.3f}" for c in s["coefficients"])
+        lines += ["", f"Style coefficients (logit, ± SE): {coefs}."]
+        if s.get("length_controlled"):
+            lines += ["", "| system | vs | win rate | length-controlled | 95% interval | n |",
+                      "|---|---|---|---|---|---|"]  # fmt: skip
+            lines += [f"| {r['system']} | {r['baseline']} | {r['win_rate']:.3f} | {r['lc_win_rate']:.3f} | "
+                      f"[{r['lc_low']:.3f}, {r['lc_high']:.3f}] | {r['n']} |"
+                      for r in s["length_controlled"]]  # fmt: skip
+    return lines

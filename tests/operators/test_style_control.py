@@ -105,3 +105,17 @@ def test_errors_and_unknown_baselines():
     with pytest.raises(ValueError, match="at least two systems"):
         style_controlled_bt(failed, cands)
     assert length_controlled_winrates(failed, cands, baseline="S0").num_rows == 0
+
+
+def test_the_report_section_per_aspect():
+    from pairank.operators.style_control import style_control_lines, style_control_section
+
+    cands, judged = world(length_bias=1.5, seed=5, contexts=40)
+    sections = style_control_section(judged, cands, baseline="S2")
+    (s,) = sections
+    assert s["aspect"] == "overall" and [r["rank"] for r in s["strengths"]] == [1, 2, 3, 4, 5, 6]
+    assert {r["system"] for r in s["length_controlled"]} == set(QUALITY) - {"S2"}
+    text = "\n".join(style_control_lines(sections))
+    assert "## Style control" in text and "length-controlled" in text and "length +" in text
+    assert "length_controlled" not in style_control_section(judged, cands, baseline=None)[0]
+    assert style_control_section(judged.slice(0, 0), cands) == [] and style_control_lines([]) == []
