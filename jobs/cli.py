@@ -71,11 +71,13 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_winrate(args: argparse.Namespace) -> int:
     import pyarrow as pa
+    import pyarrow.compute  # noqa: F401 - pa.compute
 
     from pairank.jobs.spec import WinRateSpec
     from pairank.jobs.stages import read_input_folder, winrate_tables
     from pairank.operators.judges.replay_judge import read_judgments
     from pairank.operators.reports import winrate_lines
+    from pairank.operators.style_control import style_control_lines, style_control_section
     from pairank.storage.fs import Location
     from pairank.storage.inputs import read_labels
 
@@ -96,10 +98,15 @@ def cmd_winrate(args: argparse.Namespace) -> int:
         out.join("winrates.parquet").write_parquet(rates)
         out.join("winrate_judges.parquet").write_parquet(judges)
         _progress(f"wrote {out.join('winrates.parquet').uri} and winrate_judges.parquet")
+    mine = judgments.filter(pa.compute.is_in(judgments.column("aspect"), pa.array(aspects, pa.string())))
+    style = style_control_section(mine, candidates, args.baseline)
+    if args.out:
+        out.join("style_control.json").write_json(style)
     if args.json:
-        print(json.dumps({"winrates": rates.to_pylist(), "judges": judges.to_pylist()}, indent=2, default=str))
+        print(json.dumps({"winrates": rates.to_pylist(), "judges": judges.to_pylist(), "style_control": style},
+                         indent=2, default=str))  # fmt: skip
     else:
-        print("\n".join(winrate_lines(rates.to_pylist(), judges.to_pylist())).strip())
+        print("\n".join(winrate_lines(rates.to_pylist(), judges.to_pylist()) + style_control_lines(style)).strip())
     return 0
 
 

@@ -119,3 +119,32 @@ def test_the_report_section_per_aspect():
     assert "## Style control" in text and "length-controlled" in text and "length +" in text
     assert "length_controlled" not in style_control_section(judged, cands, baseline=None)[0]
     assert style_control_section(judged.slice(0, 0), cands) == [] and style_control_lines([]) == []
+
+
+def test_pairank_winrate_prints_and_writes_the_style_control(tmp_path, capsys):
+    import json
+
+    from pairank.jobs.cli import main
+    from pairank.storage.fs import Location
+    from pairank.storage.schemas import CANDIDATES, JUDGMENTS
+
+    cands, judged = world(length_bias=1.5, seed=6, contexts=20)
+    folder = Location.of(str(tmp_path / "in"))
+    folder.join("candidates.parquet").write_parquet(cands.select(CANDIDATES.names).cast(CANDIDATES))
+    n = judged.num_rows
+    full = {name: judged.column(name) if name in judged.column_names else None for name in JUDGMENTS.names}
+    rows = pa.table({
+        **{k: v for k, v in full.items() if v is not None},
+        "key": [f"k{i}" for i in range(n)], "engine": ["replay"] * n, "model": ["m"] * n, "revision": [""] * n,
+        "prompt_hash": ["h"] * n, "sampling": ["{}"] * n, "logprob_a": pa.nulls(n, pa.float64()),
+        "logprob_b": pa.nulls(n, pa.float64()), "raw_text": pa.nulls(n, pa.string()), "input_tokens": [0] * n,
+        "output_tokens": [0] * n, "seconds": [0.0] * n, "error": pa.nulls(n, pa.string()),
+        "created_at": pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+    })  # fmt: skip
+    folder.join("judgments.parquet").write_parquet(rows.select(JUDGMENTS.names).cast(JUDGMENTS))
+    assert main(["winrate", "--input", folder.uri, "--baseline", "S2", "--methods", "observed",
+                 "--out", str(tmp_path / "out")]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "## Style control" in printed and "length-controlled" in printed
+    written = json.loads((tmp_path / "out" / "style_control.json").read_text())
+    assert [s["aspect"] for s in written] == ["overall"] and len(written[0]["length_controlled"]) == 5
