@@ -112,15 +112,23 @@ def cmd_winrate(args: argparse.Namespace) -> int:
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from pairank.jobs.publish import build_leaderboard
+    from pairank.operators.board_quality import quality_lines
 
     if args.as_of is not None or args.nightly is not None:
+        if args.reference:
+            raise ValueError("--reference does not go with --as-of: a past night's leaderboard is rebuilt as it was")
         return _leaderboard_as_of(args)
     result = build_leaderboard(
         args.root, runs=args.runs, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed, progress=_progress,
-        finished_only=args.finished_only,
+        finished_only=args.finished_only, references=args.reference or [],
     )  # fmt: skip
     for aspect, c in result.board.counts.items():
         _progress(f"{aspect}: {c['systems']} systems, {c['used']} comparisons, {c['errors']} error rows skipped")
+    for line in quality_lines(result.meta["quality"]):
+        _progress(f"quality: {line}")
+    for c in result.categories:
+        where = f"{result.html.uri.rsplit('/', 1)[0]}/{c['folder']}/index.html" if c["folder"] else "no judgments"
+        _progress(f"category {c['category']}: {c['contexts']} contexts, {c['judgments']} judgments: {where}")
     print(result.html.uri)
     return 0
 
@@ -358,7 +366,9 @@ def parser() -> argparse.ArgumentParser:
         "leaderboard",
         help="Bradley-Terry leaderboard of the runs under a storage root (Parquet, JSON, static HTML)",
         description="Reads the runs' manifests, the judgment cache and the runs' win-rate, position-bias and "
-        "Spearman tables under the root; writes <root>/leaderboard/{leaderboard.parquet,leaderboard.json,index.html}.",
+        "Spearman tables under the root; writes <root>/leaderboard/{leaderboard.parquet,leaderboard.json,index.html}, "
+        "with quality figures (separability, held-out Brier score, agreement with human scores and --reference "
+        "boards), and the same per category under <root>/leaderboard/categories/ where candidates have a category.",
     )
     lb.add_argument("--root", required=True, help="storage root (the runs' `output`), local or s3://")
     lb.add_argument("--runs", nargs="+", default=None, metavar="NAME", help="runs to include (default: all)")
@@ -366,7 +376,13 @@ def parser() -> argparse.ArgumentParser:
         "--baseline", default=None, help="baseline of the carried win rates (needed where the runs have several)"
     )
     lb.add_argument("--n-boot", type=int, default=200, help="bootstrap resamples of contexts (default 200; 0: none)")
-    lb.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    lb.add_argument("--seed", type=int, default=0, help="bootstrap seed and held-out split seed (default 0)")
+    lb.add_argument(
+        "--reference", action="append", default=None, metavar="PATH",
+        help="a leaderboard.parquet or leaderboard.json of `pairank leaderboard` (or their folder) to compare with: "
+        "Spearman and agreement per aspect, systems matched by name; may be given more than once (the runs' human "
+        "scores are always compared with, where their inputs have any)",
+    )  # fmt: skip
     lb.add_argument(
         "--finished-only", action="store_true",
         help="leave out runs whose manifest does not say done (still judging, stopped or failed); by default they "

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
+from pairank.operators.board_quality_html import category_links, quality_panel
 from pairank.operators.checks import require_columns
 from pairank.operators.judge_bias import NOTE, text_tables
 from pairank.operators.leaderboard import OVERALL
@@ -513,9 +514,11 @@ def render_html(
 
     ``meta`` may hold ``generated_at``, ``runs``, ``judges``, ``n_boot``, ``seed``,
     ``mass``, ``prior_ties``, ``baseline``, ``counts`` (per aspect, from
-    :class:`pairank.operators.leaderboard.Leaderboard`) and ``judge_bias`` (from
+    :class:`pairank.operators.leaderboard.Leaderboard`), ``judge_bias`` (from
     :func:`pairank.operators.judge_bias.judge_bias`: a Judge bias section after
-    the position bias). ``position_bias`` and ``spearman`` are POSITION_BIAS and
+    the position bias), ``quality`` (:func:`pairank.operators.board_quality.board_quality`:
+    a Quality section after the strengths) and ``categories`` or ``category`` (links
+    to the category boards, or back). ``position_bias`` and ``spearman`` are POSITION_BIAS and
     SPEARMAN tables, each optionally with a ``run`` column. ``history`` holds the
     LEADERBOARD rows of the nightly runs so far with two more columns, ``night``
     (the night's label) and ``seq`` (int, the order of the nights); with at least
@@ -535,6 +538,7 @@ def render_html(
         f"<style>{CSS}</style></head><body>",
         "<h1>pairank leaderboard</h1>",
         *_unfinished_banner(meta),
+        *category_links(meta),
         f'<p class="meta">Generated {esc(meta.get("generated_at", ""))} from runs '
         f'{esc(", ".join(meta.get("runs", [])))}; judges: {esc(", ".join(meta.get("judges", [])))}; '
         f'{esc(meta.get("n_boot", ""))} bootstrap resamples of contexts (seed {esc(meta.get("seed", ""))}).</p>',
@@ -557,6 +561,7 @@ def render_html(
         parts.append(f"<h2>{esc(aspect)}</h2>{note}{_table(mine, baseline, with_winrates and aspect != OVERALL)}")
     parts.append("<h2>Strengths</h2>")
     parts.append(_strength_panels(rows))
+    parts += quality_panel(meta)
     if history is not None and history.num_rows:
         require_columns(history, ("night", "seq", "aspect", "system", "rank", "strength", "strength_low",
                                   "strength_high"), "the history table")

@@ -96,7 +96,7 @@ def read_prefix(prefix: Location) -> tuple[pa.Table, pa.Table, list[str]]:
             keep.append(row)
         tables.append(table.take(pa.array(keep, type=pa.int64())))
         scores.append(read_human_scores(folder))
-    candidates = pa.concat_tables(tables)
+    candidates = pa.concat_tables(tables, promote_options="default")  # drops with and without `category`
     per_context: dict[str, int] = {}
     for ctx in candidates.column("context_id").to_pylist():
         per_context[ctx] = per_context.get(ctx, 0) + 1

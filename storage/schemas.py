@@ -35,6 +35,13 @@ CANDIDATES = pa.schema(
         _field("text", pa.string(), "The candidate text."),
     ]
 )
+#: CANDIDATES' optional column: a table may carry it (after the schema's columns) or not.
+CATEGORY = _field(
+    "category", pa.string(),
+    "Category of the context (a task type, a domain); the same for every candidate of a context. "
+    "`pairank leaderboard` adds one leaderboard per category. Null: the context has none.",
+    nullable=True,
+)  # fmt: skip
 
 HUMAN_SCORES = pa.schema(
     [
@@ -337,19 +344,34 @@ class TableError(ValueError):
         return f"{where}: expected {self.expected}, found {self.found}"
 
 
+def optional_fields(schema: pa.Schema) -> tuple[pa.Field, ...]:
+    """The columns a table of ``schema`` may also carry, or not: CANDIDATES' ``category``, none elsewhere.
+
+    >>> [f.name for f in optional_fields(CANDIDATES)], optional_fields(HUMAN_SCORES)
+    (['category'], ())
+    """
+    return (CATEGORY,) if schema.equals(CANDIDATES) else ()
+
+
 def conform(table: pa.Table, schema: pa.Schema, source: str) -> pa.Table:
     """Check the column set, then cast ``table`` to ``schema`` (column order too).
 
-    Extra and missing columns are errors that list what was expected.
+    Extra and missing columns are errors that list what was expected. The schema's
+    optional columns (:func:`optional_fields`) the table has are kept, cast, after
+    the schema's own; those it lacks stay absent.
     """
     have = list(table.column_names)
     want = list(schema.names)
+    allowed = [f.name for f in optional_fields(schema)]
+    optional = [f for f in optional_fields(schema) if f.name in have]
     missing = [c for c in want if c not in have]
-    extra = [c for c in have if c not in want]
+    extra = [c for c in have if c not in want and c not in allowed]
+    expected = f"columns {want}" + (f" (optional: {allowed})" if allowed else "")
     if missing:
-        raise TableError(source, None, missing[0], f"columns {want}", f"columns {have} (missing {missing})")
+        raise TableError(source, None, missing[0], expected, f"columns {have} (missing {missing})")
     if extra:
-        raise TableError(source, None, extra[0], f"columns {want}", f"unexpected columns {extra}")
+        raise TableError(source, None, extra[0], expected, f"unexpected columns {extra}")
+    schema = pa.schema([*schema, *optional])
     columns = []
     for field in schema:
         col = table.column(field.name)
@@ -448,6 +470,8 @@ def _check_candidates(table: pa.Table, source: str, per_context: int = 2) -> Non
         for row, value in enumerate(table.column(column).to_pylist()):
             if not value.strip():
                 raise TableError(source, row, column, "a non-empty text", repr(value))
+    if CATEGORY.name in table.column_names:
+        _check_categories(table, source)
     texts: dict[str, tuple[int, str]] = {}
     cols = (table.column(c).to_pylist() for c in ("context_id", "context"))
     for row, (ctx, text) in enumerate(zip(*cols)):
@@ -463,6 +487,19 @@ def _check_candidates(table: pa.Table, source: str, per_context: int = 2) -> Non
             raise TableError(
                 source, rows[0], "context_id", "at least 2 candidates per context", f"{ctx!r} with 1 candidate"
             )
+
+
+def _check_categories(table: pa.Table, source: str) -> None:
+    """A category is a non-empty text or null, and one per context (every candidate of a context has the same)."""
+    first: dict[str, tuple[int, str | None]] = {}
+    cols = (table.column(c).to_pylist() for c in ("context_id", "category"))
+    for row, (ctx, category) in enumerate(zip(*cols)):
+        if category is not None and not category.strip():
+            raise TableError(source, row, "category", "a non-empty text or null", repr(category))
+        seen = first.setdefault(ctx, (row, category))
+        if seen[1] != category:
+            raise TableError(source, row, "category", f"the category of context {ctx!r} in row {seen[0]} "
+                             f"({seen[1]!r}; one category per context)", repr(category))  # fmt: skip
 
 
 def _check_finite(table: pa.Table, column: str, source: str) -> None:

@@ -321,8 +321,10 @@ def test_a_nightly_spec_submitted_on_two_nights_commits_both(ray_head, tmp_path,
         out = pairank("submit", str(spec), "--address", ray_head, "--set", f"nightly.night={night}")
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         assert str(store / "runs" / f"board-{night}" / "report.md") in out.stdout
-    commits = sorted((store / "nightly/board/commits").glob("*.json"))
-    records = [json.loads(p.read_text()) for p in commits]
+    from pairank.storage.commits import CommitLog, NightlyLayout
+    from pairank.storage.fs import Location
+
+    records = [c.record for c in CommitLog(NightlyLayout(Location.of(str(store)), "board")).commits()]
     assert [(r["seq"], r["night"]) for r in records] == [(1, "n1"), (2, "n2")]
     assert records[1]["counts"]["new_outputs"] == 2 and records[1]["counts"]["contexts_extended"] == 2
     history = json.loads((store / "leaderboard/leaderboard.json").read_text())["history"]

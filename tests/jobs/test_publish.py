@@ -7,6 +7,7 @@ import json
 import uuid
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -97,11 +98,14 @@ def test_leaderboard_of_a_simulated_run(tmp_path, small_input, ray_local, capsys
     assert meta["judgments"]["used"] == len(JudgmentCache(RunLayout.of(str(out), "x").judgments).read())
     assert len(meta["rows"]) == len(rows)
     assert meta["judge_bias"]["flips"] == bias["flips"]  # the board's judgments are the run's
+    assert sorted(meta["quality"]) == ["coherence", "fluency", OVERALL] and "categories" not in meta
+    assert [r["reference"] for r in meta["quality"]["coherence"]["references"]] == ["human scores"]
     assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no temporary files left
 
     dom, shot = render(folder / "index.html", tmp_path / "chromium")
     check_rows_in_dom(dom, rows)
     assert "Position bias" in dom and "Spearman against human scores" in dom and "Judge bias" in dom
+    assert "<h2>Quality</h2>" in dom
     check_screenshot(shot)
 
 
@@ -181,3 +185,142 @@ def test_the_json_and_table_agree_on_a_hand_made_root(tmp_path, small_input):
                                  schema=LEADERBOARD)
     assert saved.equals(pq.read_table(tmp_path / "store/leaderboard/leaderboard.parquet"))
     assert [r["system"] for r in saved.to_pylist() if r["aspect"] == "coherence"] == SYSTEMS  # "M0" beats all
+
+
+# --- quality figures and category boards, on hand-made roots judged by the SIMULATED judge in-process -------
+
+ASPECTS = ("coherence", "fluency")
+#: The category of each of the 8 contexts, in id order: 4 news, 3 science, and one without a category.
+CATEGORIES = ["news"] * 4 + ["science"] * 3 + [None]
+
+
+def categorised_input(folder, summeval_tables, contexts=None) -> Location:
+    """8 SummEval articles x 5 summaries with a category per article (only ``contexts`` of them, when given)."""
+    out = write_input(folder, summeval_tables, 8, 5)
+    cands = out.join("candidates.parquet").read_parquet()
+    ids = cands.column("context_id").to_pylist()
+    category = dict(zip(sorted(set(ids)), CATEGORIES))
+    cands = cands.append_column("category", pa.array([category[c] for c in ids], type=pa.string()))
+    if contexts is not None:
+        cands = cands.filter(pc.is_in(cands.column("context_id"), pa.array(sorted(contexts))))
+        human = out.join("human_scores.parquet").read_parquet()
+        out.join("human_scores.parquet").write_parquet(
+            human.filter(pc.is_in(human.column("candidate_id"), cands.column("candidate_id"))))
+    out.join("candidates.parquet").write_parquet(cands)
+    return out
+
+
+def simulated_judgments(input_folder: Location) -> pa.Table:
+    """Every ordered pair of every context and aspect, judged by the SIMULATED judge in this process."""
+    from pairank.jobs.spec import SimulatedJudgeSpec
+    from pairank.operators.judges.simulated import SimulatedJudge
+
+    cands = input_folder.join("candidates.parquet").read_parquet().to_pylist()
+    requests = [
+        {"key": f"{a['context_id']}|{aspect}|{a['candidate_id']}|{b['candidate_id']}", "context_id": a["context_id"],
+         "aspect": aspect, "candidate_a": a["candidate_id"], "candidate_b": b["candidate_id"], "prompt_hash": "h"}
+        for aspect in ASPECTS for a in cands for b in cands
+        if a["context_id"] == b["context_id"] and a["candidate_id"] != b["candidate_id"]
+    ]  # fmt: skip
+    spec = SimulatedJudgeSpec(seed=5, quality=input_folder.join("human_scores.parquet").uri, scale=2.0, noise=0.5,
+                              position_bias=0.3)  # fmt: skip
+    return SimulatedJudge(spec).judge(pa.Table.from_pylist(requests))
+
+
+def judged_root(root: Location, name: str, input_folder: Location, judgments: pa.Table) -> Location:
+    fake_run(root, name, input_folder, aspects=ASPECTS)
+    JudgmentCache(RunLayout(root, "").judgments).append(judgments)
+    return root
+
+
+@pytest.fixture(scope="module")
+def category_roots(tmp_path_factory, summeval_tables):
+    """A root whose run has every context, and one whose run has the news contexts only; the same judgments."""
+    base = tmp_path_factory.mktemp("categories")
+    full = categorised_input(base / "input", summeval_tables)
+    ctxs = sorted(set(full.join("candidates.parquet").read_parquet().column("context_id").to_pylist()))
+    news = categorised_input(base / "news-input", summeval_tables, contexts=ctxs[:4])
+    judgments = simulated_judgments(full)
+    whole = judged_root(Location.of(str(base / "whole")), "all", full, judgments)
+    alone = judged_root(Location.of(str(base / "alone")), "news-only", news, judgments)
+    return (build_leaderboard(whole.uri, n_boot=30, seed=4), build_leaderboard(alone.uri, n_boot=30, seed=4),
+            base / "whole/leaderboard")  # fmt: skip
+
+
+def _figures(quality: dict) -> dict:
+    """The quality figures without the references' sources (the two roots' inputs are different folders)."""
+    return {a: {**q, "references": [{k: v for k, v in r.items() if k != "source"} for r in q["references"]]}
+            for a, q in quality.items()}  # fmt: skip
+
+
+def test_a_category_board_equals_the_board_of_a_run_restricted_to_its_contexts(category_roots):
+    whole, alone, folder = category_roots
+    assert [(c["category"], c["contexts"], c["folder"]) for c in whole.categories] == [
+        ("news", 4, "categories/news"), ("science", 3, "categories/science")]  # the 8th context has no category
+    assert json.loads((folder / "leaderboard.json").read_text())["categories"] == whole.categories
+    news = validate(pq.read_table(folder / "categories/news/leaderboard.parquet"), LEADERBOARD, "news")
+    assert news.equals(pq.read_table(alone.table.path))  # strengths, intervals, ranks, counts: every column
+    meta = json.loads((folder / "categories/news/leaderboard.json").read_text())
+    assert meta["category"] == "news" and meta["counts"] == alone.meta["counts"]
+    assert _figures(meta["quality"]) == _figures(alone.meta["quality"])
+    assert meta["judge_bias"] == alone.meta["judge_bias"]
+    # the whole board has all 8 contexts, each category board its own
+    contexts = {c: json.loads((folder / f"categories/{c}/leaderboard.json").read_text())["counts"][OVERALL]["contexts"]
+                for c in ("news", "science")}  # fmt: skip
+    assert contexts == {"news": 4, "science": 3} and whole.meta["counts"][OVERALL]["contexts"] == 8
+    # quality: the human scores of the runs' inputs are the reference, per aspect and overall
+    for aspect in (OVERALL, *ASPECTS):
+        q = whole.meta["quality"][aspect]
+        (human,) = q["references"]
+        assert human["reference"] == "human scores" and human["systems"] == len(SYSTEMS)
+        assert q["brier"]["held_out_contexts"] == 2 and q["brier"]["n"] > 0 and q["systems"] == len(SYSTEMS)
+        assert 0.0 <= q["separability"] <= 1.0 and q["pairs"] == 10
+
+
+@pytest.mark.browser
+def test_the_pages_show_the_quality_panel_and_link_the_categories(category_roots, tmp_path):
+    whole, _, folder = category_roots
+    dom, shot = render(folder / "index.html", tmp_path / "whole")
+    check_rows_in_dom(dom, whole.board.table.to_pylist())
+    assert "<h2>Quality</h2>" in dom and "human scores: Spearman" in dom
+    assert 'href="categories/news/index.html"' in dom and 'href="categories/science/index.html"' in dom
+    check_screenshot(shot)
+    dom, _ = render(folder / "categories/science/index.html", tmp_path / "science")
+    check_rows_in_dom(dom, pq.read_table(folder / "categories/science/leaderboard.parquet").to_pylist())
+    assert "Category <strong>science</strong>" in dom and 'href="../../index.html"' in dom and "Quality" in dom
+
+
+def test_the_command_prints_the_quality_and_the_categories_and_compares_with_a_reference(
+    tmp_path, summeval_tables, capsys
+):
+    full = categorised_input(tmp_path / "input", summeval_tables)
+    root = judged_root(Location.of(str(tmp_path / "store")), "all", full, simulated_judgments(full))
+    assert main(["leaderboard", "--root", root.uri, "--n-boot", "30", "--seed", "4"]) == 0
+    folder = tmp_path / "store/leaderboard"
+    (tmp_path / "ref.json").write_bytes((folder / "leaderboard.json").read_bytes())
+    capsys.readouterr()
+    # the board itself as a reference, as Parquet (its folder) and as JSON: Spearman 1, agreement 1
+    assert main(["leaderboard", "--root", root.uri, "--n-boot", "30", "--seed", "4",
+                 "--reference", str(folder), "--reference", str(tmp_path / "ref.json")]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert "quality: coherence: separability" in err and "held-out comparisons" in err
+    assert "human scores: Spearman" in err and f"leaderboard {folder / 'leaderboard.parquet'}: Spearman +1.00" in err
+    assert "category news: 4 contexts" in err and "category science: 3 contexts" in err
+    meta = json.loads((folder / "leaderboard.json").read_text())
+    for aspect in (OVERALL, *ASPECTS):
+        human, parquet, js = meta["quality"][aspect]["references"]
+        assert human["reference"] == "human scores"
+        for own in (parquet, js):
+            assert own["spearman"] == pytest.approx(1.0) and own["systems"] == len(SYSTEMS)
+            assert own["agreement"] == 1.0 and own["pairs"] == meta["quality"][aspect]["separable_pairs"] > 0
+    news = json.loads((folder / "categories/news/leaderboard.json").read_text())
+    assert [r["reference"] for r in news["quality"][OVERALL]["references"]] == [
+        "human scores", f"leaderboard {folder / 'leaderboard.parquet'}", f"leaderboard {tmp_path / 'ref.json'}"]
+
+    (tmp_path / "bad.json").write_text('{"rows": [{"aspect": "coherence", "system": "M0"}]}')
+    for bad, message in [(tmp_path / "missing.parquet", "no such file"),
+                         (tmp_path / "bad.json", "column `rank` in"), (tmp_path / "input", "no such file")]:
+        assert main(["leaderboard", "--root", root.uri, "--n-boot", "0", "--reference", str(bad)]) == 2
+        assert message in capsys.readouterr().err, bad
+    assert main(["leaderboard", "--root", root.uri, "--nightly", "n", "--as-of", "1", "--reference", str(folder)]) == 2
+    assert "--reference does not go with --as-of" in capsys.readouterr().err

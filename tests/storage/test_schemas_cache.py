@@ -115,6 +115,22 @@ def test_extra_column_names_source_and_column() -> None:
     assert SRC in msg and "`score`" in msg and "unexpected columns ['score']" in msg
 
 
+def test_the_optional_category_column_is_kept_where_given_and_checked() -> None:
+    plain = validate(candidates(), CANDIDATES, SRC)
+    assert plain.schema.equals(CANDIDATES) and "category" not in plain.column_names  # absent stays absent
+    t = candidates().append_column("category", pa.array(["news", "news", None, None]))
+    out = validate(t.select(["category", *CANDIDATES.names]), CANDIDATES, SRC)
+    assert out.column_names == [*CANDIDATES.names, "category"]  # after the schema's own columns
+    assert out.column("category").to_pylist() == ["news", "news", None, None]
+    err = table_error(with_value(t, 1, "category", "sports"), CANDIDATES)
+    assert (err.row, err.column) == (1, "category")
+    assert "the category of context 'd1' in row 0 ('news'; one category per context)" in str(err)
+    err = table_error(with_value(with_value(t, 0, "category", " "), 1, "category", " "), CANDIDATES)
+    assert (err.row, err.column, err.expected) == (0, "category", "a non-empty text or null")
+    err = table_error(t.append_column("score", pa.array([1.0] * 4)), CANDIDATES)
+    assert "unexpected columns ['score']" in str(err) and "(optional: ['category'])" in str(err)
+
+
 def test_null_in_non_nullable_column() -> None:
     err = table_error(with_value(candidates(), 2, "text", None), CANDIDATES)
     assert (err.row, err.column) == (2, "text")
