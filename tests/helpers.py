@@ -385,6 +385,16 @@ T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 LEADERBOARD_JUDGE = {"engine": "simulated", "model": "simulated", "revision": "r", "prompt_hash": "p", "sampling": "{}"}
 
 
+def leaderboard_candidates(contexts, systems):
+    """Candidates ``<context>/<system>`` of every system on every context (short texts)."""
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(
+        [{"context_id": c, "context": "doc", "candidate_id": f"{c}/{s}", "system": s, "text": "t"}
+         for c in contexts for s in systems]
+    )  # fmt: skip
+
+
 def leaderboard_judgment(ctx, aspect, a, b, label, *, error=None, judge=LEADERBOARD_JUDGE, i=0) -> dict:
     """A judgment row whose verdict is ``label`` (A, B, tie, or None for an error row)."""
     p = {"A": 0.9, "B": 0.1, "tie": 0.5, None: None}[label]

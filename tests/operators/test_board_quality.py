@@ -21,16 +21,9 @@ from pairank.operators.board_quality import (
 )
 from pairank.operators.board_quality_html import quality_panel
 from pairank.operators.leaderboard import OVERALL, LeaderboardOptions, leaderboard
+from tests.helpers import leaderboard_candidates as candidates
 from tests.helpers import leaderboard_judgment as judgment
 from tests.helpers import leaderboard_table as table
-
-
-def candidates(contexts, systems) -> pa.Table:
-    return pa.Table.from_pylist(
-        [{"context_id": c, "context": "doc", "candidate_id": f"{c}/{s}", "system": s, "text": "t"}
-         for c in contexts for s in systems]
-    )  # fmt: skip
-
 
 # A hand-made board of five systems (aspect "coherence"): strength [interval]
 #   A  1.2 [ 0.9,  1.5]     B  0.8 [ 0.5,  1.1]     C  0.0 [-0.3, 0.3]

@@ -28,17 +28,9 @@ from pairank.storage.schemas import (
     validate,
 )
 from tests.browser import check_rows_in_dom, check_screenshot, render
+from tests.helpers import leaderboard_candidates as candidates
 from tests.helpers import leaderboard_judgment as judgment
 from tests.helpers import leaderboard_table as table
-
-
-def candidates(contexts, systems) -> pa.Table:
-    return pa.Table.from_pylist(
-        [{"context_id": c, "context": "doc", "candidate_id": f"{c}/{s}", "system": s, "text": "t"}
-         for c in contexts for s in systems]
-    )
-
-
 
 
 def simulate(theta: dict[str, float], contexts: int, seed: int, aspect="coherence", context_sd=0.15):
