@@ -133,5 +133,5 @@ def test_prepair_analyses_each_output_once_per_job_and_reuses_them_later(
     # the first job again: verdicts from the cache; only the failed analysis is asked again (and fails again)
     again = run_job(spec_for(small_input, store, "prepair-full", "prepair"))
     assert again.cached == 12 and again.judged == 2 and calls(again) == {"analysis": 1}
-    passes = JudgmentCache(Location.of(str(store / "passes")), PASSES).read()
+    passes = JudgmentCache(Location.of(str(store / "tables" / "passes")), PASSES).read()
     assert passes.num_rows == 8 and Counter(passes.column("kind").to_pylist()) == {"analysis": 8}
