@@ -31,7 +31,10 @@ systems' substance; ``beta`` says how much each style element buys (reported wit
 standard errors); ``gamma`` is the slot-A bias.
 
 Ties count half a win to each side (a fractional outcome); error rows are left out.
-Intervals are 95% Wald intervals from the fit's inverse Hessian.
+Intervals are 95% Wald intervals from the fit's inverse Hessian. A fit whose outcomes
+are separated (a judge that always picks one slot, or one system that always wins)
+has no finite maximum: it is reported as not identified (:data:`SEPARATED`), not
+with the huge numbers the small ridge would give it.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ import re
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401 - pa.compute
+import pyarrow.compute as pc
 from scipy.special import expit
 
 #: Style features of the style-controlled fit: name -> what is counted in a text.
@@ -52,6 +55,20 @@ STYLE_FEATURES = {
     "lists": lambda t: len(re.findall(r"(?m)^\s*(?:[-*+]|\d+[.)])\s", t)),
 }
 Z95 = 1.959963984540054
+#: A coefficient or standard error past these (in logits) means the outcomes were separated: no finite fit.
+SEPARATED = (8.0, 5.0)
+
+
+def separated(coef: np.ndarray, cov: np.ndarray, x: np.ndarray | None = None) -> bool:
+    """Whether a fit ran off to the ridge's bound (see :data:`SEPARATED`); with ``x``, only the coefficients of
+    columns that are not all zero count (a style element no output has is simply absent).
+
+    >>> separated(np.array([0.5, -1.0]), np.eye(2)), separated(np.array([15.0]), np.eye(1))
+    (False, True)
+    """
+    present = np.ones(len(coef), dtype=bool) if x is None else np.any(x != 0, axis=0)
+    coef, se = coef[present], np.sqrt(np.diag(cov))[present]
+    return bool(np.max(np.abs(coef), initial=0.0) > SEPARATED[0] or np.max(se, initial=0.0) > SEPARATED[1])
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, ridge: np.ndarray | float = 1e-6, iters: int = 50):
@@ -125,11 +142,11 @@ def length_controlled_winrates(judgments: pa.Table, candidates: pa.Table, baseli
         d, slot, y = (np.array(col, dtype=float) for col in zip(*rows[system]))
         x = np.column_stack([np.ones_like(d), np.tanh(d / scale), slot])
         coef, cov = fit_logistic(x, y, ridge=np.array([1e-6, 1e-2, 1e-2]))
-        lc, low, high = _interval(coef[0], math.sqrt(cov[0, 0]))
+        lc, low, high = (None, None, None) if separated(coef, cov, x) else _interval(coef[0], math.sqrt(cov[0, 0]))
         out.append({
             "system": system, "baseline": baseline, "n": len(y), "win_rate": float(y.mean()),
-            "lc_win_rate": lc, "lc_low": low, "lc_high": high, "length_coef": float(coef[1]),
-            "length_se": float(math.sqrt(cov[1, 1])),
+            "lc_win_rate": lc, "lc_low": low, "lc_high": high, "length_coef": None if lc is None else float(coef[1]),
+            "length_se": None if lc is None else float(math.sqrt(cov[1, 1])),
         })  # fmt: skip
     return pa.Table.from_pylist(out, schema=LC_WINRATES)
 
@@ -141,6 +158,10 @@ def style_features(text: str) -> dict[str, float]:
     {'length': 25.0, 'headers': 1.0, 'bold': 1.0, 'lists': 2.0}
     """
     return {name: float(count(text)) for name, count in STYLE_FEATURES.items()}
+
+
+class Separated(ValueError):
+    """A fit whose outcomes are separated: its maximum-likelihood estimate is infinite."""
 
 
 def style_controlled_bt(judgments: pa.Table, candidates: pa.Table) -> tuple[pa.Table, pa.Table]:
@@ -173,7 +194,12 @@ def style_controlled_bt(judgments: pa.Table, candidates: pa.Table) -> tuple[pa.T
     coef, cov = fit_logistic(x, y, ridge=ridge)
     n = len(systems)
     center = np.eye(n) - 1.0 / n  # strengths centred on 0, with their covariance
-    theta, theta_se = center @ coef[:n], np.sqrt(np.diag(center @ cov[:n, :n] @ center.T))
+    theta, theta_cov = center @ coef[:n], center @ cov[:n, :n] @ center.T
+    theta_se = np.sqrt(np.diag(theta_cov))
+    style = slice(n, None)
+    if separated(theta, theta_cov) or separated(coef[style], cov[style, style], x[:, style]):
+        raise Separated("style-controlled Bradley-Terry: the outcomes are separated (one slot or one system always "
+                        "wins): no finite fit")  # fmt: skip
     strengths = sorted(
         ({"system": s, "strength": float(theta[j]), "strength_low": float(theta[j] - Z95 * theta_se[j]),
           "strength_high": float(theta[j] + Z95 * theta_se[j])} for j, s in enumerate(systems)),
@@ -204,12 +230,14 @@ def style_control_section(judgments: pa.Table, candidates: pa.Table, baseline: s
     win rates; an aspect whose comparisons involve fewer than two systems is left out."""
     out = []
     for aspect in sorted(set(judgments.column("aspect").to_pylist())):
-        mine = judgments.filter(pa.compute.equal(judgments.column("aspect"), aspect))
+        mine = judgments.filter(pc.equal(judgments.column("aspect"), aspect))
         try:
             strengths, coefs = style_controlled_bt(mine, candidates)
+            section = {"aspect": aspect, "strengths": strengths.to_pylist(), "coefficients": coefs.to_pylist()}
+        except Separated as exc:
+            section = {"aspect": aspect, "not_identified": str(exc)}
         except ValueError:
             continue
-        section = {"aspect": aspect, "strengths": strengths.to_pylist(), "coefficients": coefs.to_pylist()}
         if baseline is not None and baseline in set(candidates.column("system").to_pylist()):
             section["length_controlled"] = length_controlled_winrates(mine, candidates, baseline).to_pylist()
         out.append(section)
@@ -220,10 +248,13 @@ def style_control_lines(sections: list[dict] | None) -> list[str]:
     """The report's Markdown for :func:`style_control_section`."""
     if not sections:
         return []
-    lines = ["", "## Style control", "",
-             "Strengths with style held equal (Bradley-Terry with length and markdown covariates; "
-             "`operators/style_control.py`)."]  # fmt: skip
+    note = ("Strengths with style held equal (Bradley-Terry with length and markdown covariates; "
+            "`operators/style_control.py`).")
+    lines = ["", "## Style control", "", note]
     for s in sections:
+        if "not_identified" in s:
+            lines += ["", f"**{s['aspect']}**: not identified ({s['not_identified'].split(': ', 1)[-1]})."]
+            continue
         lines += ["", f"**{s['aspect']}**", "", "| rank | system | strength | 95% interval |", "|---|---|---|---|"]
         lines += [f"| {r['rank']} | {r['system']} | {r['strength']:.3f} | [{r['strength_low']:.3f}, "
                   f"{r['strength_high']:.3f}] |" for r in s["strengths"]]  # fmt: skip
@@ -232,7 +263,8 @@ def style_control_lines(sections: list[dict] | None) -> list[str]:
         if s.get("length_controlled"):
             lines += ["", "| system | vs | win rate | length-controlled | 95% interval | n |",
                       "|---|---|---|---|---|---|"]  # fmt: skip
-            lines += [f"| {r['system']} | {r['baseline']} | {r['win_rate']:.3f} | {r['lc_win_rate']:.3f} | "
-                      f"[{r['lc_low']:.3f}, {r['lc_high']:.3f}] | {r['n']} |"
+            lines += [f"| {r['system']} | {r['baseline']} | {r['win_rate']:.3f} | " + (
+                      "– | – |" if r["lc_win_rate"] is None else
+                      f"{r['lc_win_rate']:.3f} | [{r['lc_low']:.3f}, {r['lc_high']:.3f}] |") + f" {r['n']} |"
                       for r in s["length_controlled"]]  # fmt: skip
     return lines

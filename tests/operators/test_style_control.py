@@ -148,3 +148,15 @@ def test_pairank_winrate_prints_and_writes_the_style_control(tmp_path, capsys):
     assert "## Style control" in printed and "length-controlled" in printed
     written = json.loads((tmp_path / "out" / "style_control.json").read_text())
     assert [s["aspect"] for s in written] == ["overall"] and len(written[0]["length_controlled"]) == 5
+
+
+def test_a_judge_that_always_picks_slot_a_is_not_identified():
+    from pairank.operators.style_control import style_control_lines, style_control_section
+
+    cands, judged = world(length_bias=0.0, seed=7, contexts=10)
+    always_a = judged.set_column(judged.schema.get_field_index("label"), "label", pa.array(["A"] * judged.num_rows))
+    (s,) = style_control_section(always_a, cands, baseline="S2")
+    assert "separated" in s["not_identified"] and "strengths" not in s
+    assert "not identified (the outcomes are separated" in "\n".join(style_control_lines([s]))
+    lc = length_controlled_winrates(always_a, cands, baseline="S2").to_pylist()
+    assert all(r["lc_win_rate"] is None and r["win_rate"] == 0.5 for r in lc)  # each system in slot A half the time
