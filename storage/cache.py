@@ -53,9 +53,9 @@ def context_bucket(context_id: str) -> int:
 
 def with_buckets(table: pa.Table) -> pa.Table:
     """``table`` with its ``bucket`` column (from ``context_id``)."""
-    memo: dict[str, int] = {}
-    buckets = [memo.setdefault(c, context_bucket(c)) if c not in memo else memo[c]
-               for c in table.column("context_id").to_pylist()]  # fmt: skip
+    contexts = table.column("context_id").to_pylist()
+    bucket_of = {c: context_bucket(c) for c in set(contexts)}  # each context hashed once
+    buckets = [bucket_of[c] for c in contexts]
     return table.append_column(pa.field("bucket", pa.int32(), nullable=False), pa.array(buckets, pa.int32()))
 
 
@@ -82,6 +82,11 @@ class JudgmentCache:
     def table_schema(self) -> pa.Schema:
         return self.schema.append(pa.field("bucket", pa.int32(), nullable=False))
 
+    @property
+    def root(self) -> Location:
+        """The storage root of a store at ``<root>/tables/<name>``."""
+        return Location.of(self.folder.uri.rsplit("/", 2)[0])
+
     def exists(self) -> bool:
         return delta.is_table(self.folder)
 
@@ -96,11 +101,9 @@ class JudgmentCache:
             table = delta.scan(self.folder, expression, version)
         except (StorageError, FileNotFoundError):
             raise
-        except OSError as exc:
-            if is_transient(exc):
+        except (OSError, pa.ArrowInvalid) as exc:
+            if isinstance(exc, OSError) and is_transient(exc):
                 raise
-            raise self._corrupt(expression, version, exc) from exc
-        except pa.ArrowInvalid as exc:
             raise self._corrupt(expression, version, exc) from exc
         try:
             return validate(table.select(self.schema.names), self.schema, self.folder.uri)
@@ -122,9 +125,9 @@ class JudgmentCache:
         if table.num_rows == 0:
             return None
         table = validate(table, self.schema, f"rows to append to {self.folder.uri}")
-        if not self.exists():
+        if not self.exists():  # looked up once per append: the table, once made, stays
             self._check_not_former()
-        delta.ensure_table(self.folder, self.table_schema, PARTITIONS)
+            delta.ensure_table(self.folder, self.table_schema, PARTITIONS)
         metadata = {"pairank.writer": writer_name(), "pairank.rows": str(table.num_rows)}
         if self.writer:
             metadata["pairank.job"] = self.writer
@@ -132,10 +135,9 @@ class JudgmentCache:
 
     def _check_not_former(self) -> None:
         """No table yet: if the root holds this store in the former part-folder format, say how to migrate it."""
-        parent = posixpath.dirname(self.folder.path)
-        if posixpath.basename(parent) != "tables":
+        if posixpath.basename(posixpath.dirname(self.folder.path)) != "tables":
             return
-        root = Location.of(self.folder.uri.rsplit("/", 2)[0])
+        root = self.root
         former = root.join(posixpath.basename(self.folder.path))
         if former.files(suffix=".parquet"):
             raise FormerStore(
@@ -187,8 +189,7 @@ class JudgmentCache:
         return exc if isinstance(exc, TableError) else StorageError(self.folder.uri, "read the Delta table", exc)
 
     def _hint(self, exc: CorruptFile) -> CorruptFile:
-        root = Location.of(self.folder.uri).uri.rsplit("/", 2)[0]
-        hint = f"`pairank store verify --root {root} --quarantine` moves it aside and its comparisons are asked again"
+        hint = f"`pairank store verify --root {self.root.uri} --quarantine` moves it aside and its comparisons are asked again"
         return CorruptFile(exc.uri, exc.reason, hint)
 
 
