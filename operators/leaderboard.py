@@ -36,6 +36,11 @@ per (aspect or ``"overall"``, system). The rules:
   odds of e to 1); ``elo`` is 1000 + 400/ln(10) * theta, so 400 points are odds of
   10 to 1 and the mean system sits at 1000.
 - **Rank** by point strength, 1 best; equal strengths share the smallest rank.
+- **Style control** (:mod:`pairank.operators.style_control`, where the candidates have
+  texts): per aspect and overall, the style-controlled Bradley-Terry strength (length
+  and markdown held equal; 95% Wald interval, whatever ``mass``) and its rank, and
+  with a baseline the length-controlled win rate against it; ``style_status`` says
+  why they are null where they are (a separated fit is not identified).
 - **Win rates** against a baseline are not recomputed: for each (aspect, system)
   the leaderboard carries the pooled row (judge ``*``) of the first method in
   ``winrate_methods`` (default dawid_skene, then bwrs, then observed) that has an
@@ -58,6 +63,7 @@ import pyarrow.compute as pc
 from pairank.operators.bradley_terry import PRIOR_TIES, bt_strengths, win_matrix
 from pairank.operators.checks import require_columns
 from pairank.operators.scores import DECISIVE_WEIGHT, LABEL_POINTS, min_ranks, verdict_weights
+from pairank.operators.style_control import board_columns
 from pairank.operators.votes import JUDGE_COLUMNS, judge_names
 from pairank.operators.winrate_table import METHODS as WINRATE_METHOD_NAMES
 from pairank.storage.schemas import LEADERBOARD
@@ -391,6 +397,11 @@ def leaderboard(
                     **_winrate_fields(name, systems[s], baseline, carried),
                 }
             )
+    groups = {OVERALL: judgments} if aspects else {}
+    groups |= {a: judgments.filter(pc.equal(judgments.column("aspect"), a)) for a in aspects}
+    style = board_columns(judgments, candidates, baseline, groups)
+    for row in out:
+        row.update(style.get((row["aspect"], row["system"]), {"style_status": "not in the style-controlled fit"}))
     table = pa.Table.from_pylist(out, schema=LEADERBOARD)
     used_judges = sorted({names[j] for j in np.unique(rows.judge[rows.ok])})
     return Leaderboard(table, counts, used_judges, baseline)

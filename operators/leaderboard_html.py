@@ -3,7 +3,8 @@
 No server, no network, no script: inline CSS and inline SVG drawn here. The page
 has a table per aspect (``overall`` first: rank, system, strength and Elo with
 their intervals, win ratio, comparisons, contexts, judges, errors, and the carried
-win rate where there is one), a strength plot with interval bars per aspect, a
+win rate where there is one; a toggle switches them to the style-controlled ranking:
+:mod:`pairank.operators.leaderboard_style_html`), a strength plot with interval bars per aspect, a
 win-rate plot with intervals when win rates are given, position-bias and
 Spearman panels when those tables are given, and a judge-bias panel (length
 preference, self-preference, flips when the slots swap) when ``meta`` holds one;
@@ -31,6 +32,7 @@ from pairank.operators.board_quality_html import category_links, quality_panel
 from pairank.operators.checks import require_columns
 from pairank.operators.judge_bias import NOTE, text_tables
 from pairank.operators.leaderboard import OVERALL
+from pairank.operators.leaderboard_style_html import STYLE_CSS, has_style, style_table, style_toggle
 
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px; color: #1d232a; }
@@ -535,7 +537,7 @@ def render_html(
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         "<title>pairank leaderboard</title>",
-        f"<style>{CSS}</style></head><body>",
+        f"<style>{CSS}{STYLE_CSS}</style></head><body>",
         "<h1>pairank leaderboard</h1>",
         *_unfinished_banner(meta),
         *category_links(meta),
@@ -548,6 +550,7 @@ def render_html(
         f"that an unbeaten system stays finite. Intervals: central {esc(f'{mass:.0%}')} of the strengths refitted on "
         "contexts resampled with replacement. Win ratio: (wins + ties/2) / comparisons. Error rows are skipped and "
         "counted.</p>",
+        *style_toggle(rows),
     ]
     counts = meta.get("counts", {})
     for aspect in _aspects(rows):
@@ -558,7 +561,10 @@ def render_html(
             note = (f'<p class="meta">{esc(c.get("used"))} comparisons used of {esc(c.get("judgments"))} judgments '
                     f'({esc(c.get("errors"))} error rows, {esc(c.get("same_system"))} same-system pairs skipped) '
                     f'over {esc(c.get("contexts"))} contexts.</p>')
-        parts.append(f"<h2>{esc(aspect)}</h2>{note}{_table(mine, baseline, with_winrates and aspect != OVERALL)}")
+        table = _table(mine, baseline, with_winrates and aspect != OVERALL)
+        if has_style(rows):
+            table = f'<div class="raw">{table}</div><div class="styled">{style_table(mine, baseline)}</div>'
+        parts.append(f"<h2>{esc(aspect)}</h2>{note}{table}")
     parts.append("<h2>Strengths</h2>")
     parts.append(_strength_panels(rows))
     parts += quality_panel(meta)

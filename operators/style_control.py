@@ -268,3 +268,42 @@ def style_control_lines(sections: list[dict] | None) -> list[str]:
                       f"{r['lc_win_rate']:.3f} | [{r['lc_low']:.3f}, {r['lc_high']:.3f}] |") + f" {r['n']} |"
                       for r in s["length_controlled"]]  # fmt: skip
     return lines
+
+
+def board_columns(judgments: pa.Table, candidates: pa.Table, baseline: str | None,
+                  groups: dict[str, pa.Table]) -> dict[tuple[str, str], dict]:  # fmt: skip
+    """The leaderboard's style-controlled columns (``style_*``, ``lc_*``; see LEADERBOARD) per (group, system),
+    ``groups`` naming each aspect's (or the pooled) judgments. Without candidate texts, or where the fit is not
+    identified, the values are null and ``style_status`` says why."""
+    missing = "no candidate texts" if "text" not in candidates.column_names else (
+        "no verdict labels" if "label" not in judgments.column_names else None)
+    if missing:
+        return {(g, s): {"style_status": missing} for g in groups
+                for s in set(candidates.column("system").to_pylist())}  # fmt: skip
+    out: dict[tuple[str, str], dict] = {}
+    for group, mine in groups.items():
+        try:
+            strengths, _ = style_controlled_bt(mine, candidates)
+        except Separated:
+            out.update({(group, s): {"style_status": "not identified (separated outcomes)"}
+                        for s in _systems(mine, candidates)})  # fmt: skip
+            continue
+        except ValueError as exc:
+            out.update({(group, s): {"style_status": str(exc).split(": ", 1)[-1]} for s in _systems(mine, candidates)})
+            continue
+        for r in strengths.to_pylist():
+            out[(group, r["system"])] = {"style_strength": r["strength"], "style_low": r["strength_low"],
+                                         "style_high": r["strength_high"], "style_rank": r["rank"],
+                                         "style_status": "ok"}  # fmt: skip
+        if baseline is None or baseline not in set(candidates.column("system").to_pylist()):
+            continue
+        for r in length_controlled_winrates(mine, candidates, baseline).to_pylist():
+            out.setdefault((group, r["system"]), {"style_status": "ok"}).update(
+                lc_win_rate=r["lc_win_rate"], lc_low=r["lc_low"], lc_high=r["lc_high"])  # fmt: skip
+    return out
+
+
+def _systems(judgments: pa.Table, candidates: pa.Table) -> set[str]:
+    system_of = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
+    ids = judgments.column("candidate_a").to_pylist() + judgments.column("candidate_b").to_pylist()
+    return {system_of[c] for c in ids if c in system_of}

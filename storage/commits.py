@@ -238,7 +238,8 @@ class NightlyTable:
     snapshot of each commit not yet in it, one Delta commit per night as the
     application transaction ``pairank-<table>:<name>`` at version ``seq``, so two
     publishers cannot add one night twice. Columns: the snapshot's schema, the committed
-    night (``night_column``) and ``seq``.
+    night (``night_column``) and ``seq``; columns added to the snapshot's schema later are
+    merged into the table's schema by the next append (older nights read null there).
     """
 
     def __init__(self, layout: NightlyLayout, table: str, schema: pa.Schema, night_column: str = "night",
@@ -278,7 +279,8 @@ class NightlyTable:
                 props = CommitProperties(app_transactions=[Transaction(self.app_id, commit.seq)])
                 try:
                     self.folder._retrying("append a night to the history", lambda t=table, r=rows: write_deltalake(
-                        t, r.cast(self.schema), mode="append", commit_properties=props))  # fmt: skip
+                        t, r.cast(self.schema), mode="append", schema_mode="merge",
+                        commit_properties=props))  # fmt: skip
                     added += 1
                     break
                 except CommitFailedError:  # another publisher got there first (this night, or the table's creation)
@@ -291,5 +293,8 @@ class NightlyTable:
         """The rows of the nights up to commit ``upto``, oldest night first."""
         data = delta.dataset(self.folder)
         table = self.folder._retrying(f"read the {self.table}", lambda: data.to_table(filter=pads.field("seq") <= upto))
+        for f in self.schema:  # columns added to the snapshot's schema after this table was made (schema_mode merge)
+            if f.name not in table.column_names:
+                table = table.append_column(f, pa.nulls(table.num_rows, f.type))
         table = table.select(self.schema.names).cast(self.schema)
         return table.sort_by([("seq", "ascending")] + [(c, "ascending") for c in self.order])

@@ -255,6 +255,30 @@ META_EVAL = pa.schema(
     ]
 )
 
+#: LEADERBOARD's style-controlled columns (added after the first boards: see :func:`later_fields`).
+STYLE_COLUMNS = [
+    _field(
+        "style_strength", pa.float64(),
+        "Style-controlled Bradley-Terry strength (length and markdown held equal; operators.style_control), "
+        "centred to mean 0; null where not identified or without candidate texts.", nullable=True,
+    ),
+    _field("style_low", pa.float64(), "Lower end of its 95% Wald interval.", nullable=True),
+    _field("style_high", pa.float64(), "Upper end of its 95% Wald interval.", nullable=True),
+    _field("style_rank", pa.int64(), "Rank by style-controlled strength (1 is best).", nullable=True),
+    _field(
+        "lc_win_rate", pa.float64(),
+        "Length-controlled win rate against the baseline (AlpacaEval 2's GLM per system; per aspect).",
+        nullable=True,
+    ),
+    _field("lc_low", pa.float64(), "Lower end of its 95% interval.", nullable=True),
+    _field("lc_high", pa.float64(), "Upper end of its 95% interval.", nullable=True),
+    _field(
+        "style_status", pa.string(),
+        "'ok', or why the style-controlled columns are null (not identified, no candidate texts).",
+        nullable=True,
+    ),
+]
+
 LEADERBOARD = pa.schema(
     [
         _field("aspect", pa.string(), "Aspect ranked, or 'overall' (every aspect's judgments pooled)."),
@@ -300,6 +324,7 @@ LEADERBOARD = pa.schema(
             "'ok', 'baseline' for the baseline itself, or why no win rate is carried; null without win rates.",
             nullable=True,
         ),
+        *STYLE_COLUMNS,
     ]
 )
 
@@ -344,6 +369,16 @@ class TableError(ValueError):
         return f"{where}: expected {self.expected}, found {self.found}"
 
 
+def later_fields(schema: pa.Schema) -> tuple[pa.Field, ...]:
+    """The columns added to ``schema`` after files were written without them (LEADERBOARD's style-controlled
+    columns): a table lacking them is read with nulls there, so former boards and nightly snapshots still validate.
+
+    >>> [f.name for f in later_fields(LEADERBOARD)][:2], later_fields(CANDIDATES)
+    (['style_strength', 'style_low'], ())
+    """
+    return tuple(STYLE_COLUMNS) if schema.equals(LEADERBOARD) else ()
+
+
 def optional_fields(schema: pa.Schema) -> tuple[pa.Field, ...]:
     """The columns a table of ``schema`` may also carry, or not: CANDIDATES' ``category``, none elsewhere.
 
@@ -358,8 +393,12 @@ def conform(table: pa.Table, schema: pa.Schema, source: str) -> pa.Table:
 
     Extra and missing columns are errors that list what was expected. The schema's
     optional columns (:func:`optional_fields`) the table has are kept, cast, after
-    the schema's own; those it lacks stay absent.
+    the schema's own; those it lacks stay absent. Columns added later
+    (:func:`later_fields`) that the table lacks are filled with nulls.
     """
+    for f in later_fields(schema):
+        if f.name not in table.column_names:
+            table = table.append_column(f, pa.nulls(table.num_rows, f.type))
     have = list(table.column_names)
     want = list(schema.names)
     allowed = [f.name for f in optional_fields(schema)]

@@ -171,3 +171,24 @@ def test_the_history_table_gets_each_night_once_however_many_publish(tmp_path):
     assert history.read(upto=2).column("system").to_pylist() == ["s1", "base", "s2", "base"]
     polars = pytest.importorskip("polars")
     assert polars.read_delta(str(tmp_path / "nightly/board/history")).height == 6  # queryable by other tools
+
+
+def test_the_history_table_takes_columns_added_to_its_snapshots_later(tmp_path):
+    """A history table made before a column was added (as LEADERBOARD gained its style-controlled columns): the
+    next night's append merges the new column into the table's schema, and older nights read null there."""
+    from pairank.storage.commits import Commit, NightlyTable
+
+    layout = NightlyLayout(Location.of(str(tmp_path)), "board")
+    old = pa.schema([pa.field("aspect", pa.string()), pa.field("rank", pa.int64()), pa.field("system", pa.string())])
+    new = old.append(pa.field("style_rank", pa.int64(), nullable=True))
+    first = [Commit(1, {"night": "n1", "folder": "nights/n1"})]
+    NightlyTable(layout, "history", old).catch_up(first, lambda c: pa.table(
+        {"aspect": ["overall"], "rank": [1], "system": ["a"]}, schema=old))  # fmt: skip
+    history = NightlyTable(layout, "history", new)
+    before = history.read(upto=1)  # read with the new schema before any night has the column
+    assert before.column("style_rank").to_pylist() == [None] and before.schema.field("style_rank").type == pa.int64()
+    second = first + [Commit(2, {"night": "n2", "folder": "nights/n2"})]
+    assert history.catch_up(second, lambda c: pa.table(
+        {"aspect": ["overall"], "rank": [1], "system": ["b"], "style_rank": [2]}, schema=new)) == 1  # fmt: skip
+    after = history.read(upto=2)
+    assert after.column("system").to_pylist() == ["a", "b"] and after.column("style_rank").to_pylist() == [None, 2]
