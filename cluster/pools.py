@@ -39,6 +39,8 @@ import os
 import re
 import time
 import uuid
+import warnings
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -46,6 +48,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 log = logging.getLogger(__name__)
+# A dataset made elsewhere may bring fewer blocks than the forwarding tasks allowed; Ray Data warns each time.
+warnings.filterwarnings("ignore", message="The maximum number of concurrent tasks", category=UserWarning)
 
 #: Column that tells a forwarder which actor judges a row (dropped before judging).
 SLOT = "__judge_slot"
@@ -271,6 +275,19 @@ def deal_blocks(n_rows: int, batch_size: int, size: int) -> list[tuple[int, int,
     return [(off, min(batch_size, n_rows - off), i * size // n) for i, off in enumerate(offsets)]
 
 
+def context_slots(batch: pa.Table, size: int) -> pa.Table:
+    """``batch`` with the actor of each row: a hash of its ``context_id`` (stable across processes), so all of a
+    context's requests meet one engine's prefix cache.
+
+    >>> t = context_slots(pa.table({"context_id": ["a", "b", "a"]}), 4)
+    >>> t.column(SLOT).to_pylist()
+    [3, 1, 3]
+    """
+    slot_of = {c: zlib.crc32(c.encode("utf-8")) % size for c in pc.unique(batch.column("context_id")).to_pylist()}
+    slots = [slot_of[c] for c in batch.column("context_id").to_pylist()]
+    return batch.append_column(SLOT, pa.array(slots, pa.int64()))
+
+
 class JudgePool:
     """``resources.size`` actors, each running ``factory()``, started on entry and stopped on exit.
 
@@ -343,26 +360,36 @@ class JudgePool:
 
         return ray.get(self.monitor.summary.remote()) if self.monitor is not None else PoolMonitor().summary()
 
-    def judge(self, requests: pa.Table, stage: str = "pairwise") -> Iterator[pa.Table]:
+    def judge(self, requests, stage: str = "pairwise") -> Iterator[pa.Table]:
+        """Judge ``requests``: a table the driver holds (dealt to the actors in contiguous runs of blocks), or a
+        Ray Data dataset made elsewhere in the cluster (each context's rows go to the actor its id hashes to, so
+        an engine still sees whole contexts); result batches are yielded as the actors finish them."""
         import ray
 
         if not self.actors:
             raise RuntimeError("judge pool is not started")
-        if requests.num_rows == 0:
-            return
-        blocks = [
-            requests.slice(off, length).append_column(SLOT, pa.array([actor] * length, pa.int64()))
-            for off, length, actor in deal_blocks(requests.num_rows, self.resources.batch_size, len(self.actors))
-        ]
-        ds = ray.data.from_arrow(blocks).map_batches(
-            _forward,
-            fn_kwargs={"actors": self.actors, "stage": stage, "monitor": self.monitor,
-                       "retries": self.resources.retries, "on_failure": self.on_failure},
-            batch_size=None,
-            batch_format="pyarrow",
-            zero_copy_batch=True,
-            num_cpus=0,
-            concurrency=min(2 * len(self.actors), len(blocks)),  # one batch in each engine, one queued behind it
-        )
+        kwargs = {"actors": self.actors, "stage": stage, "monitor": self.monitor, "retries": self.resources.retries,
+                  "on_failure": self.on_failure}  # fmt: skip
+        if isinstance(requests, pa.Table):
+            if requests.num_rows == 0:
+                return
+            blocks = [
+                requests.slice(off, length).append_column(SLOT, pa.array([actor] * length, pa.int64()))
+                for off, length, actor in deal_blocks(requests.num_rows, self.resources.batch_size, len(self.actors))
+            ]
+            ds, batch_size, tasks = ray.data.from_arrow(blocks), None, min(2 * len(self.actors), len(blocks))
+        else:
+            ds = requests.map_batches(context_slots, fn_kwargs={"size": len(self.actors)}, batch_size=None,
+                                      batch_format="pyarrow", num_cpus=0, concurrency=2)  # fmt: skip
+            # one block per batch, one batch per forwarding task: a task's results would otherwise reach the
+            # driver as one block, and a kill would lose more than the batch in flight
+            ds = ds.repartition(target_num_rows_per_block=self.resources.batch_size)
+            # Its tasks would reserve a CPU, which the actors hold: reserve none (Ray Data has no argument for it)
+            ds._logical_plan.dag.ray_remote_args["num_cpus"] = 0
+            batch_size, tasks = None, 2 * len(self.actors)
+        ds = ds.map_batches(
+            _forward, fn_kwargs=kwargs, batch_size=batch_size, batch_format="pyarrow", zero_copy_batch=True,
+            num_cpus=0, concurrency=tasks,  # one batch in each engine, one queued behind it
+        )  # fmt: skip
         # prefetch_batches=0: hand each batch over as soon as it is judged, so a kill loses the least.
         yield from ds.iter_batches(batch_format="pyarrow", batch_size=None, prefetch_batches=0)

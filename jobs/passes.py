@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 
 import pyarrow as pa
@@ -50,69 +50,105 @@ def error_count(judgments: pa.Table) -> int:
 
 def judge_into_cache(
     pool,
-    todo: pa.Table,
+    todo,
     cache: JudgmentCache,
     flush_rows: int,
     progress: Callable[[str], None],
     stage: str = "pairwise",
+    *,
+    total: Callable[[], int | None] | None = None,
+    keep: bool = True,
 ) -> pa.Table:
     """Stream ``todo`` through the pool's ``stage``, appending a cache part every ``flush_rows``; returns the rows.
 
+    ``todo`` is a table the driver holds, or a Ray Data dataset made in the cluster
+    (:mod:`pairank.jobs.request_stream`); then ``total()`` says how many requests it
+    holds once that is known (None before). With ``keep=False`` the rows are written
+    but not kept: the result is empty (:class:`CacheWriter` has the counts).
     Whatever the pool has returned is written before an error propagates (a failing
     stream flushes its buffer first), and a key is written once per call even if the
     pool returned it twice (a batch sent again after a lost engine).
     """
-    schema = cache.schema
-    buffer: list[pa.Table] = []
-    out: list[pa.Table] = []
-    seen: set[str] = set()
-    buffered = done = errors = 0
-    started = time.perf_counter()
-    losses = getattr(pool, "losses", None)
+    writer = CacheWriter(cache, flush_rows, progress, stage, getattr(pool, "losses", None),
+                         total or (lambda: todo.num_rows), keep)  # fmt: skip
+    writer.run(pool.judge(todo, stage))
+    return writer.table()
 
-    def flush() -> None:
-        nonlocal buffer, buffered, done
-        out.append(pa.concat_tables(buffer))
-        cache.append(out[-1])
-        done += buffered
-        buffer, buffered = [], 0
 
-    def report(final: bool) -> None:
-        """The stage's progress line: done, errors, engines lost; with rate and ETA until the end."""
-        n = losses()["lost"] if losses is not None else 0
-        line = f"{stage}: {done}/{todo.num_rows} ({errors} errors"
+#: Without ``keep``, a key is checked against the keys of this many previous batches (a batch the pool sent again
+#: after a lost engine comes back within a few batches; reads take one row per key in any case).
+SEEN_BATCHES = 256
+
+
+class CacheWriter:
+    """Appends a stage's judged batches to the cache, a commit every ``flush_rows``, each key once, with progress
+    lines (done, errors, engines lost; rate and ETA while the total is known)."""
+
+    def __init__(self, cache: JudgmentCache, flush_rows: int, progress: Callable[[str], None], stage: str,
+                 losses: Callable[[], dict] | None, total: Callable[[], int | None], keep: bool = True):  # fmt: skip
+        self.cache, self.flush_rows, self.progress, self.stage = cache, flush_rows, progress, stage
+        self.losses, self.total, self.keep = losses, total, keep
+        self.buffer: list[pa.Table] = []
+        self.out: list[pa.Table] = []
+        self.seen: set[str] = set()  # keys written; without keep, those of the last SEEN_BATCHES batches only
+        self.recent: deque[list[str]] = deque()
+        self.buffered = self.judged = self.errors = 0
+        self.started = time.perf_counter()
+
+    def flush(self) -> None:
+        part = pa.concat_tables(self.buffer)
+        self.cache.append(part)
+        if self.keep:
+            self.out.append(part)
+        self.judged += self.buffered
+        self.buffer, self.buffered = [], 0
+
+    def report(self, final: bool) -> None:
+        total = self.total()
+        n = self.losses()["lost"] if self.losses is not None else 0
+        line = f"{self.stage}: {self.judged}/{total if total is not None else '?'} ({self.errors} errors"
         line += f", {n} engine{'s' if n != 1 else ''} lost and replaced" if n else ""
-        if not final:
-            rate = done / max(time.perf_counter() - started, 1e-9)
-            eta = (todo.num_rows - done) / rate if rate > 0 else float("inf")
+        if not final and total is not None:
+            rate = self.judged / max(time.perf_counter() - self.started, 1e-9)
+            eta = (total - self.judged) / rate if rate > 0 else float("inf")
             line += f", {rate:.2f}/s, ETA {_clock(eta)}"
-        progress(StageProgress(line + ")", stage=stage, done=done, total=todo.num_rows, errors=errors, final=final))
+        elif not final:
+            line += ", requests still being planned"
+        self.progress(StageProgress(line + ")", stage=self.stage, done=self.judged,
+                                    total=max(total or 0, self.judged), errors=self.errors, final=final))  # fmt: skip
 
-    try:
-        for batch in pool.judge(todo, stage):
-            batch = batch.select(schema.names).cast(schema)
-            keys = batch.column("key").to_pylist()
-            fresh = [i for i, k in enumerate(keys) if k not in seen]
-            if len(fresh) < len(keys):
-                batch = batch.take(pa.array(fresh, pa.int64()))
-            seen.update(keys)
-            buffer.append(batch)
-            buffered += batch.num_rows
-            errors += error_count(batch)
-            if buffered >= flush_rows:
-                flush()
-                report(final=False)
-    except BaseException:
-        if buffered:  # what the pool returned is kept, whatever happens next
-            flush()
-            log.warning("%s: the stream failed after %d of %d; those %d judgments are saved", stage, done,
-                        todo.num_rows, done)  # fmt: skip
-        raise
-    if buffer:
-        flush()
-    if todo.num_rows:
-        report(final=True)
-    return pa.concat_tables(out) if out else schema.empty_table()
+    def run(self, batches) -> None:
+        schema = self.cache.schema
+        try:
+            for batch in batches:
+                batch = batch.select(schema.names).cast(schema)
+                keys = batch.column("key").to_pylist()
+                fresh = [i for i, k in enumerate(keys) if k not in self.seen]
+                if len(fresh) < len(keys):
+                    batch = batch.take(pa.array(fresh, pa.int64()))
+                self.seen.update(keys)
+                if not self.keep:  # a bounded memory: a batch sent again comes back soon after the first
+                    self.recent.append(keys)
+                    if len(self.recent) > SEEN_BATCHES:
+                        self.seen.difference_update(self.recent.popleft())
+                self.buffer.append(batch)
+                self.buffered += batch.num_rows
+                self.errors += error_count(batch)
+                if self.buffered >= self.flush_rows:
+                    self.flush()
+                    self.report(final=False)
+        except BaseException:
+            if self.buffered:  # what the pool returned is kept, whatever happens next
+                self.flush()
+                log.warning("%s: the stream failed after %d judgments; those are saved", self.stage, self.judged)
+            raise
+        if self.buffer:
+            self.flush()
+        if self.judged or self.total():
+            self.report(final=True)
+
+    def table(self) -> pa.Table:
+        return pa.concat_tables(self.out) if self.out else self.cache.schema.empty_table()
 
 
 def _clock(seconds: float) -> str:

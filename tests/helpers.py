@@ -37,7 +37,24 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 #: The imported sets that ship with pairank (data/README.md).
 SHIPPED_DATA = ROOT / "data"
-S3_PORT = 8333
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports free on 127.0.0.1 now (the OS picks them)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+#: The test S3 server's ports, chosen per test session so that sessions (and helpers' sessions) can run side by
+#: side: S3, then master, volume, filer and admin, each with its gRPC port.
+WEED_PORTS = free_ports(10)
+S3_PORT = WEED_PORTS[0]
 S3_ENV = {
     "AWS_ACCESS_KEY_ID": "pairank-test",
     "AWS_SECRET_ACCESS_KEY": "pairank-test-secret",

@@ -1,0 +1,185 @@
+"""Static requests made in the cluster: the driver never holds the request table.
+
+A static schedule knows every comparison up front, and at scale its rendered prompts
+are the biggest thing a run makes (10^7 comparisons are about 20 GB of prompt text).
+So for the single-pass modes (``logprob``, ``generate``, ``sample``) the requests are
+made by Ray Data tasks, block by block, and stream straight into the judge pool:
+
+1. **Blocks.** The driver cuts the candidates into blocks of whole contexts, each
+   within one bucket of the judgment store (:func:`pairank.storage.cache.context_bucket`)
+   and of at most :data:`CONTEXTS_PER_TASK` contexts (:func:`plan_blocks`).
+2. **Plan** (a Ray Data map task per block, :func:`plan_requests`): the static
+   scheduler's pairs of the block's contexts (each context draws from its own
+   seeded generator, so a block's pairs are the ones the whole run would make),
+   their keys per prompt variant, then a join with the store: the keys that
+   already have a verdict in that bucket of the store (one partition read, no
+   shuffle) are dropped. The rest are rendered into REQUESTS rows, in prefix order,
+   and yielded in slices to the pool's stage (:meth:`pairank.cluster.pools.JudgePool.judge`,
+   which sends each context to one engine). Each task reports how many comparisons
+   its block wants and how many were cached to a small counter actor.
+3. **Collect** (a second pass of tasks, :func:`collect_judgments`): once judging is
+   done, each block reads back from the store one row per key of its comparisons,
+   cached or just judged; the driver concatenates them for the scoring stages.
+
+Before anything starts an engine, a ``take(1)`` of the plan says whether anything is
+left to judge: a run whose comparisons are all cached starts no engine. The driver
+so holds the candidates, counters and, for scoring, the run's judgments; never the
+keys to judge or their prompts. Keys are computed in the tasks twice (plan, collect).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pairank.jobs.passes import CacheWriter
+from pairank.jobs.requests import RequestMaker, contexts_of, scheduled_requests
+from pairank.jobs.schedulers import StaticSettings
+from pairank.storage.cache import JudgmentCache, context_bucket
+
+#: Contexts per planning task at most: a bucket with more is cut into several tasks.
+CONTEXTS_PER_TASK = 256
+#: Rows per slice a planning task hands on (the pool re-batches them by ``pool.batch_size``).
+SLICE_ROWS = 4096
+#: Planning (and collecting) tasks at once. They reserve no CPU: the judge actors hold the CPUs.
+TASKS = 2
+
+
+@dataclass(frozen=True)
+class StaticPlan:
+    """What a planning task needs besides its block of candidates (pickled into the tasks)."""
+
+    variants: dict  # aspect -> prompt variants (RequestMaker.variants)
+    judge: dict  # the judging identity in every key
+    scheduler: StaticSettings
+    aspects: tuple[str, ...]
+    cache: JudgmentCache
+
+    def wanted(self, block: pa.Table) -> tuple[RequestMaker, dict[str, tuple]]:
+        """The block's request maker and ``{key: (aspect, ctx, a, b, variant)}`` of its comparisons."""
+        maker = RequestMaker(block, self.variants, self.judge)
+        baseline = getattr(self.scheduler, "baseline", None)
+        if baseline is not None and baseline not in set(block.column("system").to_pylist()):
+            return maker, {}  # one_vs_n: no baseline answer in these contexts (checked for the run as a whole)
+        return maker, scheduled_requests(maker, block, list(self.aspects), self.scheduler)
+
+
+class PlanCounter:
+    """Per block: comparisons wanted and found cached (a Ray actor; a task run twice counts once)."""
+
+    def __init__(self, blocks: int) -> None:
+        self.blocks, self.seen = blocks, {}
+
+    def add(self, block: str, wanted: int, cached: int) -> None:
+        self.seen[block] = (wanted, cached)
+
+    def totals(self) -> dict:
+        wanted = sum(w for w, _ in self.seen.values())
+        cached = sum(c for _, c in self.seen.values())
+        return {"planned": len(self.seen), "blocks": self.blocks, "wanted": wanted, "cached": cached}
+
+
+def plan_blocks(candidates: pa.Table, per_task: int | None = None) -> list[pa.Table]:
+    """The candidates cut into blocks of whole contexts, one store bucket per block, ``per_task`` contexts at most.
+
+    >>> t = pa.table({"context_id": ["c1", "c1", "c2", "c3"], "candidate_id": ["a", "b", "c", "d"]})
+    >>> [b.column("context_id").to_pylist() for b in plan_blocks(t, per_task=1)]
+    [['c1', 'c1'], ['c2'], ['c3']]
+    """
+    per_task = per_task or CONTEXTS_PER_TASK
+    by_bucket: dict[int, list[str]] = defaultdict(list)
+    for ctx in sorted(contexts_of(candidates)):
+        by_bucket[context_bucket(ctx)].append(ctx)
+    contexts = candidates.column("context_id")
+    blocks = []
+    for bucket in sorted(by_bucket):
+        names = by_bucket[bucket]
+        for off in range(0, len(names), per_task):
+            chunk = pa.array(names[off : off + per_task], pa.string())
+            blocks.append(candidates.filter(pc.is_in(contexts, chunk)))
+    return blocks
+
+
+def plan_requests(block: pa.Table, plan: StaticPlan, counter=None) -> Iterator[pa.Table]:
+    """Ray Data task: the REQUESTS rows of ``block``'s comparisons that the store has no verdict for."""
+    import ray
+
+    maker, wanted = plan.wanted(block)
+    answered = plan.cache.answered(aspects=plan.aspects, contexts=maker.context, keys=wanted) if wanted else None
+    done = set(answered.column("key").to_pylist()) if answered is not None else set()
+    todo = {k: req for k, req in wanted.items() if k not in done}
+    if counter is not None:
+        ray.get(counter.add.remote(block.column("context_id")[0].as_py(), len(wanted), len(wanted) - len(todo)))
+    if todo:
+        table = maker.table(todo)
+        for off in range(0, table.num_rows, SLICE_ROWS):
+            yield table.slice(off, SLICE_ROWS)
+
+
+def collect_judgments(block: pa.Table, plan: StaticPlan) -> pa.Table:
+    """Ray Data task: one row per key of ``block``'s comparisons from the store (verdicts over errors)."""
+    _, wanted = plan.wanted(block)
+    if not wanted:
+        return plan.cache.schema.empty_table()
+    return plan.cache.read(aspects=plan.aspects, contexts=set(block.column("context_id").to_pylist()), keys=wanted)
+
+
+@dataclass(frozen=True)
+class StreamCounts:
+    """What a streamed static run used: comparisons, cached, judged now, errors now."""
+
+    requests: int
+    cached: int
+    judged: int
+    errors: int
+
+
+def judge_streamed(plan: StaticPlan, candidates: pa.Table, pool: Callable, flush_rows: int,
+                   progress: Callable[[str], None]) -> tuple[pa.Table, StreamCounts]:  # fmt: skip
+    """Judge every comparison of ``plan`` the store lacks, streaming the requests from Ray Data tasks into the
+    pool that ``pool()`` enters (only when something is left to judge); returns the run's judgments (one row per
+    key, cached or new) and the counts."""
+    import ray
+
+    blocks = plan_blocks(candidates)
+
+    def requests(counter) -> ray.data.Dataset:
+        return ray.data.from_arrow(blocks).map_batches(
+            plan_requests, fn_kwargs={"plan": plan, "counter": counter}, batch_size=None, batch_format="pyarrow",
+            num_cpus=0, concurrency=min(TASKS, len(blocks)))  # fmt: skip
+
+    judged = errors = 0
+    totals = None
+    if requests(None).take(1):  # anything to judge? (a run whose comparisons are all cached starts no engine)
+        counter = ray.remote(PlanCounter).options(num_cpus=0).remote(len(blocks))
+        said = []
+
+        def total() -> int | None:
+            t = ray.get(counter.totals.remote())
+            if t["planned"] < t["blocks"]:
+                return None
+            if not said:
+                said.append(True)
+                progress(f"{t['wanted']} comparisons ({t['cached']} cached, {t['wanted'] - t['cached']} to judge)")
+            return t["wanted"] - t["cached"]
+
+        with pool() as judge_pool:
+            writer = CacheWriter(plan.cache, flush_rows, progress, "pairwise", judge_pool.losses, total, keep=False)
+            writer.run(judge_pool.judge(requests(counter), "pairwise"))
+        total()
+        totals, judged, errors = ray.get(counter.totals.remote()), writer.judged, writer.errors
+        ray.kill(counter)
+    progress(f"reading the run's judgments back from the store ({len(blocks)} blocks)")
+    collected = ray.data.from_arrow(blocks).map_batches(
+        collect_judgments, fn_kwargs={"plan": plan}, batch_size=None, batch_format="pyarrow", num_cpus=0,
+        concurrency=min(TASKS, len(blocks)))  # fmt: skip
+    parts = [b for b in collected.iter_batches(batch_size=None, batch_format="pyarrow") if b.num_rows]
+    judgments = pa.concat_tables(parts) if parts else plan.cache.schema.empty_table()
+    if totals is None:  # nothing was judged: every comparison is in the store with a verdict
+        totals = {"wanted": judgments.num_rows, "cached": judgments.num_rows}
+        progress(f"{judgments.num_rows} comparisons ({judgments.num_rows} cached, 0 to judge)")
+    return judgments, StreamCounts(totals["wanted"], totals["cached"], judged, errors)
