@@ -9,8 +9,12 @@ candidates (short texts; ``bench/driver_scale.py``'s ``synthetic_candidates``), 
 aspect, the ``full`` scheduler (240 ordered pairs per context), the SIMULATED judge
 (no model: it measures the plumbing, not a judge), one pool actor, a fresh store.
 The job's own stages are composed as ``jobs/run.py: run_job`` composes them, and the
-driver's peak RSS (``VmHWM`` of /proc/self/status: ``ru_maxrss`` would keep the forking
-parent's peak) is read after each phase:
+driver's peak private memory (``RssAnon`` of /proc/self/status, sampled every 0.1 s) and
+peak RSS (``VmHWM``; ``ru_maxrss`` would keep the forking parent's peak) are read after
+each phase. VmHWM also counts the pages of Ray's shared object store that the driver
+touched while reading result blocks: they grow with the run up to the store's size,
+but they are the store's memory, so the private peak is the figure for what the driver
+holds. The phases:
 
 - ``inputs``: after reading the candidates and preparing the judging (the baseline);
 - ``judging`` (``stream`` arm): when every comparison is judged and in the store,
@@ -36,6 +40,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -53,6 +58,38 @@ def peak_mib() -> float:
         if line.startswith("VmHWM:"):
             return round(int(line.split()[1]) / 1024, 1)
     raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def status_mib(field: str) -> float:
+    """A size field of /proc/self/status (VmRSS, RssAnon: private memory, RssShmem: shared memory pages this
+    process touched, such as Ray's object store it reads blocks from), MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def rss_mib() -> float:
+    return status_mib("VmRSS")
+
+
+class PrivatePeak(threading.Thread):
+    """The highest RssAnon (private memory) seen so far, sampled every 0.1 s: VmHWM also counts the pages of
+    Ray's shared object store that the driver touched reading blocks, which grow with the run but are the
+    store's memory, not the driver's."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak = status_mib("RssAnon")
+
+    def run(self) -> None:
+        while True:
+            self.peak = max(self.peak, status_mib("RssAnon"))
+            time.sleep(0.1)
+
+    def now(self) -> float:
+        self.peak = max(self.peak, status_mib("RssAnon"))
+        return self.peak
 
 
 def judge_on_driver(spec, inputs, setup, progress):
@@ -74,7 +111,10 @@ def judge_on_driver(spec, inputs, setup, progress):
 
 
 def run_case(case: dict) -> dict:
+    import gc
     from dataclasses import asdict
+
+    import pyarrow as pa
 
     from pairank.jobs.spec import parse_spec
     from pairank.jobs.stages import judge_static, prepare_judging, read_inputs, report, score, utc_now, win_rates
@@ -91,21 +131,28 @@ def run_case(case: dict) -> dict:
             "pool": {"size": 1, "num_cpus": 1, "batch_size": 1024}, "report": {"bootstrap": 0},
             "cluster": {"num_cpus": 2}, "flush_rows": 200_000,
         }, NAME)  # fmt: skip
+        private = PrivatePeak()
+        private.start()
         started = time.perf_counter()
         layout = RunLayout.of(spec.output, spec.name)
         inputs = read_inputs(spec)
         setup = prepare_judging(spec, inputs.candidates, layout)
-        out["peak_mib_inputs"] = peak_mib()
+        out["peak_mib_inputs"], out["private_mib_inputs"] = peak_mib(), private.now()
         t = time.perf_counter()
         judge = judge_static if case["arm"] == "stream" else judge_on_driver
 
+        timeline = out["rss_timeline"] = []  # (s, VmRSS, RssAnon, RssShmem, Arrow MiB, Python objects, line) at every progress line
+
         def progress(message: str) -> None:  # the peak before the run's judgments are read back for scoring
+            arrow = round(pa.total_allocated_bytes() / 2**20, 1)  # live Arrow buffers, beside the resident set
+            timeline.append((round(time.perf_counter() - t, 1), rss_mib(), status_mib("RssAnon"),
+                             status_mib("RssShmem"), arrow, len(gc.get_objects()), str(message)[:80]))  # fmt: skip
             if message.startswith("reading the run's judgments back"):
-                out["peak_mib_judging"] = peak_mib()
+                out["peak_mib_judging"], out["private_mib_judging"] = peak_mib(), private.now()
 
         judged = judge(spec, inputs, setup, progress)
         out["judge_seconds"] = round(time.perf_counter() - t, 1)
-        out["peak_mib_judge"] = peak_mib()
+        out["peak_mib_judge"], out["private_mib_judge"] = peak_mib(), private.now()
         if not case["score"]:
             out["comparisons"], out["judged"] = judged.counts.requests, judged.counts.judged_now
             out["judgments_held_mib"] = round(judged.judgments.nbytes / 2**20, 1)
@@ -117,7 +164,7 @@ def run_case(case: dict) -> dict:
         report(spec.model_dump(mode="json"), setup.identity, judged.judgments, scored, rates, counts, started,
                judged.extra)  # fmt: skip
         out["score_seconds"] = round(time.perf_counter() - t, 1)
-        out["peak_mib_score"] = peak_mib()
+        out["peak_mib_score"], out["private_mib_score"] = peak_mib(), private.now()
         out["comparisons"] = judged.counts.requests
         out["judged"] = judged.counts.judged_now
         out["judgments_held_mib"] = round(judged.judgments.nbytes / 2**20, 1)
@@ -155,13 +202,14 @@ def main() -> None:
         base = mine[0]
         for c in mine:
             ratio = lambda k: round(c[k] / base[k], 2) if k in c and k in base else "–"  # noqa: E731
-            rows.append([arm, c["case"]["contexts"], c["comparisons"], c["peak_mib_inputs"],
-                         c.get("peak_mib_judging", "–"), ratio("peak_mib_judging"), c["peak_mib_judge"],
-                         ratio("peak_mib_judge"), c.get("peak_mib_score", "–"), ratio("peak_mib_score"),
-                         c["judgments_held_mib"], c["judge_seconds"], c.get("score_seconds", "–")])  # fmt: skip
-    head = ["arm", "contexts", "comparisons", "peak MiB inputs", "peak MiB judging", "x smallest",
-            "peak MiB judge stage", "x smallest", "peak MiB whole run", "x smallest", "judgments held MiB",
-            "judge s", "score s"]  # fmt: skip
+            rows.append([arm, c["case"]["contexts"], c["comparisons"], c["private_mib_inputs"],
+                         c.get("private_mib_judging", "–"), ratio("private_mib_judging"), c["private_mib_judge"],
+                         ratio("private_mib_judge"), c.get("private_mib_score", "–"), ratio("private_mib_score"),
+                         c.get("peak_mib_judging", c["peak_mib_judge"]), c["judgments_held_mib"], c["judge_seconds"],
+                         c.get("score_seconds", "–")])  # fmt: skip
+    head = ["arm", "contexts", "comparisons", "private MiB inputs", "private MiB judging", "x smallest",
+            "private MiB judge stage", "x smallest", "private MiB whole run", "x smallest", "VmHWM MiB judging",
+            "judgments held MiB", "judge s", "score s"]  # fmt: skip
     print(C.table(rows, head))
     path = C.write_result(NAME, {"machine": C.machine(), "at": C.now(), "cases": cases, "table": [head, *rows],
                                  "pid": os.getpid()})  # fmt: skip

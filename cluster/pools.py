@@ -201,6 +201,8 @@ def _forward(
     import ray
     from ray.exceptions import ActorDiedError, RayActorError
 
+    if SLOT not in batch.column_names:  # a dataset made elsewhere: each context to the actor its id hashes to
+        batch = context_slots(batch, len(actors))
     slots = batch.column(SLOT)
     dead: set[int] = set()
     out: list[pa.Table] = []
@@ -379,13 +381,16 @@ class JudgePool:
             ]
             ds, batch_size, tasks = ray.data.from_arrow(blocks), None, min(2 * len(self.actors), len(blocks))
         else:
-            ds = requests.map_batches(context_slots, fn_kwargs={"size": len(self.actors)}, batch_size=None,
-                                      batch_format="pyarrow", num_cpus=0, concurrency=2)  # fmt: skip
-            # one block per batch, one batch per forwarding task: a task's results would otherwise reach the
-            # driver as one block, and a kill would lose more than the batch in flight
-            ds = ds.repartition(target_num_rows_per_block=self.resources.batch_size)
-            # Its tasks would reserve a CPU, which the actors hold: reserve none (Ray Data has no argument for it)
-            ds._logical_plan.dag.ray_remote_args["num_cpus"] = 0
+            # one block per batch, one batch per forwarding task (which gives each context its actor: see
+            # context_slots): a task's results would otherwise reach the driver as one block, and a kill would
+            # lose more than the batch in flight
+            ds = requests.repartition(target_num_rows_per_block=self.resources.batch_size)
+            # Ray Data has no arguments for it: its tasks would reserve a CPU, which the actors hold, so they
+            # reserve none; one at a time (slicing is cheap), which also keeps it from fusing with the stages
+            # before and after it (a fused forwarder would hand on a whole planned block at once)
+            repartition = ds._logical_plan.dag
+            repartition.ray_remote_args["num_cpus"] = 0
+            object.__setattr__(repartition, "compute", ray.data.TaskPoolStrategy(size=1))
             batch_size, tasks = None, 2 * len(self.actors)
         ds = ds.map_batches(
             _forward, fn_kwargs=kwargs, batch_size=batch_size, batch_format="pyarrow", zero_copy_batch=True,
