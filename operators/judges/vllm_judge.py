@@ -72,9 +72,10 @@ def label_token_ids(tokenizer, forms: list[str], label: str) -> list[int]:
     return ids
 
 
-#: What ``judge.async_engine: auto`` picks for an engine without GPUs: the synchronous engine, which the async
-#: one did not beat on the 2-core CPU build (BENCHMARKS.md §11: 0.97-0.99 of its rate with 1 or 4 batches in
-#: flight, 0.70 with 2); with GPUs it picks the async engine.
+#: What ``judge.async_engine: auto`` picks for an engine without GPUs: the synchronous engine. On the 2-core CPU
+#: build the async one judged 2-5% faster in a bare loop on an idle machine but started 11-15 s later (its core
+#: is a second process), which a job earns back only after about 1,500-2,000 comparisons, and it was no faster
+#: with another job on the cores (BENCHMARKS.md §11). With GPUs ``auto`` picks the async engine.
 CPU_ASYNC_ENGINE = False
 
 
