@@ -14,6 +14,12 @@ to the actors in contiguous runs (block i of n goes to actor ``i * size // n``),
 so each engine sees whole contexts and its prefix cache stays warm, and every
 actor gets the same number of blocks, give or take one.
 
+Several batches in flight: an actor runs up to ``batches_in_flight`` calls at once
+(Ray's ``max_concurrency``, one thread each), for an engine that takes batches from
+several threads and keeps them in flight together (vLLM's async engine), so it
+never waits for the driver or for Ray Data between batches; the forwarders keep
+one more call per actor queued behind them.
+
 The forwarding tasks reserve no CPU (``num_cpus=0``): the actors hold the
 node's CPUs, and a forwarder that waited for a CPU would wait for ever.
 
@@ -27,7 +33,10 @@ Lost engines. The actors are Ray actors with ``max_restarts``: when an engine's
 process dies (SIGKILL, out of memory, a lost node, or an engine that ends its own
 process because it is unusable), Ray starts a new one, and the forwarding task sends
 again what that engine was judging (:func:`_forward`; :class:`PoolMonitor` tells a
-call that was running from one that only waited). A batch that keeps killing its
+call that was running from one that only waited). A call sent again after its engine
+died under it runs alone in the engine (the actor lets the calls in flight finish
+and starts no other until it is done), so that with several batches in flight a
+second death is its own. A batch that keeps killing its
 engine is split into single rows, and a row that kills it ``retries`` times is
 answered by ``on_failure`` (error rows naming the reason); the rest of the job goes on.
 """
@@ -37,6 +46,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 import time
 import uuid
 import warnings
@@ -83,43 +93,43 @@ class PoolResources:
     #: Restarts Ray grants each actor over the pool's life (-1: no limit); past it the actor is dead and
     #: its batches go to the others.
     max_restarts: int = 8
+    #: Calls each actor runs at once (its engine must take batches from several threads).
+    batches_in_flight: int = 1
 
 
 class PoolMonitor:
-    """Which call each actor is running, and what the pool lost: the facts a forwarder needs after an error.
+    """Which calls each actor is running, and what the pool lost: the facts a forwarder needs after an error.
 
     An actor reports its start (:meth:`arrived`, a restart when its slot was seen
     before) before it runs anything, and the start and end of every call
     (:meth:`started`, :meth:`finished`).
     A forwarder whose call failed asks :meth:`was_running`: a call that was running
-    when its engine died counts against its batch; a call that only waited behind it
-    is sent again for free.
+    when its engine died (one of several, with batches in flight) counts against its
+    batch; a call that only waited behind them is sent again for free.
     """
 
     def __init__(self) -> None:
-        self.current: dict[int, str | None] = {}
+        self.current: dict[int, set[str]] = {}
         self.died_running: set[str] = set()
         self.restarts: list[dict] = []
         self.dead: set[int] = set()
         self.counts = {"batches_retried": 0, "rows_split": 0, "rows_failed": 0}
 
     def started(self, slot: int, call: str) -> None:
-        self.current[slot] = call
+        self.current.setdefault(slot, set()).add(call)
 
     def finished(self, slot: int, call: str) -> None:
-        if self.current.get(slot) == call:
-            self.current[slot] = None
+        self.current.get(slot, set()).discard(call)
 
     def arrived(self, slot: int, pid: int) -> None:
         """An actor's engine is starting; for a slot seen before, that is a restart after a loss."""
         if slot in self.current:
-            if self.current[slot] is not None:
-                self.died_running.add(self.current[slot])
+            self.died_running |= self.current[slot]
             self.restarts.append({"slot": slot, "pid": pid, "at": time.time()})
-        self.current[slot] = None
+        self.current[slot] = set()
 
     def was_running(self, slot: int, call: str) -> bool:
-        return call in self.died_running or self.current.get(slot) == call
+        return call in self.died_running or call in self.current.get(slot, ())
 
     def mark_dead(self, slot: int) -> None:
         self.dead.add(slot)
@@ -133,12 +143,47 @@ class PoolMonitor:
                 "dead": sorted(self.dead), **self.counts}  # fmt: skip
 
 
+class Gate:
+    """Calls that share the engine, and calls that run alone in it (a writer-preferring lock).
+
+    ``enter(alone=False)`` waits while a call runs alone or waits to; ``enter(alone=True)``
+    waits until no call runs, and holds every other call back until it leaves.
+    ``most`` is the most calls that ran at once.
+    """
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.running, self.alone_waiting, self.alone_running, self.most = 0, 0, False, 0
+
+    def enter(self, alone: bool) -> None:
+        with self.cond:
+            if alone:
+                self.alone_waiting += 1
+                self.cond.wait_for(lambda: self.running == 0 and not self.alone_running)
+                self.alone_waiting -= 1
+                self.alone_running = True
+            else:
+                self.cond.wait_for(lambda: not self.alone_running and self.alone_waiting == 0)
+            self.running += 1
+            self.most = max(self.most, self.running)
+
+    def leave(self, alone: bool) -> None:
+        with self.cond:
+            self.running -= 1
+            self.alone_running = self.alone_running and not alone
+            self.cond.notify_all()
+
+
 class JudgeActor:
     """One engine in one Ray actor, for the life of the pool; it runs every stage it is sent.
 
+    With ``max_concurrency`` k the actor runs up to k calls at once, each on its own
+    thread; a call sent ``alone`` waits for the others to finish and runs by itself
+    (:class:`Gate`). The monitor hears of a call when it enters the engine, not while it waits.
+
     An exception that escapes ``runner.run`` means the engine is unusable (the runner
     turns ordinary failures into rows): the actor then ends its process, so that Ray
-    restarts it with a fresh engine and the batch is sent again.
+    restarts it with a fresh engine and the batches it held are sent again.
     """
 
     def __init__(self, factory: Callable[[], object], slot: int = 0, monitor=None):
@@ -149,28 +194,36 @@ class JudgeActor:
             ray.get(monitor.arrived.remote(slot, os.getpid()))  # before anything runs on this engine
         started = time.perf_counter()
         self.runner = factory()
+        self.gate = Gate()
         self.stats = {"pid": os.getpid(), "start_seconds": time.perf_counter() - started, "batches": 0, "rows": 0}
 
-    def judge_batch(self, batch: pa.Table, stage: str = "pairwise", call: str | None = None) -> pa.Table:
+    def judge_batch(
+        self, batch: pa.Table, stage: str = "pairwise", call: str | None = None, alone: bool = False
+    ) -> pa.Table:
         import ray
 
-        if self.monitor is not None and call is not None:
-            ray.get(self.monitor.started.remote(self.slot, call))
+        self.gate.enter(alone)
         try:
-            out = self.runner.run(stage, batch)
-        except BaseException as exc:  # noqa: BLE001 - the engine is gone: let Ray restart the process
-            log.error("judge actor %s: the engine failed (%s: %s); ending the process for a restart",
-                      self.slot, type(exc).__name__, exc)  # fmt: skip
-            os._exit(70)
-        if self.monitor is not None and call is not None:
-            ray.get(self.monitor.finished.remote(self.slot, call))
-        self.stats["batches"] += 1
-        self.stats["rows"] += batch.num_rows
+            if self.monitor is not None and call is not None:
+                ray.get(self.monitor.started.remote(self.slot, call))
+            try:
+                out = self.runner.run(stage, batch)
+            except BaseException as exc:  # noqa: BLE001 - the engine is gone: let Ray restart the process
+                log.error("judge actor %s: the engine failed (%s: %s); ending the process for a restart",
+                          self.slot, type(exc).__name__, exc)  # fmt: skip
+                os._exit(70)
+            if self.monitor is not None and call is not None:
+                ray.get(self.monitor.finished.remote(self.slot, call))
+            self.stats["batches"] += 1
+            self.stats["rows"] += batch.num_rows
+        finally:
+            self.gate.leave(alone)
         return out
 
     def info(self) -> dict:
-        """pid, engine start seconds, batches and rows so far, and engine prompts per stage (``calls``)."""
-        return {**self.stats, **self.runner.info()}
+        """pid, engine start seconds, batches and rows so far, the most batches in flight at once, and engine
+        prompts per stage (``calls``)."""
+        return {**self.stats, "most_in_flight": self.gate.most, **self.runner.info()}
 
 
 @dataclass
@@ -224,7 +277,8 @@ def _forward(
         if call.slot in dead:
             call.slot = live[call.deaths % len(live)]
         call.id = uuid.uuid4().hex
-        waiting[actors[call.slot].judge_batch.remote(call.rows, stage, call.id)] = call
+        alone = call.deaths > 0 or call.single  # a second death is then its own, not a neighbour's
+        waiting[actors[call.slot].judge_batch.remote(call.rows, stage, call.id, alone)] = call
 
     def done(call: _Call) -> None:
         if call.after:  # one single row at a time, so that a row that kills the engine takes no other with it
@@ -321,7 +375,8 @@ class JudgePool:
         r = self.resources
         # Ray restarts a dead actor (a killed process, a lost node, an engine that ended its process) up to
         # max_restarts times; calls are not retried by Ray (max_task_retries=0): _forward decides what to resend.
-        options = {"num_cpus": r.num_cpus, "max_concurrency": 1, "max_restarts": r.max_restarts, "max_task_retries": 0}
+        options = {"num_cpus": r.num_cpus, "max_concurrency": r.batches_in_flight, "max_restarts": r.max_restarts,
+                   "max_task_retries": 0}  # fmt: skip
         if r.num_gpus:
             options["num_gpus"] = r.num_gpus
         self.monitor = ray.remote(PoolMonitor).options(num_cpus=0).remote()
@@ -370,6 +425,7 @@ class JudgePool:
 
         if not self.actors:
             raise RuntimeError("judge pool is not started")
+        in_flight = (self.resources.batches_in_flight + 1) * len(self.actors)  # in each engine, one queued behind
         kwargs = {"actors": self.actors, "stage": stage, "monitor": self.monitor, "retries": self.resources.retries,
                   "on_failure": self.on_failure}  # fmt: skip
         if isinstance(requests, pa.Table):
@@ -379,7 +435,7 @@ class JudgePool:
                 requests.slice(off, length).append_column(SLOT, pa.array([actor] * length, pa.int64()))
                 for off, length, actor in deal_blocks(requests.num_rows, self.resources.batch_size, len(self.actors))
             ]
-            ds, batch_size, tasks = ray.data.from_arrow(blocks), None, min(2 * len(self.actors), len(blocks))
+            ds, tasks = ray.data.from_arrow(blocks), min(in_flight, len(blocks))
         else:
             # one block per batch, one batch per forwarding task (which gives each context its actor: see
             # context_slots): a task's results would otherwise reach the driver as one block, and a kill would
@@ -391,10 +447,9 @@ class JudgePool:
             repartition = ds._logical_plan.dag
             repartition.ray_remote_args["num_cpus"] = 0
             object.__setattr__(repartition, "compute", ray.data.TaskPoolStrategy(size=1))
-            batch_size, tasks = None, 2 * len(self.actors)
+            tasks = in_flight
         ds = ds.map_batches(
-            _forward, fn_kwargs=kwargs, batch_size=batch_size, batch_format="pyarrow", zero_copy_batch=True,
-            num_cpus=0, concurrency=tasks,  # one batch in each engine, one queued behind it
-        )  # fmt: skip
+            _forward, fn_kwargs=kwargs, batch_size=None, batch_format="pyarrow", zero_copy_batch=True, num_cpus=0,
+            concurrency=tasks)  # fmt: skip
         # prefetch_batches=0: hand each batch over as soon as it is judged, so a kill loses the least.
         yield from ds.iter_batches(batch_format="pyarrow", batch_size=None, prefetch_batches=0)

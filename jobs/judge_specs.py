@@ -40,6 +40,13 @@ class VllmJudgeSpec(Strict):
         "it overrides what Ray set for the actor.",
     )
     engine_kwargs: dict = Field(default_factory=dict, description="Extra keyword arguments to vllm.LLM.")
+    async_engine: bool | Literal["auto"] = Field(
+        "auto",
+        description="true: vLLM's async engine (its core in a second process), which keeps "
+        "pool.max_batches_in_flight batches of each actor in flight at once; false: the synchronous vllm.LLM, one "
+        "batch at a time. auto: the async engine when the pool reserves GPUs, and on CPUs the one measured faster "
+        "on the 2-core CPU build (BENCHMARKS.md §11).",
+    )
 
 
 class HttpJudgeSpec(Strict):

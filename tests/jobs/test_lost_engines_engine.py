@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -17,15 +18,16 @@ import yaml
 
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import CPU_ENGINE_ENV, ROOT, judge_actor_pids, write_input
+from tests.helpers import CPU_ENGINE_ENV, ROOT, judge_actor_pids, titled_pids, write_input
 
 pytestmark = pytest.mark.engine
 TOTAL = 2 * (4 * 3) * 2  # contexts x ordered pairs of 4 candidates x aspects
 
 
-def test_a_sigkilled_cpu_engine_is_restarted_and_the_run_exits_0_with_each_key_once(
-    default_model, summeval_tables, tmp_path
-):
+def run_and_kill(tmp_path, summeval_tables, victim, judge: dict | None = None, pool: dict | None = None):
+    """`pairank run` of the CPU vLLM judge on 2 articles x 4 summaries (its own local Ray); once the first judgment
+    part is stored, ``victim(run pid)`` names the process to SIGKILL. Returns (killed pid, the judgments cache,
+    the report)."""
     data = write_input(tmp_path / "input", summeval_tables, 2, 4)
     out = tmp_path / "out"
     spec = {
@@ -34,8 +36,8 @@ def test_a_sigkilled_cpu_engine_is_restarted_and_the_run_exits_0_with_each_key_o
         "output": str(out),
         "aspects": ["coherence", "fluency"],
         "prompts": str(ROOT / "configs/prompts/summarization"),
-        "judge": {"engine": "vllm", "model": "default", "env": CPU_ENGINE_ENV},
-        "pool": {"size": 1, "num_cpus": 2, "batch_size": 4},
+        "judge": {"engine": "vllm", "model": "default", "env": CPU_ENGINE_ENV, **(judge or {})},
+        "pool": {"size": 1, "num_cpus": 2, "batch_size": 4, **(pool or {})},
         "report": {"bootstrap": 0},
         "flush_rows": 4,
     }
@@ -51,19 +53,69 @@ def test_a_sigkilled_cpu_engine_is_restarted_and_the_run_exits_0_with_each_key_o
             assert proc.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "no judgment part written in time"
             time.sleep(0.1)
-        (victim,) = judge_actor_pids()
-        os.kill(victim, signal.SIGKILL)
+        killed = victim(proc.pid)
+        os.kill(killed, signal.SIGKILL)
         assert proc.wait(timeout=600) == 0, (tmp_path / "run.log").read_text()[-4000:]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     cache = JudgmentCache(Location.of(str(out)).join("tables", "judgments"))
+    report = json.loads((out / "runs" / "engine-lost" / "report.json").read_text())
+    assert "engines lost: 1 (1 restarted, 0 dead)" in Path(out / "runs" / "engine-lost" / "report.md").read_text()
+    return killed, cache, report
+
+
+def assert_each_key_judged_once(cache, report) -> None:
     keys = Counter(k for k in cache.rows().column("key").to_pylist())
     assert len(keys) == TOTAL and set(keys.values()) == {1}, keys.most_common(3)
     assert cache.read().column("error").null_count == TOTAL
-    report = json.loads((out / "runs" / "engine-lost" / "report.json").read_text())
     assert report["engines"]["lost"] == 1 and report["engines"]["restarted"] == 1
     assert report["counts"]["judged_now"] == TOTAL and report["counts"]["errors_now"] == 0
+
+
+def test_a_sigkilled_cpu_engine_is_restarted_and_the_run_exits_0_with_each_key_once(
+    default_model, summeval_tables, tmp_path
+):
+    def actor(run: int) -> int:
+        (pid,) = judge_actor_pids(under=run)
+        return pid
+
+    victim, cache, report = run_and_kill(tmp_path, summeval_tables, actor)
+    assert_each_key_judged_once(cache, report)
     assert victim not in judge_actor_pids()
-    assert "engines lost: 1 (1 restarted, 0 dead)" in Path(out / "runs" / "engine-lost" / "report.md").read_text()
+
+
+def test_an_async_engine_whose_core_died_ends_its_actor_and_the_run_exits_0_with_each_key_once(
+    default_model, summeval_tables, tmp_path
+):
+    """vLLM's async engine, 2 batches in flight: its engine core process (a child of the actor) is SIGKILLed.
+    The actor sees EngineDeadError and ends its process; Ray restarts it; every batch it held is judged again.
+    No engine core outlives its actor (the replacement's is ended with it when the run stops the pool)."""
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def watch(run: int) -> None:
+        while not done.is_set():
+            seen.update(titled_pids(b"VLLM::EngineCore", under=run))
+            time.sleep(0.2)
+
+    def core(run: int) -> int:
+        threading.Thread(target=watch, args=(run,), daemon=True).start()
+        (pid,) = titled_pids(b"VLLM::EngineCore", under=run)
+        seen.add(pid)
+        return pid
+
+    try:
+        killed, cache, report = run_and_kill(tmp_path, summeval_tables, core, judge={"async_engine": True},
+                                             pool={"max_batches_in_flight": 2})  # fmt: skip
+    finally:
+        done.set()
+    assert_each_key_judged_once(cache, report)
+    (actor,) = report["pool"]
+    assert actor["most_in_flight"] == 2
+    assert killed in seen and len(seen) >= 2  # the killed core and its replacement's
+    deadline = time.monotonic() + 20
+    while [p for p in seen if Path(f"/proc/{p}").exists()] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in seen if Path(f"/proc/{p}").exists()], "an engine core outlived its actor"

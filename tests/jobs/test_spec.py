@@ -269,3 +269,36 @@ def test_each_scheduler_builds_its_own_settings_and_an_unset_name_is_full(tmp_pa
 def test_a_partial_scheduler_without_comparisons_is_an_error_at_load(tmp_path):
     msg = spec_error(write_spec(tmp_path, minimal(scheduler={"name": "symmetric"})))
     assert "scheduler.comparisons: Field required" in msg
+
+
+def test_batches_in_flight_and_the_engine_they_run_on(tmp_path):
+    from pairank.jobs.stages import batches_in_flight, engine_spec, pool_resources
+    from pairank.operators.judges.vllm_judge import CPU_ASYNC_ENGINE
+
+    def spec(judge: dict, pool: dict):
+        return load_spec(write_spec(tmp_path, minimal(judge={"engine": "vllm", **judge}, pool=pool)))
+
+    gpu = spec({}, {"num_gpus": 1})  # auto: the async engine wherever the pool reserves GPUs
+    assert engine_spec(gpu).async_engine is True and pool_resources(gpu).batches_in_flight == 4
+    cpu = spec({}, {})  # auto on CPUs: the measured winner
+    assert engine_spec(cpu).async_engine is CPU_ASYNC_ENGINE
+    assert batches_in_flight(cpu) == (4 if CPU_ASYNC_ENGINE else 1)
+    assert batches_in_flight(spec({"async_engine": True}, {"max_batches_in_flight": 2})) == 2
+    assert engine_spec(spec({"async_engine": False}, {"num_gpus": 1})).async_engine is False
+    assert batches_in_flight(spec({"async_engine": False}, {"num_gpus": 1})) == 1
+    assert spec({}, {}).judge.async_engine == "auto"  # the spec keeps what was written; the pool decides
+    simulated = minimal(judge={"engine": "simulated"}, pool={"max_batches_in_flight": 3})
+    assert pool_resources(load_spec(write_spec(tmp_path, simulated))).batches_in_flight == 3
+
+
+@pytest.mark.parametrize(
+    ("judge", "pool", "message"),
+    [
+        ({}, {"max_batches_in_flight": 0}, "pool.max_batches_in_flight: Input should be greater than or equal to 1"),
+        ({"async_engine": False}, {"max_batches_in_flight": 4}, "takes one batch at a time"),
+        ({"async_engine": "sometimes"}, {}, "judge.async_engine"),
+    ],
+)
+def test_bad_batches_in_flight_settings_are_errors_naming_the_key(tmp_path, judge, pool, message):
+    msg = spec_error(write_spec(tmp_path, minimal(judge={"engine": "vllm", **judge}, pool=pool)))
+    assert message in msg, msg

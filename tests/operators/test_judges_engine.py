@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 
 import pyarrow as pa
 import pytest
@@ -244,3 +245,37 @@ def test_first_passes_analyse_and_score_one_output_each(vllm_judge):
         else:
             assert all(r["text"] and r["score"] is None and r["output_tokens"] >= 1 for r in out)
     assert runner.calls == {"analysis": 2, "score": 2}
+
+
+def test_the_async_and_the_synchronous_engine_give_the_same_verdicts(vllm_judge):
+    """vLLM's async engine (its core in a second process) against its synchronous ``LLM`` on the same prompts:
+    the same label probabilities within bfloat16 batching noise, the same labels and greedy texts; batches sent
+    from three threads at once (three in flight) get the answers they get one at a time."""
+    other = make_judge(VllmJudgeSpec(env=CPU_ENGINE_ENV, async_engine=not vllm_judge.async_engine))
+    judges = {j.async_engine: j for j in (vllm_judge, other)}
+    assert set(judges) == {True, False}
+    summaries = [("good", GOOD), ("bad", BAD), ("terse", "Budget approved."), ("tax", "Taxes rise, says the mayor.")]
+    pairs = [(a, ta, b, tb) for a, ta in summaries for b, tb in summaries if a != b]
+    requests = requests_for(pairs)
+    sync, asyn = (judges[k].judge(requests).to_pylist() for k in (False, True))
+    assert all(r["error"] is None for r in sync + asyn)
+    assert [r["label"] for r in asyn] == [r["label"] for r in sync]
+    assert [r["p_a"] for r in asyn] == pytest.approx([r["p_a"] for r in sync], abs=0.02)
+    prompt = requests.column("prompt")[0].as_py()
+    texts = {k: j.generate([prompt], GenerateParams(max_tokens=8), [0])[0].texts for k, j in judges.items()}
+    assert texts[True] == texts[False] and texts[True][0]
+
+    thirds = [requests.slice(i, 4) for i in (0, 4, 8)]
+    alone = [judges[True].judge(t).column("p_a").to_pylist() for t in thirds]
+    together: dict[int, list] = {}
+
+    def judge_third(i: int) -> None:
+        together[i] = judges[True].judge(thirds[i]).column("p_a").to_pylist()
+
+    threads = [threading.Thread(target=judge_third, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert [together[i] for i in range(3)] == [pytest.approx(a, abs=0.02) for a in alone]
+    other.close()

@@ -1,0 +1,107 @@
+"""Several batches in flight per judge actor: what the pool's monitor counts, the gate that lets a retried batch
+run alone, and a whole run on the SIMULATED judge whose actor is SIGKILLed while it holds several batches."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+
+import yaml
+
+from pairank.cluster.pools import Gate, PoolMonitor
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.fs import Location
+from tests.helpers import ROOT, judge_actor_pids, spec_for, write_input
+
+
+def test_every_call_running_when_its_engine_died_counts_and_one_that_waited_does_not():
+    monitor = PoolMonitor()
+    monitor.arrived(0, pid=10)
+    monitor.started(0, "a")
+    monitor.started(0, "b")
+    monitor.started(0, "c")
+    monitor.finished(0, "c")  # done before the engine died
+    monitor.arrived(0, pid=11)  # the restarted engine
+    assert [monitor.was_running(0, c) for c in "abcd"] == [True, True, False, False]
+    monitor.started(0, "e")
+    assert monitor.was_running(0, "e") and not monitor.was_running(1, "d")
+    assert monitor.summary()["lost"] == 1 and monitor.summary()["restarted"] == 1
+
+
+def test_a_call_that_runs_alone_waits_for_the_others_and_holds_new_ones_back():
+    gate, log = Gate(), []
+    lock = threading.Lock()
+
+    def call(name: str, alone: bool, seconds: float) -> None:
+        gate.enter(alone)
+        with lock:
+            log.append(("in", name, gate.running))
+        time.sleep(seconds)
+        with lock:
+            log.append(("out", name, gate.running))
+        gate.leave(alone)
+
+    first = [threading.Thread(target=call, args=(n, False, 0.3)) for n in "ab"]
+    for t in first:
+        t.start()
+    time.sleep(0.1)  # a and b run together
+    lone = threading.Thread(target=call, args=("alone", True, 0.2))
+    lone.start()
+    time.sleep(0.05)
+    late = threading.Thread(target=call, args=("late", False, 0.0))  # arrives while the lone call waits
+    late.start()
+    for t in [*first, lone, late]:
+        t.join(5)
+    order = [(kind, name) for kind, name, _ in log]
+    alone_in = order.index(("in", "alone"))
+    assert {("out", "a"), ("out", "b")} <= set(order[:alone_in])  # it waited for both
+    assert order[alone_in + 1] == ("out", "alone") and order[-2:] == [("in", "late"), ("out", "late")]
+    assert {(k, n): r for k, n, r in log}[("in", "alone")] == 1 and gate.most == 2
+
+
+def test_a_pool_with_batches_in_flight_judges_each_key_once_and_survives_a_sigkill(summeval_tables, tmp_path):
+    """`pairank run` (its own local Ray) on the SIMULATED judge, 3 batches in flight per actor: its actor is
+    SIGKILLed mid-run with batches in it; Ray restarts it, the batches are judged again, exit 0, each key once."""
+    data = write_input(tmp_path / "input", summeval_tables, 8, 6)
+    out = tmp_path / "out"
+    spec = spec_for(
+        data, out, name="in-flight", scheduler={"name": "full"}, judge={"seconds_per_comparison": 0.1},
+        pool={"size": 1, "num_cpus": 1, "batch_size": 6, "max_batches_in_flight": 3}, cluster={"num_cpus": 2},
+        flush_rows=12,
+    )  # fmt: skip
+    path = tmp_path / "in-flight.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    log = open(tmp_path / "run.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "pairank.jobs.cli", "run", str(path)], cwd=ROOT, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    parts = out / "tables" / "judgments"
+    try:
+        deadline = time.monotonic() + 240
+        while not (parts.is_dir() and list(parts.glob("**/*.parquet"))):
+            assert proc.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "no judgment part written in time"
+            time.sleep(0.05)
+        (victim,) = judge_actor_pids(under=proc.pid)  # this run's actor, not another run's on the machine
+        os.kill(victim, signal.SIGKILL)
+        assert proc.wait(timeout=300) == 0, (tmp_path / "run.log").read_text()[-4000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    total = 8 * 6 * 5
+    cache = JudgmentCache(Location.of(str(out)).join("tables", "judgments"))
+    keys = Counter(cache.rows().column("key").to_pylist())
+    assert len(keys) == total and set(keys.values()) == {1}, keys.most_common(3)
+    report = json.loads((out / "runs" / "in-flight" / "report.json").read_text())
+    engines = report["engines"]
+    assert engines["lost"] == 1 and engines["restarted"] == 1 and engines["rows_failed"] == 0
+    assert 1 <= engines["batches_retried"] <= 3  # the batches running in the killed engine, at most 3
+    assert report["counts"]["judged_now"] == total and report["counts"]["errors_now"] == 0
+    (actor,) = report["pool"]
+    assert actor["pid"] != victim and actor["most_in_flight"] == 3  # the restarted engine held 3 batches at once
