@@ -101,7 +101,9 @@ def test_a_pool_with_batches_in_flight_judges_each_key_once_and_survives_a_sigki
     report = json.loads((out / "runs" / "in-flight" / "report.json").read_text())
     engines = report["engines"]
     assert engines["lost"] == 1 and engines["restarted"] == 1 and engines["rows_failed"] == 0
-    assert 1 <= engines["batches_retried"] <= 3  # the batches running in the killed engine, at most 3
+    # the batches running in the killed engine, at most 3 (none when the kill fell while the stream of requests
+    # made in Ray Data tasks was refilling the engine)
+    assert 0 <= engines["batches_retried"] <= 3
     assert report["counts"]["judged_now"] == total and report["counts"]["errors_now"] == 0
     (actor,) = report["pool"]
     assert actor["pid"] != victim and actor["most_in_flight"] == 3  # the restarted engine held 3 batches at once
