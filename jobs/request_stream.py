@@ -5,15 +5,16 @@ are the biggest thing a run makes (10^7 comparisons are about 20 GB of prompt te
 So for the single-pass modes (``logprob``, ``generate``, ``sample``) the requests are
 made by Ray Data tasks, block by block, and stream straight into the judge pool:
 
-1. **Blocks.** The driver cuts the candidates into blocks of whole contexts, each
-   within one bucket of the judgment store (:func:`pairank.storage.cache.context_bucket`)
-   and of at most :data:`CONTEXTS_PER_TASK` contexts (:func:`plan_blocks`).
+1. **Blocks.** The driver cuts the candidates into blocks of :data:`CONTEXTS_PER_TASK`
+   whole contexts, taken bucket by bucket of the judgment store
+   (:func:`pairank.storage.cache.context_bucket`), so a block spans one bucket or a few
+   (:func:`plan_blocks`).
 2. **Plan** (a Ray Data map task per block, :func:`plan_requests`): the static
    scheduler's pairs of the block's contexts (each context draws from its own
    seeded generator, so a block's pairs are the ones the whole run would make),
    their keys per prompt variant, then a join with the store: the keys that
-   already have a verdict in that bucket of the store (one partition read, no
-   shuffle) are dropped. The rest are rendered into REQUESTS rows, in prefix order,
+   already have a verdict in the block's buckets of the store (their partitions
+   read, no shuffle) are dropped. The rest are rendered into REQUESTS rows, in prefix order,
    and yielded in slices to the pool's stage (:meth:`pairank.cluster.pools.JudgePool.judge`,
    which sends each context to one engine). Each task reports how many comparisons
    its block wants and how many were cached to a small counter actor.
@@ -29,7 +30,6 @@ keys to judge or their prompts. Keys are computed in the tasks twice (plan, coll
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -84,24 +84,21 @@ class PlanCounter:
 
 
 def plan_blocks(candidates: pa.Table, per_task: int | None = None) -> list[pa.Table]:
-    """The candidates cut into blocks of whole contexts, one store bucket per block, ``per_task`` contexts at most.
+    """The candidates cut into blocks of ``per_task`` whole contexts (the last one fewer), taken bucket by bucket
+    of the store, so a block's join reads one bucket's partition, or a few (a small run is one block: its
+    requests then reach the engines in full batches).
 
     >>> t = pa.table({"context_id": ["c1", "c1", "c2", "c3"], "candidate_id": ["a", "b", "c", "d"]})
     >>> [b.column("context_id").to_pylist() for b in plan_blocks(t, per_task=1)]
-    [['c1', 'c1'], ['c2'], ['c3']]
+    [['c2'], ['c1', 'c1'], ['c3']]
+    >>> [b.num_rows for b in plan_blocks(t, per_task=2)]
+    [3, 1]
     """
     per_task = per_task or CONTEXTS_PER_TASK
-    by_bucket: dict[int, list[str]] = defaultdict(list)
-    for ctx in sorted(contexts_of(candidates)):
-        by_bucket[context_bucket(ctx)].append(ctx)
+    names = sorted(contexts_of(candidates), key=lambda ctx: (context_bucket(ctx), ctx))
     contexts = candidates.column("context_id")
-    blocks = []
-    for bucket in sorted(by_bucket):
-        names = by_bucket[bucket]
-        for off in range(0, len(names), per_task):
-            chunk = pa.array(names[off : off + per_task], pa.string())
-            blocks.append(candidates.filter(pc.is_in(contexts, chunk)))
-    return blocks
+    return [candidates.filter(pc.is_in(contexts, pa.array(names[off : off + per_task], pa.string())))
+            for off in range(0, len(names), per_task)]  # fmt: skip
 
 
 def plan_requests(block: pa.Table, plan: StaticPlan, counter=None) -> Iterator[pa.Table]:
