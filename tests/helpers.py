@@ -97,6 +97,38 @@ def stop_process(proc: subprocess.Popen, timeout: float = 30) -> None:
 
 
 
+def run_and_kill(spec: dict, tmp_path: Path, victim, first_part_s: float = 400, finish_s: float = 600) -> int:
+    """``pairank run`` on ``spec`` in a process of its own; once its first judgment part is in the store,
+    SIGKILL ``victim(run_pid)`` (a pid) and wait for the run, which must exit 0. Returns the pid killed."""
+    import os
+    import signal
+    import sys
+
+    import yaml
+
+    path = tmp_path / f"{spec['name']}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    log_path = tmp_path / "run.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "pairank.jobs.cli", "run", str(path)], cwd=ROOT, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        parts = Path(spec["output"]) / "tables" / "judgments"
+        try:
+            deadline = time.monotonic() + first_part_s
+            while not (parts.is_dir() and list(parts.glob("**/*.parquet"))):
+                assert proc.poll() is None, log_path.read_text()[-3000:]
+                assert time.monotonic() < deadline, "no judgment part written in time"
+                time.sleep(0.05)
+            killed = victim(proc.pid)
+            os.kill(killed, signal.SIGKILL)
+            assert proc.wait(timeout=finish_s) == 0, log_path.read_text()[-4000:]
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    return killed
+
+
 def judge_actor_pids(under: int | None = None) -> list[int]:
     """PIDs of the judge actors' processes on this machine (Ray titles them ``ray::JudgeActor...``); with
     ``under``, only those descended from that process (a run's own local Ray, not another one's on the machine)."""

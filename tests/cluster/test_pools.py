@@ -4,20 +4,14 @@ run alone, and a whole run on the SIMULATED judge whose actor is SIGKILLed while
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
 
-import yaml
-
 from pairank.cluster.pools import Gate, PoolMonitor
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import ROOT, judge_actor_pids, spec_for, write_input
+from tests.helpers import judge_actor_pids, run_and_kill, spec_for, write_input
 
 
 def test_every_call_running_when_its_engine_died_counts_and_one_that_waited_does_not():
@@ -65,6 +59,12 @@ def test_a_call_that_runs_alone_waits_for_the_others_and_holds_new_ones_back():
     assert {(k, n): r for k, n, r in log}[("in", "alone")] == 1 and gate.most == 2
 
 
+def only_actor(run_pid: int) -> int:
+    """The judge actor of the run ``run_pid`` (not another run's on the machine); it has one."""
+    (actor,) = judge_actor_pids(under=run_pid)
+    return actor
+
+
 def test_a_pool_with_batches_in_flight_judges_each_key_once_and_survives_a_sigkill(summeval_tables, tmp_path):
     """`pairank run` (its own local Ray) on the SIMULATED judge, 3 batches in flight per actor: its actor is
     SIGKILLed mid-run with batches in it; Ray restarts it, the batches are judged again, exit 0, each key once."""
@@ -75,25 +75,7 @@ def test_a_pool_with_batches_in_flight_judges_each_key_once_and_survives_a_sigki
         pool={"size": 1, "num_cpus": 1, "batch_size": 6, "max_batches_in_flight": 3}, cluster={"num_cpus": 2},
         flush_rows=12,
     )  # fmt: skip
-    path = tmp_path / "in-flight.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    log = open(tmp_path / "run.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "pairank.jobs.cli", "run", str(path)], cwd=ROOT, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-    parts = out / "tables" / "judgments"
-    try:
-        deadline = time.monotonic() + 240
-        while not (parts.is_dir() and list(parts.glob("**/*.parquet"))):
-            assert proc.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "no judgment part written in time"
-            time.sleep(0.05)
-        (victim,) = judge_actor_pids(under=proc.pid)  # this run's actor, not another run's on the machine
-        os.kill(victim, signal.SIGKILL)
-        assert proc.wait(timeout=300) == 0, (tmp_path / "run.log").read_text()[-4000:]
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    victim = run_and_kill(spec, tmp_path, only_actor, first_part_s=240, finish_s=300)
     total = 8 * 6 * 5
     cache = JudgmentCache(Location.of(str(out)).join("tables", "judgments"))
     keys = Counter(cache.rows().column("key").to_pylist())

@@ -4,27 +4,22 @@ on the new engine, and the run ends as if nothing happened (exit 0, one verdict 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-import yaml
 
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import CPU_ENGINE_ENV, ROOT, judge_actor_pids, titled_pids, write_input
+from tests.helpers import CPU_ENGINE_ENV, ROOT, judge_actor_pids, run_and_kill, titled_pids, write_input
 
 pytestmark = pytest.mark.engine
 TOTAL = 2 * (4 * 3) * 2  # contexts x ordered pairs of 4 candidates x aspects
 
 
-def run_and_kill(tmp_path, summeval_tables, victim, judge: dict | None = None, pool: dict | None = None):
+def run_engine_and_kill(tmp_path, summeval_tables, victim, judge: dict | None = None, pool: dict | None = None):
     """`pairank run` of the CPU vLLM judge on 2 articles x 4 summaries (its own local Ray); once the first judgment
     part is stored, ``victim(run pid)`` names the process to SIGKILL. Returns (killed pid, the judgments cache,
     the report)."""
@@ -41,25 +36,7 @@ def run_and_kill(tmp_path, summeval_tables, victim, judge: dict | None = None, p
         "report": {"bootstrap": 0},
         "flush_rows": 4,
     }
-    path = tmp_path / "engine-lost.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    log = open(tmp_path / "run.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "pairank.jobs.cli", "run", str(path)], cwd=ROOT, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-    parts = out / "tables" / "judgments"
-    try:
-        deadline = time.monotonic() + 400
-        while not (parts.is_dir() and list(parts.glob("**/*.parquet"))):
-            assert proc.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "no judgment part written in time"
-            time.sleep(0.1)
-        killed = victim(proc.pid)
-        os.kill(killed, signal.SIGKILL)
-        assert proc.wait(timeout=600) == 0, (tmp_path / "run.log").read_text()[-4000:]
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    killed = run_and_kill(spec, tmp_path, victim)
     cache = JudgmentCache(Location.of(str(out)).join("tables", "judgments"))
     report = json.loads((out / "runs" / "engine-lost" / "report.json").read_text())
     assert "engines lost: 1 (1 restarted, 0 dead)" in Path(out / "runs" / "engine-lost" / "report.md").read_text()
@@ -81,7 +58,7 @@ def test_a_sigkilled_cpu_engine_is_restarted_and_the_run_exits_0_with_each_key_o
         (pid,) = judge_actor_pids(under=run)
         return pid
 
-    victim, cache, report = run_and_kill(tmp_path, summeval_tables, actor)
+    victim, cache, report = run_engine_and_kill(tmp_path, summeval_tables, actor)
     assert_each_key_judged_once(cache, report)
     assert victim not in judge_actor_pids()
 
@@ -107,7 +84,7 @@ def test_an_async_engine_whose_core_died_ends_its_actor_and_the_run_exits_0_with
         return pid
 
     try:
-        killed, cache, report = run_and_kill(tmp_path, summeval_tables, core, judge={"async_engine": True},
+        killed, cache, report = run_engine_and_kill(tmp_path, summeval_tables, core, judge={"async_engine": True},
                                              pool={"max_batches_in_flight": 2})  # fmt: skip
     finally:
         done.set()
