@@ -6,7 +6,8 @@ So for the single-pass modes (``logprob``, ``generate``, ``sample``) the request
 made by Ray Data tasks, block by block, and stream straight into the judge pool:
 
 1. **Blocks.** The driver cuts the candidates into blocks of :data:`CONTEXTS_PER_TASK`
-   whole contexts, taken bucket by bucket of the judgment store
+   whole contexts (fewer for contexts with many candidates), taken bucket by bucket of
+   the judgment store
    (:func:`pairank.storage.cache.context_bucket`), so a block spans one bucket or a few
    (:func:`plan_blocks`).
 2. **Plan** (a Ray Data map task per block, :func:`plan_requests`): the static
@@ -37,12 +38,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pairank.jobs.passes import CacheWriter
-from pairank.jobs.requests import RequestMaker, contexts_of, scheduled_requests
+from pairank.jobs.requests import RequestMaker, contexts_of, prefix_key, scheduled_requests
 from pairank.jobs.schedulers import StaticSettings
 from pairank.storage.cache import JudgmentCache, context_bucket
 
-#: Contexts per planning task at most: a bucket with more is cut into several tasks.
+#: Contexts per planning task at most, and ordered pairs (per aspect and prompt variant) at most: a block of
+#: contexts with many candidates holds fewer of them.
 CONTEXTS_PER_TASK = 256
+PAIRS_PER_TASK = 65_536
 #: Rows per slice a planning task hands on (the pool re-batches them by ``pool.batch_size``).
 SLICE_ROWS = 4096
 #: Planning (and collecting) tasks at once. They reserve no CPU: the judge actors hold the CPUs.
@@ -84,9 +87,10 @@ class PlanCounter:
 
 
 def plan_blocks(candidates: pa.Table, per_task: int | None = None) -> list[pa.Table]:
-    """The candidates cut into blocks of ``per_task`` whole contexts (the last one fewer), taken bucket by bucket
-    of the store, so a block's join reads one bucket's partition, or a few (a small run is one block: its
-    requests then reach the engines in full batches).
+    """The candidates cut into blocks of ``per_task`` whole contexts (fewer where their candidates make more than
+    :data:`PAIRS_PER_TASK` ordered pairs), taken bucket by bucket of the store, so a block's join reads one
+    bucket's partition, or a few (a small run is one block: its requests then reach the engines in full
+    batches).
 
     >>> t = pa.table({"context_id": ["c1", "c1", "c2", "c3"], "candidate_id": ["a", "b", "c", "d"]})
     >>> [b.column("context_id").to_pylist() for b in plan_blocks(t, per_task=1)]
@@ -95,10 +99,18 @@ def plan_blocks(candidates: pa.Table, per_task: int | None = None) -> list[pa.Ta
     [3, 1]
     """
     per_task = per_task or CONTEXTS_PER_TASK
-    names = sorted(contexts_of(candidates), key=lambda ctx: (context_bucket(ctx), ctx))
+    by_context = contexts_of(candidates)
+    groups: list[list[str]] = [[]]
+    pairs = 0
+    for ctx in sorted(by_context, key=lambda c: (context_bucket(c), c)):
+        n = len(by_context[ctx]) * (len(by_context[ctx]) - 1)  # ordered pairs: the most any static schedule asks
+        if groups[-1] and (len(groups[-1]) >= per_task or pairs + n > PAIRS_PER_TASK):
+            groups.append([])
+            pairs = 0
+        groups[-1].append(ctx)
+        pairs += n
     contexts = candidates.column("context_id")
-    return [candidates.filter(pc.is_in(contexts, pa.array(names[off : off + per_task], pa.string())))
-            for off in range(0, len(names), per_task)]  # fmt: skip
+    return [candidates.filter(pc.is_in(contexts, pa.array(g, pa.string()))) for g in groups if g]
 
 
 def plan_requests(block: pa.Table, plan: StaticPlan, counter=None) -> Iterator[pa.Table]:
@@ -111,10 +123,10 @@ def plan_requests(block: pa.Table, plan: StaticPlan, counter=None) -> Iterator[p
     todo = {k: req for k, req in wanted.items() if k not in done}
     if counter is not None:
         ray.get(counter.add.remote(block.column("context_id")[0].as_py(), len(wanted), len(wanted) - len(todo)))
-    if todo:
-        table = maker.table(todo)
-        for off in range(0, table.num_rows, SLICE_ROWS):
-            yield table.slice(off, SLICE_ROWS)
+    # rendered a slice at a time (a block of long contexts holds GBs of prompt text), in prefix order throughout
+    ordered = sorted(todo.items(), key=lambda kv: prefix_key(*kv[1][:4]))
+    for off in range(0, len(ordered), SLICE_ROWS):
+        yield maker.table(dict(ordered[off : off + SLICE_ROWS]))
 
 
 def collect_judgments(block: pa.Table, plan: StaticPlan) -> pa.Table:

@@ -43,11 +43,12 @@ def prefix_order(rows: list[dict]) -> list[dict]:
     [('p', 'q'), ('q', 'p'), ('r', 'p')]
     """
 
-    def key(r):
-        a, b = r["candidate_a"], r["candidate_b"]
-        return (r["context_id"], min(a, b), max(a, b), r["aspect"], a)
+    return sorted(rows, key=lambda r: prefix_key(r["aspect"], r["context_id"], r["candidate_a"], r["candidate_b"]))
 
-    return sorted(rows, key=key)
+
+def prefix_key(aspect: str, ctx: str, a: str, b: str) -> tuple:
+    """The sort key of :func:`prefix_order`: context, the unordered pair, aspect, slot A."""
+    return (ctx, min(a, b), max(a, b), aspect, a)
 
 
 @dataclass(frozen=True)

@@ -76,3 +76,20 @@ def test_a_run_reads_back_its_own_comparisons_only_and_judges_the_missing_ones(t
                      .column("n_comparisons")).as_py()  # fmt: skip
     assert counted == 2 * len(mine)  # the run scored its own comparisons, not the other seed's
     assert sorted(store_rows(two.output).column("key").to_pylist()) == sorted(mine | theirs)
+
+
+def test_planning_blocks_hold_whole_contexts_fewer_when_they_have_many_candidates(monkeypatch):
+    monkeypatch.setattr(rs, "PAIRS_PER_TASK", 100)
+    sizes = {"big": 12, "mid": 6, "s1": 3, "s2": 3, "s3": 2}  # 132, 30, 6, 6 and 2 ordered pairs
+    table = pa.table({"context_id": [c for c, n in sizes.items() for _ in range(n)],
+                      "candidate_id": [f"{c}/{i}" for c, n in sizes.items() for i in range(n)]})  # fmt: skip
+    blocks = rs.plan_blocks(table)
+    held = [sorted(set(b.column("context_id").to_pylist())) for b in blocks]
+    assert sorted(c for h in held for c in h) == sorted(sizes)  # every context in exactly one block
+    assert ["big"] in held  # alone: it has more pairs than a block may
+    for h in held:
+        rows = [b for b in blocks if sorted(set(b.column("context_id").to_pylist())) == h][0]
+        assert rows.num_rows == sum(sizes[c] for c in h)  # whole contexts
+        assert len(h) == 1 or sum(sizes[c] * (sizes[c] - 1) for c in h) <= 100
+    spans = [(min(map(context_bucket, h)), max(map(context_bucket, h))) for h in held]
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # bucket by bucket
