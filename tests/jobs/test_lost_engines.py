@@ -61,7 +61,7 @@ class Killer(threading.Thread):
         deadline = time.monotonic() + self.timeout
         seen = 0
         while len(self.killed) < self.times and time.monotonic() < deadline:
-            pids = judge_actor_pids()
+            pids = judge_actor_pids(under=os.getpid())  # this session's actors, not another test session's
             parts = self.parts()
             fresh = [p for p in pids if p not in self.killed]
             if parts > seen and fresh and (not self.killed or len(pids) >= 2):
