@@ -182,7 +182,7 @@ def judge_streamed(plan: StaticPlan, candidates: pa.Table, pool: Callable, flush
         total()
         totals, judged, errors = ray.get(counter.totals.remote()), writer.judged, writer.errors
         ray.kill(counter)
-    progress(f"reading the run's judgments back from the store ({len(blocks)} blocks)")
+    progress(f"reading the run's judgments back from the store ({len(blocks)} block{'s' * (len(blocks) != 1)})")
     collected = ray.data.from_arrow(blocks).map_batches(
         collect_judgments, fn_kwargs={"plan": plan}, batch_size=None, batch_format="pyarrow", num_cpus=0,
         concurrency=min(TASKS, len(blocks)))  # fmt: skip
