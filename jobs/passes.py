@@ -50,27 +50,20 @@ def error_count(judgments: pa.Table) -> int:
 
 def judge_into_cache(
     pool,
-    todo,
+    todo: pa.Table,
     cache: JudgmentCache,
     flush_rows: int,
     progress: Callable[[str], None],
     stage: str = "pairwise",
-    *,
-    total: Callable[[], int | None] | None = None,
-    keep: bool = True,
 ) -> pa.Table:
     """Stream ``todo`` through the pool's ``stage``, appending a cache part every ``flush_rows``; returns the rows.
 
-    ``todo`` is a table the driver holds, or a Ray Data dataset made in the cluster
-    (:mod:`pairank.jobs.request_stream`); then ``total()`` says how many requests it
-    holds once that is known (None before). With ``keep=False`` the rows are written
-    but not kept: the result is empty (:class:`CacheWriter` has the counts).
-    Whatever the pool has returned is written before an error propagates (a failing
+    (A stream of requests made in Ray Data tasks uses :class:`CacheWriter` directly:
+    :mod:`pairank.jobs.request_stream`.) Whatever the pool has returned is written before an error propagates (a failing
     stream flushes its buffer first), and a key is written once per call even if the
     pool returned it twice (a batch sent again after a lost engine).
     """
-    writer = CacheWriter(cache, flush_rows, progress, stage, getattr(pool, "losses", None),
-                         total or (lambda: todo.num_rows), keep)  # fmt: skip
+    writer = CacheWriter(cache, flush_rows, progress, stage, getattr(pool, "losses", None), lambda: todo.num_rows)
     writer.run(pool.judge(todo, stage))
     return writer.table()
 

@@ -176,12 +176,14 @@ def judge_streamed(plan: StaticPlan, candidates: pa.Table, pool: Callable, flush
                 progress(f"{t['wanted']} comparisons ({t['cached']} cached, {t['wanted'] - t['cached']} to judge)")
             return t["wanted"] - t["cached"]
 
-        with pool() as judge_pool:
-            writer = CacheWriter(plan.cache, flush_rows, progress, "pairwise", judge_pool.losses, total, keep=False)
-            writer.run(judge_pool.judge(requests(counter), "pairwise"))
-        total()
-        totals, judged, errors = ray.get(counter.totals.remote()), writer.judged, writer.errors
-        ray.kill(counter)
+        try:
+            with pool() as judge_pool:
+                writer = CacheWriter(plan.cache, flush_rows, progress, "pairwise", judge_pool.losses, total, keep=False)
+                writer.run(judge_pool.judge(requests(counter), "pairwise"))
+            total()
+            totals, judged, errors = ray.get(counter.totals.remote()), writer.judged, writer.errors
+        finally:
+            ray.kill(counter)
     progress(f"reading the run's judgments back from the store ({len(blocks)} block{'s' * (len(blocks) != 1)})")
     collected = ray.data.from_arrow(blocks).map_batches(
         collect_judgments, fn_kwargs={"plan": plan}, batch_size=None, batch_format="pyarrow", num_cpus=0,

@@ -280,30 +280,24 @@ def board_columns(judgments: pa.Table, candidates: pa.Table, baseline: str | Non
     if missing:
         return {(g, s): {"style_status": missing} for g in groups
                 for s in set(candidates.column("system").to_pylist())}  # fmt: skip
+    system_of, _ = _candidates(candidates)
     out: dict[tuple[str, str], dict] = {}
     for group, mine in groups.items():
         try:
             strengths, _ = style_controlled_bt(mine, candidates)
-        except Separated:
-            out.update({(group, s): {"style_status": "not identified (separated outcomes)"}
-                        for s in _systems(mine, candidates)})  # fmt: skip
-            continue
-        except ValueError as exc:
-            out.update({(group, s): {"style_status": str(exc).split(": ", 1)[-1]} for s in _systems(mine, candidates)})
+        except ValueError as exc:  # Separated, or fewer than two systems compared
+            not_identified = isinstance(exc, Separated)
+            status = "not identified (separated outcomes)" if not_identified else str(exc).split(": ", 1)[-1]
+            ids = mine.column("candidate_a").to_pylist() + mine.column("candidate_b").to_pylist()
+            out.update({(group, system_of[c]): {"style_status": status} for c in ids if c in system_of})
             continue
         for r in strengths.to_pylist():
             out[(group, r["system"])] = {"style_strength": r["strength"], "style_low": r["strength_low"],
                                          "style_high": r["strength_high"], "style_rank": r["rank"],
                                          "style_status": "ok"}  # fmt: skip
-        if baseline is None or baseline not in set(candidates.column("system").to_pylist()):
+        if baseline is None or baseline not in set(system_of.values()):
             continue
         for r in length_controlled_winrates(mine, candidates, baseline).to_pylist():
             out.setdefault((group, r["system"]), {"style_status": "ok"}).update(
                 lc_win_rate=r["lc_win_rate"], lc_low=r["lc_low"], lc_high=r["lc_high"])  # fmt: skip
     return out
-
-
-def _systems(judgments: pa.Table, candidates: pa.Table) -> set[str]:
-    system_of = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
-    ids = judgments.column("candidate_a").to_pylist() + judgments.column("candidate_b").to_pylist()
-    return {system_of[c] for c in ids if c in system_of}
