@@ -18,16 +18,17 @@ holds. The phases:
 
 - ``inputs``: after reading the candidates and preparing the judging (the baseline);
 - ``judging`` (``stream`` arm): when every comparison is judged and in the store,
-  before the run's judgments are read back for scoring;
-- ``judge``: after the judge stage (the run's judgments held for scoring);
+  before the blocks' judgments are read back and scored in tasks;
+- ``judge``: after the judge stage (``stream``: the blocks' scores added up on the driver;
+  ``driver``: the run's judgments held for scoring);
 - ``score``: after rankings, win rates and the report (the whole run's peak).
 
 Two arms: ``stream`` is the code as it is (``stages.judge_static``); ``driver`` is the
 former path, rebuilt here from the same functions: the keys of every comparison and
 the rendered request table made on the driver, then streamed through the same pool.
 
-The ``driver`` arm runs up to ``--driver-up-to`` contexts and scoring up to ``--score-up-to`` (both 5,000 by
-default): above that each would need GBs (see BENCHMARKS.md §11).
+The ``driver`` arm runs up to ``--driver-up-to`` contexts and scores up to ``--score-up-to`` (both 5,000 by
+default): above that each would need GBs (see BENCHMARKS.md §12). The ``stream`` arm scores at every size.
 
 Run from the repository root:  .venv/bin/python bench/driver_rss.py [--sizes 1000 5000 20000] [--arms stream driver]
 Writes bench/results/driver_rss.json.
@@ -147,7 +148,7 @@ def run_case(case: dict) -> dict:
             arrow = round(pa.total_allocated_bytes() / 2**20, 1)  # live Arrow buffers, beside the resident set
             timeline.append((round(time.perf_counter() - t, 1), rss_mib(), status_mib("RssAnon"),
                              status_mib("RssShmem"), arrow, len(gc.get_objects()), str(message)[:80]))  # fmt: skip
-            if message.startswith("reading the run's judgments back"):
+            if message.startswith(("reading the run's judgments back", "scoring the run's judgments")):
                 out["peak_mib_judging"], out["private_mib_judging"] = peak_mib(), private.now()
 
         judged = judge(spec, inputs, setup, progress)
@@ -161,7 +162,7 @@ def run_case(case: dict) -> dict:
         scored = score(spec, inputs, judged)
         rates = win_rates(spec, inputs, judged.judgments, lambda m: None)
         counts = {"contexts": inputs.contexts, "candidates": inputs.candidates.num_rows, **asdict(judged.counts)}
-        report(spec.model_dump(mode="json"), setup.identity, judged.judgments, scored, rates, counts, started,
+        report(spec.model_dump(mode="json"), setup.identity, judged.totals, scored, rates, counts, started,
                judged.extra)  # fmt: skip
         out["score_seconds"] = round(time.perf_counter() - t, 1)
         out["peak_mib_score"], out["private_mib_score"] = peak_mib(), private.now()
@@ -180,8 +181,8 @@ def main() -> None:
     ap.add_argument("--driver-up-to", type=int, default=5000,
                     help="run the driver arm only up to this many contexts (its request table at 20k is GBs)")
     ap.add_argument("--score-up-to", type=int, default=5000,
-                    help="score only up to this many contexts (the scoring operators hold Python rows of every "
-                    "judgment: ~16 GB at 20k)")  # fmt: skip
+                    help="score the driver arm only up to this many contexts (its scoring holds Python rows of "
+                    "every judgment: ~16 GB at 20k); the stream arm scores block by block at every size")  # fmt: skip
     args = ap.parse_args()
     if args.child is not None:
         print(json.dumps(run_case(json.loads(args.child))))
@@ -192,8 +193,8 @@ def main() -> None:
         for arm in args.arms:
             if arm == "driver" and contexts > args.driver_up_to:
                 continue
-            case = C.run_child(__file__, {"contexts": contexts, "arm": arm, "score": contexts <= args.score_up_to},
-                               env)  # fmt: skip
+            score = arm == "stream" or contexts <= args.score_up_to
+            case = C.run_child(__file__, {"contexts": contexts, "arm": arm, "score": score}, env)
             print(json.dumps(case), flush=True)
             cases.append(case)
     rows = []

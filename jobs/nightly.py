@@ -59,6 +59,7 @@ from pairank.jobs.stages import (
     write_run,
 )
 from pairank.operators.leaderboard import LeaderboardOptions
+from pairank.operators.reports import judgment_totals
 from pairank.storage.commits import Commit, CommitLog, NightlyLayout, NightlyTable
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_prefix
@@ -364,7 +365,7 @@ def run_nightly(
     # The night's run, for people and for `pairank leaderboard`: written by the writer that committed only.
     extra = {"nightly": {"night": night, "commit": commit.seq, "attempt": attempt.uri, **c}, **judged.extra}
     run_spec = {**spec.model_dump(mode="json"), "input": info.input}
-    rep = report(run_spec, setup.identity, judgments, scored, rates, counts, started_wall, extra)
+    rep = report(run_spec, setup.identity, judgment_totals(judgments), scored, rates, counts, started_wall, extra)
     manifest = {
         "name": run.name,
         "state": "done",

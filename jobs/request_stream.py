@@ -19,14 +19,16 @@ made by Ray Data tasks, block by block, and stream straight into the judge pool:
    and yielded in slices to the pool's stage (:meth:`pairank.cluster.pools.JudgePool.judge`,
    which sends each context to one engine). Each task reports how many comparisons
    its block wants and how many were cached to a small counter actor.
-3. **Collect** (a second pass of tasks, :func:`collect_judgments`): once judging is
-   done, each block reads back from the store one row per key of its comparisons,
-   cached or just judged; the driver concatenates them for the scoring stages.
+3. **Score** (a second pass of tasks, :mod:`pairank.jobs.stream_scoring`): once
+   judging is done, each block reads back from the store one row per key of its
+   comparisons, cached or just judged, and scores them there; the driver adds the
+   blocks' scores up. A run whose scoring needs every judgment at once reads them
+   back whole (:meth:`Streamed.read_back`, :func:`collect_judgments`).
 
 Before anything starts an engine, a ``take(1)`` of the plan says whether anything is
 left to judge: a run whose comparisons are all cached starts no engine. The driver
-so holds the candidates, counters and, for scoring, the run's judgments; never the
-keys to judge or their prompts. Keys are computed in the tasks twice (plan, collect).
+so holds the candidates, counters and the scores; never the keys to judge, their
+prompts or the run's judgments. Keys are computed in the tasks twice (plan, score).
 """
 
 from __future__ import annotations
@@ -147,50 +149,75 @@ class StreamCounts:
     errors: int
 
 
+@dataclass
+class Streamed:
+    """A streamed static run once judged: its planning blocks (in Ray's object store) and its counts (None when
+    nothing was left to judge: the read-back pass counts the comparisons then, all of them cached)."""
+
+    plan: StaticPlan
+    blocks: list  # object refs of the candidates' blocks
+    counts: StreamCounts | None
+
+    def counted(self, comparisons: int, progress: Callable[[str], None]) -> StreamCounts:
+        """The run's counts, ``comparisons`` (one row per key, read back) standing in for a run that judged none."""
+        if self.counts is None:
+            progress(f"{comparisons} comparisons ({comparisons} cached, 0 to judge)")
+            self.counts = StreamCounts(comparisons, comparisons, 0, 0)
+        return self.counts
+
+    def read_back(self, progress: Callable[[str], None]) -> pa.Table:
+        """The run's judgments, one row per key (cached or new), read back from the store by tasks, block by block."""
+        import ray
+
+        progress(f"reading the run's judgments back from the store ({_blocks(self.blocks)})")
+        collected = ray.data.from_arrow_refs(self.blocks).map_batches(
+            collect_judgments, fn_kwargs={"plan": self.plan}, batch_size=None, batch_format="pyarrow", num_cpus=0,
+            concurrency=min(TASKS, len(self.blocks)))  # fmt: skip
+        parts = [b for b in collected.iter_batches(batch_size=None, batch_format="pyarrow") if b.num_rows]
+        judgments = pa.concat_tables(parts) if parts else self.plan.cache.schema.empty_table()
+        self.counted(judgments.num_rows, progress)
+        return judgments
+
+
+def _blocks(blocks: list) -> str:
+    return f"{len(blocks)} block{'s' * (len(blocks) != 1)}"
+
+
 def judge_streamed(plan: StaticPlan, candidates: pa.Table, pool: Callable, flush_rows: int,
-                   progress: Callable[[str], None]) -> tuple[pa.Table, StreamCounts]:  # fmt: skip
+                   progress: Callable[[str], None]) -> Streamed:  # fmt: skip
     """Judge every comparison of ``plan`` the store lacks, streaming the requests from Ray Data tasks into the
-    pool that ``pool()`` enters (only when something is left to judge); returns the run's judgments (one row per
-    key, cached or new) and the counts."""
+    pool that ``pool()`` enters (only when something is left to judge). The run's judgments stay in the store:
+    read them back (:meth:`Streamed.read_back`) or score them block by block
+    (:mod:`pairank.jobs.stream_scoring`)."""
     import ray
 
-    blocks = plan_blocks(candidates)
+    blocks = [ray.put(b) for b in plan_blocks(candidates)]  # the driver keeps no copy
 
     def requests(counter) -> ray.data.Dataset:
-        return ray.data.from_arrow(blocks).map_batches(
+        return ray.data.from_arrow_refs(blocks).map_batches(
             plan_requests, fn_kwargs={"plan": plan, "counter": counter}, batch_size=None, batch_format="pyarrow",
             num_cpus=0, concurrency=min(TASKS, len(blocks)))  # fmt: skip
 
-    judged = errors = 0
-    totals = None
-    if requests(None).take(1):  # anything to judge? (a run whose comparisons are all cached starts no engine)
-        counter = ray.remote(PlanCounter).options(num_cpus=0).remote(len(blocks))
-        said = []
+    if not requests(None).take(1):  # anything to judge? (a run whose comparisons are all cached starts no engine)
+        return Streamed(plan, blocks, None)
+    counter = ray.remote(PlanCounter).options(num_cpus=0).remote(len(blocks))
+    said = []
 
-        def total() -> int | None:
-            t = ray.get(counter.totals.remote())
-            if t["planned"] < t["blocks"]:
-                return None
-            if not said:
-                said.append(True)
-                progress(f"{t['wanted']} comparisons ({t['cached']} cached, {t['wanted'] - t['cached']} to judge)")
-            return t["wanted"] - t["cached"]
+    def total() -> int | None:
+        t = ray.get(counter.totals.remote())
+        if t["planned"] < t["blocks"]:
+            return None
+        if not said:
+            said.append(True)
+            progress(f"{t['wanted']} comparisons ({t['cached']} cached, {t['wanted'] - t['cached']} to judge)")
+        return t["wanted"] - t["cached"]
 
-        try:
-            with pool() as judge_pool:
-                writer = CacheWriter(plan.cache, flush_rows, progress, "pairwise", judge_pool.losses, total, keep=False)
-                writer.run(judge_pool.judge(requests(counter), "pairwise"))
-            total()
-            totals, judged, errors = ray.get(counter.totals.remote()), writer.judged, writer.errors
-        finally:
-            ray.kill(counter)
-    progress(f"reading the run's judgments back from the store ({len(blocks)} block{'s' * (len(blocks) != 1)})")
-    collected = ray.data.from_arrow(blocks).map_batches(
-        collect_judgments, fn_kwargs={"plan": plan}, batch_size=None, batch_format="pyarrow", num_cpus=0,
-        concurrency=min(TASKS, len(blocks)))  # fmt: skip
-    parts = [b for b in collected.iter_batches(batch_size=None, batch_format="pyarrow") if b.num_rows]
-    judgments = pa.concat_tables(parts) if parts else plan.cache.schema.empty_table()
-    if totals is None:  # nothing was judged: every comparison is in the store with a verdict
-        totals = {"wanted": judgments.num_rows, "cached": judgments.num_rows}
-        progress(f"{judgments.num_rows} comparisons ({judgments.num_rows} cached, 0 to judge)")
-    return judgments, StreamCounts(totals["wanted"], totals["cached"], judged, errors)
+    try:
+        with pool() as judge_pool:
+            writer = CacheWriter(plan.cache, flush_rows, progress, "pairwise", judge_pool.losses, total, keep=False)
+            writer.run(judge_pool.judge(requests(counter), "pairwise"))
+        total()
+        t = ray.get(counter.totals.remote())
+    finally:
+        ray.kill(counter)
+    return Streamed(plan, blocks, StreamCounts(t["wanted"], t["cached"], writer.judged, writer.errors))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -87,14 +88,28 @@ class RequestMaker:
     The key depends on the judge identity, the template (variant), the aspect,
     the context and both candidates (ids and texts), so a key answered once is
     never paid again. With several prompt variants a pair has one key per variant.
+
+    The text maps (``text``, ``context``) are made on first use: a streamed static
+    run makes its requests in tasks, each from its own block, and its driver never
+    builds them.
     """
 
     def __init__(self, candidates: pa.Table, prompts: dict, judge: dict) -> None:
-        ids = candidates.column("candidate_id").to_pylist()
-        self.text = dict(zip(ids, candidates.column("text").to_pylist()))
-        self.context = dict(zip(candidates.column("context_id").to_pylist(), candidates.column("context").to_pylist()))
+        self.candidates = candidates
         self.variants = as_variants(prompts)
         self.judge = judge
+
+    @cached_property
+    def text(self) -> dict[str, str]:
+        """``candidate_id -> text``."""
+        c = self.candidates
+        return dict(zip(c.column("candidate_id").to_pylist(), c.column("text").to_pylist()))
+
+    @cached_property
+    def context(self) -> dict[str, str]:
+        """``context_id -> context``."""
+        c = self.candidates
+        return dict(zip(c.column("context_id").to_pylist(), c.column("context").to_pylist()))
 
     def key(self, aspect: str, ctx: str, a: str, b: str, variant: int = 0) -> str:
         h = self.variants[aspect][variant].hash

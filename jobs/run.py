@@ -81,7 +81,7 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     scored = score(spec, inputs, judged)
     rates = win_rates(spec, inputs, judged.judgments, progress)
     counts = {"contexts": inputs.contexts, "candidates": inputs.candidates.num_rows, **asdict(judged.counts)}
-    rep = report(manifest["spec"], setup.identity, judged.judgments, scored, rates, counts, started, judged.extra)
+    rep = report(manifest["spec"], setup.identity, judged.totals, scored, rates, counts, started, judged.extra)
     write_run(layout, scored, rates, rep,
               {**manifest, "state": "done", "finished_at": utc_now().isoformat(), "counts": counts})  # fmt: skip
     progress(f"report: {layout.report_md.uri}")

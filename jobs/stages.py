@@ -41,6 +41,7 @@ from pairank.jobs.requests import (
     subset,
 )
 from pairank.jobs.spec import JobSpec, WinRateSpec
+from pairank.jobs.stream_scoring import ScoreSettings, StreamScores, score_streamed
 from pairank.operators.judge_bias import judge_bias
 from pairank.operators.judges import judge_identity
 from pairank.operators.judges.modes import build_runner, failure_rows, judging_identity
@@ -48,6 +49,7 @@ from pairank.operators.judges.vllm_judge import uses_async_engine
 from pairank.operators.prompts import load_prompts
 from pairank.operators.reports import (
     build_report,
+    judgment_totals,
     position_bias,
     render_markdown,
     spearman_table,
@@ -261,10 +263,18 @@ class Counts:
 class Judged:
     """The judge stage's result."""
 
-    judgments: pa.Table  # one row per comparison the job used: cached verdicts and new judgments
+    #: one row per comparison the job used (cached verdicts and new judgments); for a run scored block by block
+    #: (``scores``), only the comparisons its win rates read
+    judgments: pa.Table
     counts: Counts
     rankings: list[pa.Table] = field(default_factory=list)  # the adaptive scheduler's own rankings
     extra: dict = field(default_factory=dict)  # report sections: pool, adaptive rounds, first passes
+    scores: StreamScores | None = None  # a streamed static run scored where its judgments are
+
+    @property
+    def totals(self) -> dict:
+        """The report's totals of the judgments the job used (rows, verdicts, tokens, failures)."""
+        return self.scores.totals if self.scores is not None else judgment_totals(self.judgments)
 
 
 def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress) -> Judged:
@@ -299,9 +309,17 @@ def _judge_static_streamed(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, p
     ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
     plan = StaticPlan(setup.maker.variants, setup.maker.judge, spec.scheduler, tuple(spec.aspects), setup.cache)
     record = PoolRecord()
-    judgments, n = judge_streamed(plan, inputs.candidates, lambda: judge_pool(spec, record), spec.flush_rows, progress)
-    counts = Counts(n.requests, n.cached, n.judged, n.errors)
-    return Judged(judgments, counts, extra=_with_passes(record.sections(), setup))
+    run = judge_streamed(plan, inputs.candidates, lambda: judge_pool(spec, record), spec.flush_rows, progress)
+    extra = _with_passes(record.sections(), setup)
+    if spec.scoring.calibration == "batch":  # each aspect's prior is estimated from all of its verdicts at once
+        judgments = run.read_back(progress)
+        n = run.counted(judgments.num_rows, progress)
+        return Judged(judgments, Counts(n.requests, n.cached, n.judged, n.errors), extra=extra)
+    settings = ScoreSettings.of(plan, inputs.candidates, spec.scoring.verdicts, spec.judging.decisive_weight,
+                                spec.baseline if spec.winrate is not None else None)  # fmt: skip
+    scores = score_streamed(run, settings, inputs.candidates, progress)
+    n = run.counted(scores.comparisons, progress)
+    return Judged(scores.kept, Counts(n.requests, n.cached, n.judged, n.errors), extra=extra, scores=scores)
 
 
 def judge_adaptive(
@@ -360,22 +378,30 @@ class Scored:
 def score(spec: JobSpec, inputs: Inputs, judged: Judged) -> Scored:
     """Win-ratio rankings (after batch calibration, if asked) next to the scheduler's own, Spearman,
     quantile-matched scores, position bias, transitivity and the judge-bias figures."""
-    table = judged.judgments
-    scored = table
-    if spec.scoring.calibration == "batch":
-        from pairank.operators.calibration import calibrate_table
+    from pairank.operators.transitivity import intransitive_triads
 
-        scored = calibrate_table(table, by=("aspect",)).select(JUDGMENTS.names)
-    rankings = pa.concat_tables(
-        judged.rankings
-        + [rank_table(scored, inputs.candidates, mode, spec.judging.decisive_weight) for mode in spec.scoring.verdicts]
-    )
+    streamed = judged.scores
+    if streamed is not None:  # scored block by block: the fits read a sample (see jobs/stream_scoring.py)
+        table, ranked, triads, bias = streamed.sample, [streamed.rankings], streamed.triads, streamed.position
+        biases, extra = streamed.judge_bias, {"fit_sample": streamed.fit_note()}
+    else:
+        table, extra = judged.judgments, {}
+        scored = table
+        if spec.scoring.calibration == "batch":
+            from pairank.operators.calibration import calibrate_table
+
+            scored = calibrate_table(table, by=("aspect",)).select(JUDGMENTS.names)
+        ranked = [rank_table(scored, inputs.candidates, mode, spec.judging.decisive_weight)
+                  for mode in spec.scoring.verdicts]  # fmt: skip
+        triads, bias, biases = intransitive_triads(table), position_bias(table), judge_bias(table, inputs.candidates)
+    rankings = pa.concat_tables(judged.rankings + ranked)
     spearman = spearman_table(rankings, inputs.human, spec.report.bootstrap, spec.report.seed)
     if spec.scoring.quantile is not None:
         rankings = pa.concat_tables([rankings, quantile_rankings(rankings, inputs.human, spec.scoring.quantile)])
-    extra = {**consistency_sections(table, spearman, spec), "judge_bias": judge_bias(table, inputs.candidates),
-             "style_control": style_control_section(table, inputs.candidates, spec.baseline)}  # fmt: skip
-    return Scored(rankings, spearman, position_bias(table), extra)
+    extra = {**consistency_sections(triads, spearman, spec), "judge_bias": biases,
+             "style_control": style_control_section(table, inputs.candidates, spec.baseline),
+             **{k: v for k, v in extra.items() if v is not None}}  # fmt: skip
+    return Scored(rankings, spearman, bias, extra)
 
 
 def quantile_rankings(rankings: pa.Table, human: pa.Table, target_spec) -> pa.Table:
@@ -398,11 +424,11 @@ def quantile_rankings(rankings: pa.Table, human: pa.Table, target_spec) -> pa.Ta
     return pa.concat_tables(parts)
 
 
-def consistency_sections(judgments: pa.Table, spearman: pa.Table, spec: JobSpec) -> dict:
-    """Intransitive triads of any full matrices judged, and the Spearman spread across seeds."""
-    from pairank.operators.transitivity import intransitive_triads, seed_spread
+def consistency_sections(triads: pa.Table, spearman: pa.Table, spec: JobSpec) -> dict:
+    """Intransitive triads of any full matrices judged (TRIADS rows), and the Spearman spread across seeds."""
+    from pairank.operators.transitivity import seed_spread
 
-    triads = intransitive_triads(judgments).to_pylist()
+    triads = triads.to_pylist()
     transitivity = []
     for aspect in sorted({r["aspect"] for r in triads}):
         rows = [r for r in triads if r["aspect"] == aspect]
@@ -530,15 +556,16 @@ def ood_accuracies(folder: str, aspects: list[str], seed: int) -> dict[str, dict
 
 
 def report(
-    spec: dict, identity: dict, judgments: pa.Table, scored: Scored, winrates: WinRates | None, counts: dict,
+    spec: dict, identity: dict, totals: dict, scored: Scored, winrates: WinRates | None, counts: dict,
     started: float, extra: dict,
 ) -> dict:  # fmt: skip
-    """The report (Markdown and JSON are rendered from it); ``started`` is the job's ``perf_counter``."""
+    """The report (Markdown and JSON are rendered from it); ``totals``: the judgments' (``Judged.totals``);
+    ``started`` is the job's ``perf_counter``."""
     extra = {**extra, **scored.extra}
     if winrates is not None:
         extra["winrates"], extra["winrate_judges"] = winrates.rates.to_pylist(), winrates.judges.to_pylist()
     return build_report(
-        spec, identity, judgments, scored.spearman, scored.bias, counts=counts,
+        spec, identity, totals, scored.spearman, scored.bias, counts=counts,
         wall_seconds=time.perf_counter() - started, extra=extra,
     )  # fmt: skip
 

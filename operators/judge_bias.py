@@ -340,6 +340,51 @@ def judge_bias(judgments: pa.Table, candidates: pa.Table) -> dict:
     }
 
 
+def merge_sections(parts: list[dict], fitted: dict) -> dict:
+    """One ``judge_bias`` section of a run scored in parts (:func:`judge_bias` of each part's judgments, the parts
+    holding whole contexts): counts added up, shares and intervals computed again; the length slopes come from
+    ``fitted``, the section of the run's judgments or of a sample of them (``n_fit`` says how many rows).
+
+    Judges are named within each part, so the parts must hold one judge identity each (or the same set).
+    """
+    length: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0])
+    own: dict[tuple, list] = {}
+    flips: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for part in parts:
+        for r in part["length"]:
+            c = length[(r["aspect"], r["judge"])]
+            c[0], c[1], c[2] = c[0] + r["n_decisive"], c[1] + r["n_unequal"], c[2] + r["longer_won"]
+        for r in part["self_preference"]:
+            others_wins = round((r["others_share"] or 0.0) * r["others_n"])
+            c = own.setdefault((r["aspect"], r["system"]), [set(), 0, 0, 0, 0])
+            c[0] |= set(r["judge_model"].split(", "))
+            c[1], c[2], c[3], c[4] = c[1] + r["n"], c[2] + r["wins"], c[3] + r["others_n"], c[4] + others_wins
+        for r in part["flips"]:
+            c = flips[(r["aspect"], r["judge"])]
+            c[0], c[1], c[2] = c[0] + r["n_pairs"], c[1] + r["n_decisive"], c[2] + r["flips"]
+    fits = {(r["aspect"], r["judge"]): r for r in fitted["length"]}
+    no_fit = {"n_fit": 0, "length_coef": None, "length_se": None, "slot_intercept": None}
+    length_rows = []
+    for (aspect, judge), (n, unequal, longer) in sorted(length.items()):
+        s, fit = share(longer, unequal), fits.get((aspect, judge), no_fit)
+        length_rows.append({
+            "aspect": aspect, "judge": judge, "n_decisive": n, "n_unequal": unequal, "longer_won": longer,
+            "longer_share": s["share"], "longer_low": s["ci_low"], "longer_high": s["ci_high"],
+            **{k: fit[k] for k in no_fit},
+        })  # fmt: skip
+    self_rows = [{"aspect": aspect, "system": system, "judge_model": ", ".join(sorted(models)), "n": n, "wins": wins,
+                  **share(wins, n), "others_n": others_n, "others_share": others / others_n if others_n else None}
+                 for (system, aspect), (models, n, wins, others_n, others) in
+                 sorted(((system, aspect), c) for (aspect, system), c in own.items())]  # fmt: skip
+    flip_rows = []
+    for (aspect, judge), (pairs, decisive, flipped) in sorted(flips.items()):
+        s = share(flipped, decisive)
+        flip_rows.append({"aspect": aspect, "judge": judge, "n_pairs": pairs, "n_decisive": decisive,
+                          "flips": flipped, "flip_rate": s["share"], "ci_low": s["ci_low"], "ci_high": s["ci_high"]})
+    models = sorted({m for part in parts for m in part["judge_models"]})
+    return {"length": length_rows, "self_preference": self_rows, "judge_models": models, "flips": flip_rows}
+
+
 #: What the section's three tables have in common, as the report and the page say it.
 NOTE = "Decisive verdicts only (A or B; ties and error rows left out), per judge and aspect, with 95% Wilson intervals."
 

@@ -36,19 +36,63 @@ def position_bias(judgments: pa.Table) -> pa.Table:
     rows' hard verdicts (:func:`pairank.operators.scores.hard_verdict`: the label where the
     table has one, else the side of 0.5 p_a is on), so a tie counts half a slot-A win.
     """
+    return position_table(position_counts(judgments))
 
+
+def position_counts(judgments: pa.Table) -> dict[str, list[float]]:
+    """Per aspect, ``[rows with a verdict, slot-A wins, sum of p_a]``: what :func:`position_bias` is made of, and
+    what parts of one run add up to (:func:`add_counts`)."""
     ok = judgments.filter(pc.is_null(judgments.column("error")))
     labels = ok.column("label").to_pylist() if "label" in ok.column_names else [None] * ok.num_rows
-    by: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    by: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
     for aspect, p, label in zip(ok.column("aspect").to_pylist(), ok.column("p_a").to_pylist(), labels):
-        by[aspect].append((hard_verdict(p, label), p))
-    rows = []
-    for aspect in sorted(by):
-        wins, ps = np.asarray(by[aspect], dtype=float).T
-        rows.append(
-            {"aspect": aspect, "n": len(ps), "slot_a_win_fraction": float(wins.mean()), "mean_p_a": float(ps.mean())}
-        )
+        c = by[aspect]
+        c[0] += 1
+        c[1] += hard_verdict(p, label)
+        c[2] += p
+    return dict(by)
+
+
+def position_table(counts: dict[str, list[float]]) -> pa.Table:
+    """The POSITION_BIAS table of :func:`position_counts`."""
+    rows = [{"aspect": aspect, "n": int(n), "slot_a_win_fraction": wins / n, "mean_p_a": total / n}
+            for aspect, (n, wins, total) in sorted(counts.items()) if n]  # fmt: skip
     return pa.Table.from_pylist(rows, schema=POSITION_BIAS)
+
+
+def add_counts(into: dict, more: dict) -> dict:
+    """``into`` with ``more`` added: numbers add, dicts add key by key, lists add element-wise (``into`` changes).
+
+    >>> add_counts({"n": 1, "by": {"x": [1, 2.0]}}, {"n": 2, "by": {"x": [1, 1.0], "y": [3, 0.5]}})
+    {'n': 3, 'by': {'x': [2, 3.0], 'y': [3, 0.5]}}
+    """
+    for k, v in more.items():
+        if k not in into:
+            into[k] = v
+        elif isinstance(v, dict):
+            add_counts(into[k], v)
+        elif isinstance(v, list):
+            into[k] = [a + b for a, b in zip(into[k], v)]
+        else:
+            into[k] += v
+    return into
+
+
+def judgment_totals(judgments: pa.Table) -> dict:
+    """What a report counts of the judgments a run used: rows, rows with a verdict, tokens, engine seconds and the
+    failures (an error's first 300 characters -> rows); the totals of a run's parts add up (:func:`add_counts`)."""
+    failures: dict[str, int] = defaultdict(int)
+    for e in judgments.column("error").to_pylist():
+        if e is not None:
+            failures[e[:300]] += 1
+    return {
+        "judgments": judgments.num_rows,
+        "with_verdict": judgments.num_rows - sum(failures.values()),
+        "input_tokens": int(pc.sum(judgments.column("input_tokens")).as_py() or 0),
+        "output_tokens": int(pc.sum(judgments.column("output_tokens")).as_py() or 0),
+        "engine_seconds": float(pc.sum(judgments.column("seconds")).as_py() or 0.0),
+        "failures": dict(failures),
+    }
 
 
 def _spearman(x: list[float], y: list[float]) -> float | None:
@@ -116,19 +160,18 @@ def spearman_table(rankings: pa.Table, human: pa.Table, n_boot: int = 1000, seed
 def build_report(
     spec: dict,
     judge: dict,
-    judgments: pa.Table,
+    totals: dict,
     spearman: pa.Table,
     bias: pa.Table,
     counts: dict,
     wall_seconds: float,
     extra: dict | None = None,
 ) -> dict:
-    """The report as plain data: settings, counts, cost, Spearman, bias, failures, and ``extra`` sections."""
-    err = judgments.column("error").to_pylist()
-    failures: dict[str, int] = defaultdict(int)
-    for e in err:
-        if e is not None:
-            failures[e[:300]] += 1
+    """The report as plain data: settings, counts, cost, Spearman, bias, failures, and ``extra`` sections.
+
+    ``totals``: :func:`judgment_totals` of the judgments the run used (or of its parts, added up).
+    """
+    failures = totals["failures"]
     return {
         "name": spec.get("name"),
         "settings": {
@@ -140,11 +183,11 @@ def build_report(
             "judging": spec.get("judging") or {"mode": "logprob"},
             "judge": judge,
         },
-        "counts": {**counts, "judgments": judgments.num_rows, "with_verdict": sum(e is None for e in err)},
+        "counts": {**counts, "judgments": totals["judgments"], "with_verdict": totals["with_verdict"]},
         "cost": {
-            "input_tokens": int(sum(judgments.column("input_tokens").to_pylist())),
-            "output_tokens": int(sum(judgments.column("output_tokens").to_pylist())),
-            "engine_seconds": float(sum(judgments.column("seconds").to_pylist())),
+            "input_tokens": totals["input_tokens"],
+            "output_tokens": totals["output_tokens"],
+            "engine_seconds": totals["engine_seconds"],
             "wall_seconds": float(wall_seconds),
         },
         "spearman": spearman.to_pylist(),
@@ -223,6 +266,10 @@ def render_markdown(report: dict) -> str:
         lines.append(f"| {r['aspect']} | {r['n']} | {_fmt(r['slot_a_win_fraction'])} | {_fmt(r['mean_p_a'])} |")
     lines += judge_bias_lines(report.get("judge_bias"))
     lines += style_control_lines(report.get("style_control"))
+    if report.get("fit_sample"):
+        f = report["fit_sample"]
+        lines += ["", f"_The length slopes and style control are fitted on a uniform sample of {f['sample']} of the "
+                      f"{f['comparisons']} comparisons (the same keys on every run); every count is over all of them._"]
     lines += _nightly_lines(report.get("nightly"))
     lines += _adaptive_lines(report.get("adaptive"))
     lines += _consistency_lines(report.get("transitivity"), report.get("seeds"))

@@ -1,0 +1,175 @@
+"""A streamed static run scored block by block: the driver never holds the run's judgments.
+
+Once a static run is judged (:mod:`pairank.jobs.request_stream`), its judgments are
+in the store. One task per planning block (whole contexts) reads back the block's
+judgments, one row per key of its comparisons, cached or new, and scores them where
+they are (:func:`score_block`):
+
+- **per context, exactly**: the win-ratio rankings of each verdict mode
+  (:func:`~pairank.operators.scores.rank_table`), the intransitive triads, and the
+  judge-bias section's flips (pairs in both slot orders are in one context);
+- **counts that add up over blocks**: position bias, the report's totals (rows,
+  verdicts, tokens, engine seconds, failures), the judge-bias counts (length shares,
+  self-preference);
+- **a sample for the fits over the whole run** (the style-controlled Bradley-Terry
+  strengths, the length-controlled win rates and the judge-bias length slope): the
+  comparisons whose key hashes below ``fit_share`` (:func:`sampled`), a seeded uniform
+  sample of about :data:`FIT_ROWS` of them, all of them in a run that has no more;
+- **for win rates**, with a ``winrate`` section: the comparisons with a candidate of
+  the baseline system, all the votes the win rates read.
+
+The driver adds the parts up (:func:`score_streamed`): what it holds grows with the
+candidates (the rankings have a row per candidate), not with the comparisons.
+
+A run whose scoring needs every judgment at once reads them back whole instead
+(:meth:`~pairank.jobs.request_stream.Streamed.read_back`): ``scoring.calibration:
+batch`` estimates each aspect's prior from all of its verdicts.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pairank.jobs.request_stream import TASKS, Streamed, collect_judgments
+from pairank.operators.judge_bias import judge_bias, merge_sections
+from pairank.operators.reports import add_counts, judgment_totals, position_counts, position_table
+from pairank.operators.scores import rank_table
+from pairank.operators.transitivity import TRIADS, intransitive_triads
+from pairank.storage.schemas import RANKINGS
+
+#: The whole-run fits (style control, the length slope) read a uniform sample of about this many comparisons of a
+#: full matrix (all of a run with no more).
+FIT_ROWS = 100_000
+
+
+@dataclass(frozen=True)
+class ScoreSettings:
+    """What a block's scoring needs besides its judgments (pickled into the tasks)."""
+
+    modes: tuple[str, ...]  # scoring.verdicts
+    decisive_weight: float
+    fit_share: float = 1.0  # the share of comparisons kept for the whole-run fits
+    baseline: str | None = None  # keep the comparisons with a candidate of this system (win rates)
+
+    @classmethod
+    def of(cls, plan, candidates: pa.Table, modes, decisive_weight: float, baseline: str | None) -> ScoreSettings:
+        """The settings of ``plan``'s run: the fits' share from the most comparisons its candidates make (every
+        ordered pair of each context, per aspect and prompt variant), so that it does not depend on what was
+        cached (a schedule that asks fewer pairs has a smaller sample)."""
+        pairs = sum(n * (n - 1) for n in pc.value_counts(candidates.column("context_id")).field("counts").to_pylist())
+        most = pairs * sum(len(plan.variants[aspect]) for aspect in plan.aspects)
+        return cls(tuple(modes), decisive_weight, min(1.0, FIT_ROWS / max(most, 1)), baseline)
+
+
+@dataclass
+class BlockScores:
+    """One block's scores (see the module docstring)."""
+
+    comparisons: int
+    rankings: dict[str, pa.Table]  # per verdict mode
+    triads: pa.Table
+    counts: dict  # {"position": position_counts, "totals": judgment_totals}
+    bias: dict  # the block's judge_bias section
+    sample: pa.Table  # judgments kept for the whole-run fits
+    kept: pa.Table  # judgments with a candidate of the baseline system
+
+
+def sampled(judgments: pa.Table, share: float) -> pa.Table:
+    """The rows whose key hashes (crc32) below ``share`` of the hash range: the same rows on every run.
+
+    >>> t = pa.table({"key": [f"k{i}" for i in range(1000)]})
+    >>> sampled(t, 1.0).num_rows, 60 < sampled(t, 0.1).num_rows < 140
+    (1000, True)
+    """
+    if share >= 1.0:
+        return judgments
+    cut = int(share * 2**32)
+    keep = [zlib.crc32(k.encode("utf-8")) < cut for k in judgments.column("key").to_pylist()]
+    return judgments.filter(pa.array(keep, pa.bool_()))
+
+
+def with_system(judgments: pa.Table, candidates: pa.Table, system: str | None) -> pa.Table:
+    """The rows with a candidate of ``system`` in either slot (none without a system)."""
+    if system is None:
+        return judgments.slice(0, 0)
+    mine = candidates.filter(pc.equal(candidates.column("system"), system)).column("candidate_id")
+    return judgments.filter(pc.or_(pc.is_in(judgments.column("candidate_a"), mine),
+                                   pc.is_in(judgments.column("candidate_b"), mine)))  # fmt: skip
+
+
+def score_block(block: pa.Table, plan, settings: ScoreSettings) -> BlockScores:
+    """Ray task: the scores of ``block``'s contexts from their judgments in the store."""
+    judgments = collect_judgments(block, plan)
+    return BlockScores(
+        comparisons=judgments.num_rows,
+        rankings={mode: rank_table(judgments, block, mode, settings.decisive_weight) for mode in settings.modes},
+        triads=intransitive_triads(judgments),
+        counts={"position": position_counts(judgments), "totals": judgment_totals(judgments)},
+        bias=judge_bias(judgments, block),
+        sample=sampled(judgments, settings.fit_share),
+        kept=with_system(judgments, block, settings.baseline),
+    )
+
+
+@dataclass
+class StreamScores:
+    """A streamed run's scores, added up over its blocks."""
+
+    comparisons: int
+    rankings: pa.Table  # every verdict mode, in rank_table's order
+    triads: pa.Table
+    position: pa.Table  # POSITION_BIAS
+    totals: dict  # judgment_totals
+    judge_bias: dict
+    sample: pa.Table  # the comparisons the whole-run fits read
+    kept: pa.Table  # the comparisons win rates read
+
+    def fit_note(self) -> dict | None:
+        """The report's ``fit_sample`` section where the fits read a sample: rows read, of how many."""
+        if self.sample.num_rows == self.comparisons:
+            return None
+        return {"sample": self.sample.num_rows, "comparisons": self.comparisons}
+
+
+def _sorted(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    """Blocks' tables as one, ordered by context and aspect (stable: each context's rows keep their order)."""
+    t = pa.concat_tables(tables) if tables else schema.empty_table()
+    return t.take(pc.sort_indices(t, [("context_id", "ascending"), ("aspect", "ascending")]))
+
+
+def score_streamed(run: Streamed, settings: ScoreSettings, candidates: pa.Table,
+                   progress: Callable[[str], None]) -> StreamScores:  # fmt: skip
+    """Score ``run`` block by block in Ray tasks (:data:`~pairank.jobs.request_stream.TASKS` at a time) and add the
+    blocks' scores up; the judge-bias length slopes are fitted on the sample here."""
+    import ray
+
+    progress(f"scoring the run's judgments where they are ({len(run.blocks)} block{'s' * (len(run.blocks) != 1)})")
+    task = ray.remote(score_block).options(num_cpus=0)
+    pending, parts = list(run.blocks), []
+    running: list = []
+    while pending or running:
+        while pending and len(running) < TASKS:
+            running.append(task.remote(pending.pop(0), run.plan, settings))
+        (ref,), running = ray.wait(running, num_returns=1)
+        parts.append(ray.get(ref))
+    counts: dict = {}
+    for part in parts:
+        add_counts(counts, part.counts)
+    sample = pa.concat_tables([p.sample for p in parts]) if parts else run.plan.cache.schema.empty_table()
+    kept = pa.concat_tables([p.kept for p in parts]) if parts else run.plan.cache.schema.empty_table()
+    empty = judgment_totals(run.plan.cache.schema.empty_table())
+    return StreamScores(
+        comparisons=sum(p.comparisons for p in parts),
+        rankings=pa.concat_tables([_sorted([p.rankings[m] for p in parts], RANKINGS) for m in settings.modes]),
+        triads=_sorted([p.triads for p in parts], TRIADS),
+        position=position_table(counts.get("position", {})),
+        totals=counts.get("totals", empty),
+        judge_bias=merge_sections([p.bias for p in parts], judge_bias(sample, candidates)),
+        sample=sample,
+        kept=kept,
+    )
