@@ -100,22 +100,11 @@ class Scaler(threading.Thread):
 
         pool, r = self.pool, self.pool.resources
         if self.starting is not None:
-            slot, ready = self.starting
-            if not ray.wait([ready], timeout=0)[0]:
-                return
-            self.starting = None
-            try:
-                ray.get(ready)
-            except Exception as exc:  # noqa: BLE001 - the pool goes on with the engines it has
-                self.broken = f"{type(exc).__name__}: {exc}".splitlines()[0]
-                log.warning("judge pool: a new engine failed to start (%s); the pool grows no more", self.broken)
-                pool.drop(slot)
-                return
-            pool.joined(slot)
-            log.info("judge pool: the new actor of slot %s is up and takes calls", slot)
-            return
+            self.settle()
         loads = ray.get(pool.monitor.loads.remote())
-        if len(loads) < r.max_size and self.broken is None and backlog(loads, r.batches_in_flight):
+        if self.starting is None and self.broken is None and len(loads) < r.max_size and backlog(
+            loads, r.batches_in_flight
+        ):  # fmt: skip
             if room_for(ray.available_resources(), r.num_cpus, r.num_gpus):
                 self.starting = pool.launch()
                 log.info("judge pool: every actor busy, calls waiting (%s); starting one more actor", loads)
@@ -125,6 +114,25 @@ class Scaler(threading.Thread):
         stopped = [slot for slot in idle_slots(loads, r.idle_seconds, r.min_size) if pool.retire(slot)]
         if stopped:
             self.withdraw()
+
+    def settle(self) -> None:
+        """The starting actor joins the pool once its engine is up, or is dropped if its engine failed to start
+        (a start still under way, say waiting for a node, holds back more growth, not shrinking)."""
+        import ray
+
+        slot, ready = self.starting
+        if not ray.wait([ready], timeout=0)[0]:
+            return
+        self.starting = None
+        try:
+            ray.get(ready)
+        except Exception as exc:  # noqa: BLE001 - the pool goes on with the engines it has
+            self.broken = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            log.warning("judge pool: a new engine failed to start (%s); the pool grows no more", self.broken)
+            self.pool.drop(slot)
+            return
+        self.pool.joined(slot)
+        log.info("judge pool: the new actor of slot %s is up and takes calls", slot)
 
     def ask(self, bundles: list[dict]) -> None:
         """Ask Ray's autoscaler for room for ``bundles`` (the request stands until withdrawn)."""
