@@ -101,10 +101,11 @@ def test_a_range_pool_stays_at_min_when_the_cluster_has_no_room_and_asks_the_aut
     assert json.loads(_internal_kv_get(REQUEST_KEY)) == []  # asked (the key exists), then withdrawn
 
 
-def requests(contexts: int, n: int) -> pa.Table:
-    """Every ordered pair of ``n`` candidates in each of ``contexts`` contexts, as request rows."""
+def requests(contexts: int, n: int, first: int = 0) -> pa.Table:
+    """Every ordered pair of ``n`` candidates in each of ``contexts`` contexts (numbered from ``first``), as request
+    rows."""
     ids = [f"x{i}" for i in range(n)]
-    pairs = [(f"ctx{c}", a, b) for c in range(contexts) for a, b in itertools.permutations(ids, 2)]
+    pairs = [(f"ctx{c}", a, b) for c in range(first, first + contexts) for a, b in itertools.permutations(ids, 2)]
     return pa.table({
         "key": [f"{c}|{a}|{b}" for c, a, b in pairs], "context_id": [c for c, _, _ in pairs],
         "aspect": ["coherence"] * len(pairs), "candidate_a": [a for _, a, _ in pairs],
@@ -168,3 +169,30 @@ def test_a_served_range_pool_is_a_serve_deployment_that_autoscales_between_its_e
         assert replicas.get("RUNNING") == 1
     finally:
         stop()
+
+
+def test_a_range_pool_bears_the_loss_of_the_actor_it_added(ray_local, tmp_path):
+    """The actor the pool added in a first round is SIGKILLed early in the second: Ray restarts it in its slot, its
+    batches are judged again, each key is returned once, and the loss is counted."""
+    import os
+    import signal
+
+    spec = parse_spec(range_spec(Location.of(str(tmp_path / "in")), tmp_path / "out"), "test")
+    todo = requests(12, 6, first=100)
+    keys: Counter = Counter()
+    killed = None
+    with judge_pool(spec) as pool:
+        for _ in pool.judge(requests(8, 6)):
+            pass
+        assert wait_for(lambda: pool.sizes()["actors_end"] == 2, timeout=10)
+        added = pool.info()[-1]["pid"]  # slot 1's
+        for batch in pool.judge(todo):
+            keys.update(batch.column("key").to_pylist())
+            if killed is None:
+                os.kill(added, signal.SIGKILL)
+                killed = added
+        losses = pool.losses()
+        pids = [a["pid"] for a in pool.info()]
+    assert len(keys) == todo.num_rows and set(keys.values()) == {1}
+    assert losses["lost"] == 1 and losses["restarted"] == 1 and losses["rows_failed"] == 0
+    assert len(pids) == 2 and killed not in pids
