@@ -2,7 +2,8 @@
 
 Two deployments:
 
-* :class:`JudgeReplica`, ``resources.size`` replicas, each holding what
+* :class:`JudgeReplica`, ``resources.min_size`` replicas (up to ``max_size`` by
+  Serve's autoscaling for a range ``pool.size``), each holding what
   ``factory()`` builds (the batch pools' factory, :func:`pairank.jobs.stages.judge_factory`)
   for the life of the server. Concurrent requests are gathered into batches of at
   most ``resources.batch_size`` (``serve.batch``), run in one engine call, and each
@@ -128,8 +129,12 @@ def start(
     if judge is not None:
         factory, after_batch, request_schema, pool = judge
         actor = {"num_cpus": pool.num_cpus, **({"num_gpus": pool.num_gpus} if pool.num_gpus else {})}
+        # a range pool.size: Serve's autoscaling, a replica being busy with one batch
+        replicas = {"num_replicas": pool.min_size} if pool.fixed else {"autoscaling_config": {
+            "min_replicas": pool.min_size, "max_replicas": pool.max_size, "initial_replicas": pool.min_size,
+            "target_ongoing_requests": pool.batch_size, "downscale_delay_s": pool.idle_seconds}}  # fmt: skip
         handle = JudgeReplica.options(
-            num_replicas=pool.size, ray_actor_options=actor, max_ongoing_requests=2 * pool.batch_size
+            **replicas, ray_actor_options=actor, max_ongoing_requests=2 * pool.batch_size
         ).bind(factory, after_batch, request_schema, pool.batch_size)
     app = Ingress.options(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256).bind(service, handle)
     serve.run(app, name=name, route_prefix="/", blocking=False)

@@ -34,8 +34,41 @@ from pairank.jobs.spec_base import Strict
 from pairank.operators.scores import DECISIVE_WEIGHT
 
 
+def pool_sizes(size: int | str) -> tuple[int, int]:
+    """The least and most actors of a ``pool.size``: a number, or a range ``min..max``.
+
+    >>> pool_sizes(3), pool_sizes("1..4"), pool_sizes(" 2 .. 2 ")
+    ((3, 3), (1, 4), (2, 2))
+    >>> pool_sizes("3..1")
+    Traceback (most recent call last):
+    ...
+    ValueError: expected a number of actors (1 or more) or a range 'min..max' with 1 <= min <= max, found '3..1'
+    """
+    if isinstance(size, int) and not isinstance(size, bool):
+        low = high = size
+    else:
+        found = re.fullmatch(r"\s*(\d+)\s*(?:\.\.\s*(\d+)\s*)?", size) if isinstance(size, str) else None
+        low, high = (int(found[1]), int(found[2] or found[1])) if found else (0, 0)
+    if not 1 <= low <= high:
+        raise ValueError(f"expected a number of actors (1 or more) or a range 'min..max' with 1 <= min <= max, "
+                         f"found {size!r}")  # fmt: skip
+    return low, high
+
+
 class PoolSpec(Strict):
-    size: int = Field(1, ge=1, description="Judge actors in the pool (each holds one engine for the whole job).")
+    size: int | str = Field(
+        1,
+        description="Judge actors in the pool, each holding one engine for the whole job: a number (a fixed pool), "
+        "or a range `min..max` such as `1..4`: the pool starts `min` actors, adds one while every actor is busy and "
+        "more batches wait, when the cluster has room for it (and asks Ray's autoscaler for room up to `max`), and "
+        "stops actors above `min` that had nothing to do for `idle_seconds`.",
+    )
+    idle_seconds: float = Field(
+        60,
+        gt=0,
+        description="A range pool.size: an actor above `min` that had nothing to do for this long is stopped (its "
+        "CPUs/GPUs go back to the cluster; a new one starts its engine again when work returns).",
+    )
     retries: int = Field(
         2,
         ge=1,
@@ -64,6 +97,17 @@ class PoolSpec(Strict):
         "between batches). Unset: 4 with vLLM's async engine, 1 otherwise. vLLM's synchronous engine "
         "(judge.async_engine false) takes one at a time.",
     )
+
+    @field_validator("size", mode="before")
+    @classmethod
+    def _size(cls, v):
+        pool_sizes(v)
+        return v
+
+    @property
+    def sizes(self) -> tuple[int, int]:
+        """The least and most actors (equal for a fixed pool)."""
+        return pool_sizes(self.size)
 
 
 JUDGING_MODES = ("logprob", "generate", "sample", "prepair", "prepair_pairwise", "pointwise")

@@ -204,9 +204,10 @@ def judge_factory(spec: JobSpec) -> Callable[[], object]:
 def pool_resources(spec: JobSpec) -> PoolResources:
     """Where a pool runs: the spec's ``pool`` section."""
     p = spec.pool
-    return PoolResources(size=p.size, num_cpus=p.num_cpus, num_gpus=p.num_gpus, batch_size=p.batch_size,
-                         retries=p.retries, max_restarts=p.max_restarts,
-                         batches_in_flight=batches_in_flight(spec))  # fmt: skip
+    low, high = p.sizes
+    return PoolResources(min_size=low, max_size=high, num_cpus=p.num_cpus, num_gpus=p.num_gpus,
+                         batch_size=p.batch_size, retries=p.retries, max_restarts=p.max_restarts,
+                         batches_in_flight=batches_in_flight(spec), idle_seconds=p.idle_seconds)  # fmt: skip
 
 
 def failure_factory(spec: JobSpec) -> Callable[[str, pa.Table, str], pa.Table]:
@@ -216,15 +217,20 @@ def failure_factory(spec: JobSpec) -> Callable[[str, pa.Table, str], pa.Table]:
 
 @dataclass
 class PoolRecord:
-    """What the job's pools did: each actor's counters, and the engines lost and replaced."""
+    """What the job's pools did: each actor's counters (stopped ones too), the engines lost and replaced, and how
+    many actors the pools had at most and at the end."""
 
     actors: list[dict] = field(default_factory=list)
     engines: dict = field(default_factory=dict)
 
-    def add(self, actors: list[dict], losses: dict) -> None:
+    def add(self, actors: list[dict], losses: dict, sizes: dict | None = None) -> None:
         self.actors.extend(actors)
         for k, v in losses.items():
             self.engines[k] = self.engines.get(k, [] if isinstance(v, list) else 0) + v  # counts add, slots append
+        if sizes:
+            self.engines["actors_most"] = max(self.engines.get("actors_most", 0), sizes["actors_most"])
+            self.engines["actors_end"] = sizes["actors_end"]  # the last pool's
+            self.engines["actors_stopped"] = self.engines.get("actors_stopped", 0) + sizes["actors_stopped"]
 
     def sections(self) -> dict:
         """The report's ``pool`` (per actor) and ``engines`` (losses) sections."""
@@ -246,7 +252,7 @@ def judge_pool(spec: JobSpec, record: PoolRecord | None = None) -> Iterator[Judg
             yield pool
         finally:
             if record is not None:
-                record.add(pool.info(), pool.losses())
+                record.add(pool.info(), pool.losses(), pool.sizes())
 
 
 @dataclass(frozen=True)

@@ -317,15 +317,24 @@ def _nightly_lines(nightly: dict | None) -> list[str]:
 def _engines_line(engines: dict | None) -> list[str]:
     """One line on the engines the pools lost (a killed process, a lost node) and what was judged again.
 
+    With the pool's sizes, how many actors it had at most and at the end, and how many it stopped when idle:
+
     >>> _engines_line({"lost": 1, "restarted": 1, "dead": [], "batches_retried": 1, "rows_split": 0, "rows_failed": 0})
     ['- engines lost: 1 (1 restarted, 0 dead); 1 batches judged again, 0 comparisons sent one by one, 0 failed']
+    >>> _engines_line({"lost": 0, "actors_most": 3, "actors_end": 1, "actors_stopped": 2})[0].split("; ")[-1]
+    'actors: 3 at most, 1 at the end (2 stopped when idle)'
     """
     if not engines:
         return []
     dead = len(engines.get("dead", []))
-    return [f"- engines lost: {engines.get('lost', 0)} ({engines.get('restarted', 0)} restarted, {dead} dead); "
+    line = (f"- engines lost: {engines.get('lost', 0)} ({engines.get('restarted', 0)} restarted, {dead} dead); "
             f"{engines.get('batches_retried', 0)} batches judged again, {engines.get('rows_split', 0)} comparisons "
-            f"sent one by one, {engines.get('rows_failed', 0)} failed"]  # fmt: skip
+            f"sent one by one, {engines.get('rows_failed', 0)} failed")  # fmt: skip
+    if "actors_most" in engines:
+        stopped = engines.get("actors_stopped", 0)
+        line += f"; actors: {engines['actors_most']} at most, {engines['actors_end']} at the end" + (
+            f" ({stopped} stopped when idle)" if stopped else "")  # fmt: skip
+    return [line]
 
 
 def _judging_line(judging: dict, first_passes: dict | None, pool: list | None) -> str:

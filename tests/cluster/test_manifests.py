@@ -62,6 +62,10 @@ def test_rayjob_spec_comes_from_the_configmap_and_validates():
     spec = parse_spec(yaml.safe_load(text), "the RayJob's ConfigMap")
     assert spec.input.startswith("s3://") and spec.output.startswith("s3://")
     assert spec.pool.num_gpus == 1
+    # a pool that grows with the GPU workers KubeRay's autoscaler adds, up to the group's most
+    gpu_groups = [g for g in job["spec"]["rayClusterSpec"]["workerGroupSpecs"] if g["groupName"] == "gpu"]
+    assert job["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] is True
+    assert spec.pool.sizes == (gpu_groups[0]["minReplicas"], gpu_groups[0]["maxReplicas"])
     # the prompts the spec names are in the image (the Dockerfile copies configs/ to /opt/pairank/configs)
     assert spec.prompts.startswith("/opt/pairank/configs/")
     assert (ROOT / spec.prompts.removeprefix("/opt/pairank/")).is_dir()

@@ -302,3 +302,24 @@ def test_batches_in_flight_and_the_engine_they_run_on(tmp_path):
 def test_bad_batches_in_flight_settings_are_errors_naming_the_key(tmp_path, judge, pool, message):
     msg = spec_error(write_spec(tmp_path, minimal(judge={"engine": "vllm", **judge}, pool=pool)))
     assert message in msg, msg
+
+
+def test_a_pool_size_is_a_number_or_a_range_and_the_pool_gets_both_ends(tmp_path):
+    from pairank.jobs.stages import pool_resources
+
+    def resources(text: str):
+        path = tmp_path / "sized.yaml"
+        path.write_text(yaml.safe_dump(minimal(judge={"engine": "simulated"})) + f"pool:\n  size: {text}\n")
+        return pool_resources(load_spec(path))
+
+    fixed, ranged = resources("3"), resources("1..4")  # YAML reads 1..4 as a string
+    assert (fixed.min_size, fixed.max_size, fixed.fixed) == (3, 3, True)
+    assert (ranged.min_size, ranged.max_size, ranged.fixed) == (1, 4, False)
+    assert ranged.idle_seconds == 60
+
+
+@pytest.mark.parametrize("size", ["3..1", "0..2", "a..b", "1..", 0, "1...2"])
+def test_a_bad_pool_size_is_an_error_naming_the_key_and_what_is_expected(tmp_path, size):
+    msg = spec_error(write_spec(tmp_path, minimal(pool={"size": size})))
+    assert f"pool.size: Value error, expected a number of actors (1 or more) or a range 'min..max' with 1 <= min <= " \
+           f"max, found {size!r}" in msg, msg  # fmt: skip

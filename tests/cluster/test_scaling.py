@@ -1,0 +1,198 @@
+"""A judge pool whose size is a range (``pool.size: min..max``) on the session's local Ray (3 logical CPUs) with
+the SIMULATED judge: it grows while calls wait and the cluster has room, stays at ``min`` when it has none, and
+stops the actors above ``min`` that had nothing to do, keeping what they did in the report."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from pairank.cluster.pools import PoolMonitor
+from pairank.jobs.run import run_job
+from pairank.jobs.spec import parse_spec
+from pairank.jobs.stages import PoolRecord, judge_pool
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.fs import Location
+from tests.helpers import spec_for, write_input
+
+#: What Ray's (v1) autoscaler reads the requests of ``ray.autoscaler.sdk.request_resources`` from.
+REQUEST_KEY = b"autoscaler_resource_request"
+
+
+@pytest.fixture
+def input_8x6(tmp_path, summeval_tables):
+    """8 SummEval articles x 6 summaries: 240 ordered pairs."""
+    return write_input(tmp_path / "input", summeval_tables, 8, 6)
+
+
+def test_the_monitor_routes_to_the_slot_unless_it_is_gone_or_full_and_lets_only_an_idle_actor_leave():
+    fixed, ranged = PoolMonitor(balance=False, capacity=2), PoolMonitor(balance=True, capacity=2)
+    for monitor in (fixed, ranged):
+        for slot in (0, 1):
+            monitor.arrived(slot, pid=10 + slot)
+            monitor.joined(slot, f"actor{slot}")
+    assert [fixed.route(0, c)[0] for c in "abc"] == [0, 0, 0]  # a fixed pool: the slot's actor, however busy
+    assert [ranged.route(0, c)[0] for c in "abc"] == [0, 0, 1]  # slot 0 holds 2 (its capacity): to the idle one
+    assert not ranged.leave(1)  # it holds a call
+    ranged.started(1, "c")
+    ranged.finished(1, "c")
+    assert ranged.loads()[1][:2] == (0, 0) and ranged.loads()[1][2] >= 0 and ranged.loads()[0][2] is None
+    assert ranged.leave(1) and ranged.slots() == [0] and ranged.route(1, "d") == (0, "actor0")  # gone: a live one
+    fixed.mark_dead(0)
+    assert fixed.route(0, "e", deaths=3) == (1, "actor1") and fixed.summary()["dead"] == [0]
+    fixed.mark_dead(1)
+    assert fixed.route(1, "f") is None  # none live: the forwarder fails the rows
+
+
+def range_spec(input_folder, output, **pool) -> dict:
+    """A full matrix on a pool of 1..2 actors of 1 CPU each; 20 ms per comparison (about 5 s on one actor)."""
+    return spec_for(
+        input_folder, output, name="scaled", scheduler={"name": "full"}, judge={"seconds_per_comparison": 0.02},
+        pool={"size": "1..2", "num_cpus": 1, "batch_size": 8, **pool}, cluster={"num_cpus": 2}, flush_rows=40,
+    )  # fmt: skip
+
+
+def stored_keys(output: Path) -> Counter:
+    return Counter(JudgmentCache(Location.of(str(output)).join("tables", "judgments")).rows().column("key").to_pylist())
+
+
+def test_a_range_pool_grows_while_calls_wait_and_judges_each_key_once(ray_local, input_8x6, tmp_path):
+    out = tmp_path / "out"
+    result = run_job(parse_spec(range_spec(input_8x6, out), "test"), progress=lambda m: None)
+    total = 8 * 6 * 5
+    assert result.errors == 0 and result.judged == result.requests == total
+    keys = stored_keys(out)
+    assert len(keys) == total and set(keys.values()) == {1}
+    engines = result.report["engines"]
+    assert engines["actors_most"] == 2 and engines["actors_end"] == 2 and engines["actors_stopped"] == 0
+    actors = result.report["pool"]
+    assert len(actors) == 2 and all(a["batches"] > 0 for a in actors)  # the new actor took calls
+    assert sum(a["rows"] for a in actors) == total
+    assert "actors: 2 at most, 2 at the end" in result.layout.report_md.read_text()
+
+
+def test_a_range_pool_stays_at_min_when_the_cluster_has_no_room_and_asks_the_autoscaler(
+    ray_local, input_8x6, tmp_path
+):
+    """A placement group holds the second CPU (the third stays Ray Data's): the pool keeps 1 actor, asks Ray's
+    autoscaler for room for 2 (no autoscaler reads it here), withdraws the request at the end, and finishes."""
+    import ray
+    from ray.experimental.internal_kv import _internal_kv_del, _internal_kv_get
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    _internal_kv_del(REQUEST_KEY)
+    held = placement_group([{"CPU": 1}])
+    ray.get(held.ready(), timeout=60)
+    try:
+        out = tmp_path / "out"
+        result = run_job(parse_spec(range_spec(input_8x6, out), "test"), progress=lambda m: None)
+    finally:
+        remove_placement_group(held)
+    assert result.errors == 0 and result.judged == result.requests == 8 * 6 * 5
+    assert set(stored_keys(out).values()) == {1}
+    engines = result.report["engines"]
+    assert engines["actors_most"] == 1 and engines["actors_end"] == 1 and len(result.report["pool"]) == 1
+    assert json.loads(_internal_kv_get(REQUEST_KEY)) == []  # asked (the key exists), then withdrawn
+
+
+def requests(contexts: int, n: int, first: int = 0) -> pa.Table:
+    """Every ordered pair of ``n`` candidates in each of ``contexts`` contexts (numbered from ``first``), as request
+    rows."""
+    ids = [f"x{i}" for i in range(n)]
+    pairs = [(f"ctx{c}", a, b) for c in range(first, first + contexts) for a, b in itertools.permutations(ids, 2)]
+    return pa.table({
+        "key": [f"{c}|{a}|{b}" for c, a, b in pairs], "context_id": [c for c, _, _ in pairs],
+        "aspect": ["coherence"] * len(pairs), "candidate_a": [a for _, a, _ in pairs],
+        "candidate_b": [b for _, _, b in pairs], "prompt": [""] * len(pairs), "prompt_hash": ["h"] * len(pairs),
+    })  # fmt: skip
+
+
+def wait_for(condition, timeout: float = 20) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_range_pool_stops_idle_actors_above_min_and_keeps_what_they_did(ray_local, tmp_path):
+    """Two rounds on one pool (the driver's table of requests): the pool grows in the first, shrinks back to 1 while
+    idle, and the second round is judged by the actor left; the record counts the stopped actor's work."""
+    spec = parse_spec(range_spec(Location.of(str(tmp_path / "in")), tmp_path / "out", idle_seconds=1), "test")
+    first, second = requests(8, 6), requests(2, 6).slice(0, 40)
+    record = PoolRecord()
+    with judge_pool(spec, record) as pool:
+        keys = Counter(k for b in pool.judge(first) for k in b.column("key").to_pylist())
+        assert len(keys) == first.num_rows and set(keys.values()) == {1}
+        assert pool.sizes()["actors_most"] == 2
+        assert wait_for(lambda: pool.sizes()["actors_end"] == 1)  # back to min once idle
+        assert pool.sizes()["actors_stopped"] == 1
+        (stopped,) = pool.stopped
+        assert stopped["batches"] > 0 and wait_for(lambda: not Path(f"/proc/{stopped['pid']}").exists())
+        again = Counter(k for b in pool.judge(second) for k in b.column("key").to_pylist())
+        assert len(again) == second.num_rows and set(again.values()) == {1}
+    assert sum(a["rows"] for a in record.actors) == first.num_rows + second.num_rows
+    assert record.engines["actors_most"] == 2 and record.engines["actors_stopped"] >= 1
+
+
+def test_a_served_range_pool_is_a_serve_deployment_that_autoscales_between_its_ends(
+    ray_local, summeval_tables, tmp_path
+):
+    """`pairank serve` gives the range to Ray Serve's autoscaling: one replica to begin with, at most two (whether
+    Serve adds the second under load is Serve's own, not tested here)."""
+    from ray import serve
+    from ray.serve.context import _get_global_client
+
+    from pairank.cluster.serving import stop
+    from pairank.jobs.online import start_server, token_digest
+    from tests.helpers import TOKEN, compare_body, free_port, request, spec_dict
+
+    folder = write_input(tmp_path / "input", summeval_tables, 2, 3)
+    spec = parse_spec(spec_dict(folder.uri, str(tmp_path / "out"), pool={"size": "1..2", "num_cpus": 1,
+                                                                          "batch_size": 8}), "test")  # fmt: skip
+    try:
+        url = start_server(spec, "127.0.0.1", free_port(), token_digest(TOKEN))
+        body = compare_body("An article about owls.", ("owl-1", "Owls hunt at night."), ("owl-2", "Owls are birds."))
+        status, answer, _ = request(f"{url}/compare", body)
+        assert status == 200 and answer["error"] is None
+        info, _ = _get_global_client().get_deployment_info("judge", "pairank")
+        scaling = info.deployment_config.autoscaling_config
+        assert (scaling.min_replicas, scaling.max_replicas, scaling.initial_replicas) == (1, 2, 1)
+        replicas = serve.status().applications["pairank"].deployments["judge"].replica_states
+        assert replicas.get("RUNNING") == 1
+    finally:
+        stop()
+
+
+def test_a_range_pool_bears_the_loss_of_the_actor_it_added(ray_local, tmp_path):
+    """The actor the pool added in a first round is SIGKILLed early in the second: Ray restarts it in its slot, its
+    batches are judged again, each key is returned once, and the loss is counted."""
+    import os
+    import signal
+
+    spec = parse_spec(range_spec(Location.of(str(tmp_path / "in")), tmp_path / "out"), "test")
+    todo = requests(12, 6, first=100)
+    keys: Counter = Counter()
+    killed = None
+    with judge_pool(spec) as pool:
+        for _ in pool.judge(requests(8, 6)):
+            pass
+        assert wait_for(lambda: pool.sizes()["actors_end"] == 2, timeout=10)
+        added = pool.info()[-1]["pid"]  # slot 1's
+        for batch in pool.judge(todo):
+            keys.update(batch.column("key").to_pylist())
+            if killed is None:
+                os.kill(added, signal.SIGKILL)
+                killed = added
+        losses = pool.losses()
+        pids = [a["pid"] for a in pool.info()]
+    assert len(keys) == todo.num_rows and set(keys.values()) == {1}
+    assert losses["lost"] == 1 and losses["restarted"] == 1 and losses["rows_failed"] == 0
+    assert len(pids) == 2 and killed not in pids
