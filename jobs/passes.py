@@ -27,6 +27,7 @@ import time
 import weakref
 from collections import Counter, deque
 from collections.abc import Callable
+from functools import partial
 
 import pyarrow as pa
 
@@ -59,8 +60,12 @@ def judge_into_cache(
     flush_rows: int,
     progress: Callable[[str], None],
     stage: str = "pairwise",
+    render: Callable[[pa.Table], object] | None = None,
 ) -> pa.Table:
     """Stream ``todo`` through the pool's ``stage``, appending a cache part every ``flush_rows``; returns the rows.
+
+    ``render``: ``todo`` holds request identities, and ``render(todo)`` is the Ray Data dataset of their
+    requests (:func:`pairank.jobs.render.rendered`); without it, ``todo`` holds the requests.
 
     (A stream of requests made in Ray Data tasks uses :class:`CacheWriter` directly:
     :mod:`pairank.jobs.request_stream`.) Whatever the pool has returned is written before an error propagates (a failing
@@ -68,7 +73,7 @@ def judge_into_cache(
     pool returned it twice (a batch sent again after a lost engine).
     """
     writer = CacheWriter(cache, flush_rows, progress, stage, getattr(pool, "losses", None), lambda: todo.num_rows)
-    writer.run(pool.judge(todo, stage))
+    writer.run(pool.judge(render(todo) if render is not None else todo, stage))
     return writer.table()
 
 
@@ -219,17 +224,14 @@ class Judging:
     def _judge_ids(self, pool, ids: pa.Table, cache: JudgmentCache, progress, stage: str = "pairwise",
                    analyses=None) -> pa.Table:  # fmt: skip
         """Judge REQUEST_IDS (PASS_IDS) rows on ``pool``, their prompts rendered by a Ray Data stage in front of
-        the pool's; appended to ``cache`` as they come (:class:`CacheWriter`)."""
+        the pool's; appended to ``cache`` as they come."""
         if self._texts_pool is None or self._texts_pool() is not pool:
             self._texts, self._texts_pool = put_texts(self.maker), weakref.ref(pool)
         if stage == "pairwise":
-            requests = rendered(ids, render_requests, texts=self._texts, analyses=analyses)
+            render = partial(rendered, render=render_requests, texts=self._texts, analyses=analyses)
         else:
-            requests = rendered(ids, render_passes, texts=self._texts)
-        losses = getattr(pool, "losses", None)
-        writer = CacheWriter(cache, self.flush_rows, progress, stage, losses, lambda: ids.num_rows)
-        writer.run(pool.judge(requests, stage))
-        return writer.table()
+            render = partial(rendered, render=render_passes, texts=self._texts)
+        return judge_into_cache(pool, ids, cache, self.flush_rows, progress, stage, render)
 
     # -- first passes --------------------------------------------------------------------------------------------
 

@@ -25,8 +25,8 @@ Ray Data stage before the pool's forwarding stage renders them:
 The pool then sends each context to the actor its id hashes to
 (:meth:`pairank.cluster.pools.JudgePool.judge` given a dataset), so an engine still sees
 a context's requests together, in prefix order. A round of a few requests goes the same
-way (one render task): one path, which costs a round about 0.1 s more than rendering on
-the driver did (docs/limits.md).
+way (one render task): one path, which costs a small round about 0.02 s more than
+rendering on the driver did (docs/limits.md).
 
 Static single-pass runs make their requests, keys included, in planning tasks instead
 (:mod:`pairank.jobs.request_stream`).
