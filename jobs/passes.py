@@ -14,7 +14,8 @@ by a Ray Data stage before the pool's (:mod:`pairank.jobs.render`). Single-pass 
 * ``pointwise``: a ``score`` of each output; its verdicts need no engine.
 
 then send the verdicts through the ``pairwise`` stage, their prompts rendered with
-both analyses (PRePair: each verdict names its two first-pass rows by key), or compare the two scores (pointwise: see
+both analyses (PRePair: each verdict names its two first-pass rows by key), or
+compare the two scores (pointwise: see
 :func:`pairank.operators.judges.modes.pair_scores_verdict`). A pair whose first pass
 failed is an error row naming the output, retried on the next run like any
 error row; a first pass that failed is asked again then too.
