@@ -1,8 +1,10 @@
 """Judging keyed requests in the spec's mode: every stage is a Ray Data stream on the same warm pool.
 
-Single-pass modes (``logprob``, ``generate``, ``sample``) send the rendered
-requests through the pool's ``pairwise`` stage. Multi-pass modes first run a
-pass per output and cache it (``<output>/passes/``, PASSES rows):
+The driver hands the pool request identities only: each stage's prompts are rendered
+by a Ray Data stage before the pool's (:mod:`pairank.jobs.render`). Single-pass modes
+(``logprob``, ``generate``, ``sample``) send their requests through the pool's
+``pairwise`` stage. Multi-pass modes first run a pass per output and cache it
+(``<output>/passes/``, PASSES rows):
 
 * ``prepair``: an ``analysis`` of each output, keyed by (judge, template, aspect,
   context, output): an output compared with many others is analysed once per
@@ -11,8 +13,9 @@ pass per output and cache it (``<output>/passes/``, PASSES rows):
   each ordered pair, written while seeing both (so no reuse across pairs);
 * ``pointwise``: a ``score`` of each output; its verdicts need no engine.
 
-then render the verdict prompts with both analyses and send them through the
-``pairwise`` stage (PRePair), or compare the two scores (pointwise: see
+then send the verdicts through the ``pairwise`` stage, their prompts rendered with
+both analyses (PRePair: each verdict names its two first-pass rows by key), or
+compare the two scores (pointwise: see
 :func:`pairank.operators.judges.modes.pair_scores_verdict`). A pair whose first pass
 failed is an error row naming the output, retried on the next run like any
 error row; a first pass that failed is asked again then too.
@@ -22,12 +25,15 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections import Counter, deque
 from collections.abc import Callable
+from functools import partial
 
 import pyarrow as pa
 
 from pairank.jobs.console import StageProgress
+from pairank.jobs.render import PASS_IDS, put_texts, render_passes, render_requests, rendered, request_ids
 from pairank.operators.judges.modes import (
     describe_scores,
     judging_identity,
@@ -36,7 +42,7 @@ from pairank.operators.judges.modes import (
 )
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.keys import judgment_key
-from pairank.storage.schemas import JUDGMENTS, PASS_REQUESTS
+from pairank.storage.schemas import JUDGMENTS
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +61,12 @@ def judge_into_cache(
     flush_rows: int,
     progress: Callable[[str], None],
     stage: str = "pairwise",
+    render: Callable[[pa.Table], object] | None = None,
 ) -> pa.Table:
     """Stream ``todo`` through the pool's ``stage``, appending a cache part every ``flush_rows``; returns the rows.
+
+    ``render``: ``todo`` holds request identities, and ``render(todo)`` is the Ray Data dataset of their
+    requests (:func:`pairank.jobs.render.rendered`); without it, ``todo`` holds the requests.
 
     (A stream of requests made in Ray Data tasks uses :class:`CacheWriter` directly:
     :mod:`pairank.jobs.request_stream`.) Whatever the pool has returned is written before an error propagates (a failing
@@ -64,7 +74,7 @@ def judge_into_cache(
     pool returned it twice (a batch sent again after a lost engine).
     """
     writer = CacheWriter(cache, flush_rows, progress, stage, getattr(pool, "losses", None), lambda: todo.num_rows)
-    writer.run(pool.judge(todo, stage))
+    writer.run(pool.judge(render(todo) if render is not None else todo, stage))
     return writer.table()
 
 
@@ -169,6 +179,8 @@ class Judging:
         self.kind = judging.passes[0] if len(judging.passes) > 1 or judging.mode == "pointwise" else None
         self.stats: Counter = Counter(cached=0, run=0, errors=0)
         self.known: dict[str, dict] = {}
+        self._texts = None  # the job's texts in the object store, for the render tasks: put once per pool
+        self._texts_pool = None
         if self.kind is not None:
             if passes is None:
                 raise ValueError(f"judging.mode {judging.mode!r} needs a cache for its first passes")
@@ -184,7 +196,7 @@ class Judging:
         if not wanted:
             return JUDGMENTS.empty_table()
         if self.kind is None:
-            return judge_into_cache(pool, self.maker.table(wanted), cache, self.flush_rows, progress)
+            return self._judge_ids(pool, request_ids(wanted), cache, progress)
         firsts = self._first_passes(pool, wanted, progress)
         if self.judging.mode == "pointwise":
             table = self._score_verdicts(wanted, firsts)
@@ -203,40 +215,46 @@ class Judging:
             parts.append(self._error_rows({k: wanted[k] for k in failed}, failed))
             cache.append(parts[-1])
         if ready:
-            analyses = {k: (firsts[k][0]["text"], firsts[k][1]["text"]) for k in ready}
-            parts.append(judge_into_cache(pool, self.maker.table(ready, analyses), cache, self.flush_rows, progress))
+            import ray
+
+            analyses = {k: (firsts[k][0]["key"], firsts[k][1]["key"]) for k in ready}
+            said = ray.put({r["key"]: r["text"] for k in ready for r in firsts[k]})  # once per stage call
+            parts.append(self._judge_ids(pool, request_ids(ready, analyses), cache, progress, analyses=said))
         return pa.concat_tables(parts)
+
+    def _judge_ids(self, pool, ids: pa.Table, cache: JudgmentCache, progress, stage: str = "pairwise",
+                   analyses=None) -> pa.Table:  # fmt: skip
+        """Judge REQUEST_IDS (PASS_IDS) rows on ``pool``, their prompts rendered by a Ray Data stage in front of
+        the pool's; appended to ``cache`` as they come."""
+        if self._texts_pool is None or self._texts_pool() is not pool:
+            self._texts, self._texts_pool = put_texts(self.maker), weakref.ref(pool)
+        if stage == "pairwise":
+            render = partial(rendered, render=render_requests, texts=self._texts, analyses=analyses)
+        else:
+            render = partial(rendered, render=render_passes, texts=self._texts)
+        return judge_into_cache(pool, ids, cache, self.flush_rows, progress, stage, render)
 
     # -- first passes --------------------------------------------------------------------------------------------
 
     def _pass_rows(self, req: Request) -> list[dict]:
-        """The two first-pass requests a pairwise request needs (slot A's output first)."""
+        """The two first-pass requests a pairwise request needs, as PASS_IDS rows (slot A's output first; their
+        prompts are rendered in the cluster: :func:`pairank.jobs.render.pass_prompt`)."""
         aspect, ctx, a, b, *rest = req
         variant = rest[0] if rest else 0
         template = self.maker.variants[aspect][variant].first
         context, ta, tb = self.maker.context[ctx], self.maker.text[a], self.maker.text[b]
-        rows = []
+        same = dict(context_id=ctx, aspect=aspect, kind=self.kind, variant=variant)
         if self.kind == "analysis_pairwise":
-            for focus, cid, other in (("A", a, b), ("B", b, a)):
-                ident = {**self.pass_identity, "focus": focus}
-                rows.append(
-                    dict(
-                        key=judgment_key(ident, template.hash, aspect, ctx, context, a, ta, b, tb),
-                        context_id=ctx, aspect=aspect, kind=self.kind, candidate_id=cid, other_id=other, focus=focus,
-                        prompt=template.fill(context=context, candidate_a=ta, candidate_b=tb, focus=focus),
-                        prompt_hash=template.hash,
-                    )
-                )  # fmt: skip
-            return rows
-        for cid, text in ((a, ta), (b, tb)):
-            rows.append(
-                dict(
-                    key=judgment_key(self.pass_identity, template.hash, aspect, ctx, context, cid, text, "", ""),
-                    context_id=ctx, aspect=aspect, kind=self.kind, candidate_id=cid, other_id="", focus="",
-                    prompt=template.fill(context=context, candidate=text), prompt_hash=template.hash,
-                )
-            )  # fmt: skip
-        return rows
+            return [
+                dict(key=judgment_key({**self.pass_identity, "focus": focus}, template.hash, aspect, ctx, context, a,
+                                      ta, b, tb), candidate_id=cid, other_id=other, focus=focus, **same)
+                for focus, cid, other in (("A", a, b), ("B", b, a))
+            ]  # fmt: skip
+        return [
+            dict(key=judgment_key(self.pass_identity, template.hash, aspect, ctx, context, cid, text, "", ""),
+                 candidate_id=cid, other_id="", focus="", **same)
+            for cid, text in ((a, ta), (b, tb))
+        ]  # fmt: skip
 
     def _first_passes(self, pool, wanted: dict[str, Request], progress) -> dict[str, tuple[dict, dict]]:
         """Per judgment key, its two first-pass rows; the missing ones are run on the pool first."""
@@ -250,8 +268,8 @@ class Judging:
         if todo:
             progress(f"{self.kind}: {len(todo)} outputs to pass over ({self.stats['cached']} cached so far)")
             ordered = sorted(todo.values(), key=lambda r: (r["context_id"], r["aspect"], r["candidate_id"], r["focus"]))
-            table = pa.Table.from_pylist(ordered, schema=PASS_REQUESTS)
-            done = judge_into_cache(pool, table, self.passes, self.flush_rows, progress, stage=self.kind)
+            ids = pa.Table.from_pylist(ordered, schema=PASS_IDS)
+            done = self._judge_ids(pool, ids, self.passes, progress, stage=self.kind)
             rows = done.to_pylist()
             self.stats["run"] += len(rows)
             self.stats["errors"] += sum(r["error"] is not None for r in rows)

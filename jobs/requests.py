@@ -111,6 +111,14 @@ class RequestMaker:
         c = self.candidates
         return dict(zip(c.column("context_id").to_pylist(), c.column("context").to_pylist()))
 
+    @classmethod
+    def of_texts(cls, text: dict[str, str], context: dict[str, str], prompts: dict, judge: dict) -> RequestMaker:
+        """A maker over texts by candidate id and contexts by context id (a render task's:
+        :mod:`pairank.jobs.render`)."""
+        maker = cls.__new__(cls)
+        maker.text, maker.context, maker.variants, maker.judge = text, context, as_variants(prompts), judge
+        return maker
+
     def key(self, aspect: str, ctx: str, a: str, b: str, variant: int = 0) -> str:
         h = self.variants[aspect][variant].hash
         return judgment_key(self.judge, h, aspect, ctx, self.context[ctx], a, self.text[a], b, self.text[b])

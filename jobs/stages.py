@@ -285,8 +285,8 @@ class Judged:
 
 def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress) -> Judged:
     """A static schedule: every request known up front, each stage of the mode judged in one stream. Single-pass
-    modes make their requests in Ray Data tasks (:mod:`pairank.jobs.request_stream`); multi-pass modes on the
-    driver."""
+    modes make their requests in Ray Data tasks (:mod:`pairank.jobs.request_stream`); multi-pass modes key them on
+    the driver and render their prompts in a Ray Data stage (:mod:`pairank.jobs.render`)."""
     if setup.judging.kind is None:
         return _judge_static_streamed(spec, inputs, setup, progress)
     wanted = scheduled_requests(setup.maker, inputs.candidates, spec.aspects, spec.scheduler)

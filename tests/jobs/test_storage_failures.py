@@ -21,14 +21,16 @@ import yaml
 from pairank.jobs.cli import EXIT_CODES, main
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location, StorageError, StorageUnavailable, with_retries
-from tests.helpers import ROOT, spec_for, write_input
+from tests.helpers import ROOT, S3_PORT, spec_for, write_input
 
 STALL_S = 30
 
 
 def weed_process() -> psutil.Process:
+    """This session's S3 server (other test sessions on the machine run their own)."""
     (proc,) = [p for p in psutil.process_iter(["cmdline"])
-               if (p.info["cmdline"] or [""])[0].endswith("weed") and p.info["cmdline"][1:2] == ["mini"]]  # fmt: skip
+               if (p.info["cmdline"] or [""])[0].endswith("weed") and p.info["cmdline"][1:2] == ["mini"]
+               and f"-s3.port={S3_PORT}" in p.info["cmdline"]]  # fmt: skip
     return proc
 
 
