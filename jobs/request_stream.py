@@ -169,17 +169,16 @@ class Streamed:
         """The run's judgments, one row per key (cached or new), read back from the store by tasks, block by block."""
         import ray
 
-        progress(f"reading the run's judgments back from the store ({_blocks(self.blocks)})")
+        progress(f"reading the run's judgments back from the store ({blocks_text(self.blocks)})")
         collected = ray.data.from_arrow_refs(self.blocks).map_batches(
             collect_judgments, fn_kwargs={"plan": self.plan}, batch_size=None, batch_format="pyarrow", num_cpus=0,
             concurrency=min(TASKS, len(self.blocks)))  # fmt: skip
         parts = [b for b in collected.iter_batches(batch_size=None, batch_format="pyarrow") if b.num_rows]
-        judgments = pa.concat_tables(parts) if parts else self.plan.cache.schema.empty_table()
-        self.counted(judgments.num_rows, progress)
-        return judgments
+        return pa.concat_tables(parts) if parts else self.plan.cache.schema.empty_table()
 
 
-def _blocks(blocks: list) -> str:
+def blocks_text(blocks: list) -> str:
+    """``"1 block"``, ``"3 blocks"``: the progress lines' count of ``blocks``."""
     return f"{len(blocks)} block{'s' * (len(blocks) != 1)}"
 
 

@@ -316,16 +316,17 @@ def _judge_static_streamed(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, p
     plan = StaticPlan(setup.maker.variants, setup.maker.judge, spec.scheduler, tuple(spec.aspects), setup.cache)
     record = PoolRecord()
     run = judge_streamed(plan, inputs.candidates, lambda: judge_pool(spec, record), spec.flush_rows, progress)
-    extra = _with_passes(record.sections(), setup)
     if spec.scoring.calibration == "batch":  # each aspect's prior is estimated from all of its verdicts at once
-        judgments = run.read_back(progress)
-        n = run.counted(judgments.num_rows, progress)
-        return Judged(judgments, Counts(n.requests, n.cached, n.judged, n.errors), extra=extra)
-    settings = ScoreSettings.of(plan, inputs.candidates, spec.scoring.verdicts, spec.judging.decisive_weight,
-                                spec.baseline if spec.winrate is not None else None)  # fmt: skip
-    scores = score_streamed(run, settings, inputs.candidates, progress)
-    n = run.counted(scores.comparisons, progress)
-    return Judged(scores.kept, Counts(n.requests, n.cached, n.judged, n.errors), extra=extra, scores=scores)
+        scores, judgments = None, run.read_back(progress)
+        comparisons = judgments.num_rows
+    else:
+        settings = ScoreSettings.of(plan, inputs.candidates, spec.scoring.verdicts, spec.judging.decisive_weight,
+                                    spec.baseline if spec.winrate is not None else None)  # fmt: skip
+        scores = score_streamed(run, settings, inputs.candidates, progress)
+        judgments, comparisons = scores.kept, scores.comparisons
+    n = run.counted(comparisons, progress)
+    counts = Counts(n.requests, n.cached, n.judged, n.errors)
+    return Judged(judgments, counts, extra=_with_passes(record.sections(), setup), scores=scores)
 
 
 def judge_adaptive(
@@ -389,7 +390,8 @@ def score(spec: JobSpec, inputs: Inputs, judged: Judged) -> Scored:
     streamed = judged.scores
     if streamed is not None:  # scored block by block: the fits read a sample (see jobs/stream_scoring.py)
         table, ranked, triads, bias = streamed.sample, [streamed.rankings], streamed.triads, streamed.position
-        biases, extra = streamed.judge_bias, {"fit_sample": streamed.fit_note()}
+        biases, fit = streamed.judge_bias, streamed.fit_note()
+        extra = {"fit_sample": fit} if fit is not None else {}
     else:
         table, extra = judged.judgments, {}
         scored = table
@@ -405,8 +407,7 @@ def score(spec: JobSpec, inputs: Inputs, judged: Judged) -> Scored:
     if spec.scoring.quantile is not None:
         rankings = pa.concat_tables([rankings, quantile_rankings(rankings, inputs.human, spec.scoring.quantile)])
     extra = {**consistency_sections(triads, spearman, spec), "judge_bias": biases,
-             "style_control": style_control_section(table, inputs.candidates, spec.baseline),
-             **{k: v for k, v in extra.items() if v is not None}}  # fmt: skip
+             "style_control": style_control_section(table, inputs.candidates, spec.baseline), **extra}  # fmt: skip
     return Scored(rankings, spearman, bias, extra)
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pairank.jobs.request_stream import TASKS, Streamed, collect_judgments
+from pairank.jobs.request_stream import TASKS, Streamed, blocks_text, collect_judgments
 from pairank.operators.judge_bias import judge_bias, merge_sections
 from pairank.operators.reports import add_counts, judgment_totals, position_counts, position_table
 from pairank.operators.scores import rank_table
@@ -148,7 +148,7 @@ def score_streamed(run: Streamed, settings: ScoreSettings, candidates: pa.Table,
     blocks' scores up; the judge-bias length slopes are fitted on the sample here."""
     import ray
 
-    progress(f"scoring the run's judgments where they are ({len(run.blocks)} block{'s' * (len(run.blocks) != 1)})")
+    progress(f"scoring the run's judgments where they are ({blocks_text(run.blocks)})")
     task = ray.remote(score_block).options(num_cpus=0)
     pending, parts = list(run.blocks), []
     running: list = []

@@ -108,3 +108,22 @@ def test_a_run_bigger_than_the_sample_fits_on_the_same_keys_every_time(streamed_
     assert again.report["fit_sample"] == first["fit_sample"]
     assert rounded(again.report["style_control"]) == rounded(first["style_control"])
     assert rounded(again.report["judge_bias"]) == rounded(first["judge_bias"])
+
+
+def test_batch_calibration_reads_the_judgments_back_whole_and_scores_them_on_the_driver(streamed_spec):
+    batch = streamed_spec.scoring.model_copy(update={"calibration": "batch"})
+    spec = streamed_spec.model_copy(update={"scoring": batch})
+    lines = []
+    result = run_job(spec, progress=lines.append)
+    assert result.requests == result.judged == COMPARISONS
+    assert any(line.startswith("reading the run's judgments back from the store") for line in lines)
+    assert not any(line.startswith("scoring the run's judgments") for line in lines)
+    table = whole_table(spec)
+    whole = score(spec, read_inputs(spec), Judged(table, Counts(COMPARISONS, 0, COMPARISONS, 0)))
+    layout = RunLayout.of(spec.output, spec.name)
+    assert rounded(layout.rankings.read_parquet().to_pylist()) == rounded(whole.rankings.to_pylist())
+    lines.clear()
+    again = run_job(spec, progress=lines.append)  # every comparison cached: counted from what was read back
+    assert (again.requests, again.cached, again.judged) == (COMPARISONS, COMPARISONS, 0)
+    assert f"{COMPARISONS} comparisons ({COMPARISONS} cached, 0 to judge)" in lines
+    assert again.report["counts"]["judgments"] == COMPARISONS
