@@ -16,14 +16,15 @@ from pairank.storage.fs import Location
 from tests.helpers import CPU_ENGINE_ENV, ROOT, judge_actor_pids, run_and_kill, titled_pids, write_input
 
 pytestmark = pytest.mark.engine
-TOTAL = 2 * (4 * 3) * 2  # contexts x ordered pairs of 4 candidates x aspects
+CONTEXTS = 5  # enough judging after the first stored part that the kill lands mid-run on a loaded CI machine
+TOTAL = CONTEXTS * (4 * 3) * 2  # contexts x ordered pairs of 4 candidates x aspects
 
 
 def run_engine_and_kill(tmp_path, summeval_tables, victim, judge: dict | None = None, pool: dict | None = None):
-    """`pairank run` of the CPU vLLM judge on 2 articles x 4 summaries (its own local Ray); once the first judgment
+    """`pairank run` of the CPU vLLM judge on 5 articles x 4 summaries (its own local Ray); once the first judgment
     part is stored, ``victim(run pid)`` names the process to SIGKILL. Returns (killed pid, the judgments cache,
     the report)."""
-    data = write_input(tmp_path / "input", summeval_tables, 2, 4)
+    data = write_input(tmp_path / "input", summeval_tables, CONTEXTS, 4)
     out = tmp_path / "out"
     spec = {
         "name": "engine-lost",
@@ -43,6 +44,15 @@ def run_engine_and_kill(tmp_path, summeval_tables, victim, judge: dict | None = 
     return killed, cache, report
 
 
+def one_pid(find, timeout: float = 15) -> int:
+    """The one pid ``find()`` lists, waiting up to ``timeout`` s (a restarting actor has none for a moment)."""
+    deadline = time.monotonic() + timeout
+    while len(pids := find()) != 1:
+        assert time.monotonic() < deadline, f"expected one process to kill, found {pids}"
+        time.sleep(0.1)
+    return pids[0]
+
+
 def assert_each_key_judged_once(cache, report) -> None:
     keys = Counter(k for k in cache.rows().column("key").to_pylist())
     assert len(keys) == TOTAL and set(keys.values()) == {1}, keys.most_common(3)
@@ -55,8 +65,7 @@ def test_a_sigkilled_cpu_engine_is_restarted_and_the_run_exits_0_with_each_key_o
     default_model, summeval_tables, tmp_path
 ):
     def actor(run: int) -> int:
-        (pid,) = judge_actor_pids(under=run)
-        return pid
+        return one_pid(lambda: judge_actor_pids(under=run))
 
     victim, cache, report = run_engine_and_kill(tmp_path, summeval_tables, actor)
     assert_each_key_judged_once(cache, report)
@@ -79,7 +88,7 @@ def test_an_async_engine_whose_core_died_ends_its_actor_and_the_run_exits_0_with
 
     def core(run: int) -> int:
         threading.Thread(target=watch, args=(run,), daemon=True).start()
-        (pid,) = titled_pids(b"VLLM::EngineCore", under=run)
+        pid = one_pid(lambda: titled_pids(b"VLLM::EngineCore", under=run))
         seen.add(pid)
         return pid
 
