@@ -16,7 +16,8 @@ touched while reading result blocks: they grow with the run up to the store's si
 but they are the store's memory, so the private peak is the figure for what the driver
 holds. The phases:
 
-- ``inputs``: after reading the candidates and preparing the judging (the baseline);
+- ``inputs``: after reading the candidates (the ``stream`` arm: their ids only, as
+  ``run_job`` reads them for a run scored in tasks) and preparing the judging (the baseline);
 - ``judging`` (``stream`` arm): when every comparison is judged and in the store,
   before the blocks' judgments are read back and scored in tasks;
 - ``judge``: after the judge stage (``stream``: the blocks' scores added up on the driver;
@@ -118,7 +119,16 @@ def run_case(case: dict) -> dict:
     import pyarrow as pa
 
     from pairank.jobs.spec import parse_spec
-    from pairank.jobs.stages import judge_static, prepare_judging, read_inputs, report, score, utc_now, win_rates
+    from pairank.jobs.stages import (
+        judge_static,
+        prepare_judging,
+        read_inputs,
+        report,
+        score,
+        scored_in_tasks,
+        utc_now,
+        win_rates,
+    )
     from pairank.storage.fs import Location
     from pairank.storage.layout import RunLayout
 
@@ -136,7 +146,7 @@ def run_case(case: dict) -> dict:
         private.start()
         started = time.perf_counter()
         layout = RunLayout.of(spec.output, spec.name)
-        inputs = read_inputs(spec)
+        inputs = read_inputs(spec, texts=case["arm"] != "stream" or not scored_in_tasks(spec))  # as run_job reads
         setup = prepare_judging(spec, inputs.candidates, layout)
         out["peak_mib_inputs"], out["private_mib_inputs"] = peak_mib(), private.now()
         t = time.perf_counter()

@@ -74,15 +74,15 @@ def cmd_winrate(args: argparse.Namespace) -> int:
     import pyarrow.compute  # noqa: F401 - pa.compute
 
     from pairank.jobs.spec import WinRateSpec
-    from pairank.jobs.stages import read_input_folder, winrate_tables
+    from pairank.jobs.stages import winrate_tables
     from pairank.operators.judges.replay_judge import read_judgments
     from pairank.operators.reports import winrate_lines
     from pairank.operators.style_control import style_control_lines, style_control_section
     from pairank.storage.fs import Location
-    from pairank.storage.inputs import read_labels
+    from pairank.storage.inputs import read_candidates, read_human_scores, read_labels
 
     folder = Location.of(args.input)
-    candidates, human = read_input_folder(folder)
+    candidates, human = read_candidates(folder), read_human_scores(folder)
     sources = args.judgments or [folder.join("judgments.parquet").uri]
     judgments = pa.concat_tables([read_judgments(s) for s in sources])
     ws = WinRateSpec(

@@ -5,11 +5,14 @@ are the biggest thing a run makes (10^7 comparisons are about 20 GB of prompt te
 So for the single-pass modes (``logprob``, ``generate``, ``sample``) the requests are
 made by Ray Data tasks, block by block, and stream straight into the judge pool:
 
-1. **Blocks.** The driver cuts the candidates into blocks of :data:`CONTEXTS_PER_TASK`
+1. **Blocks.** The driver groups the contexts into blocks of :data:`CONTEXTS_PER_TASK`
    whole contexts (fewer for contexts with many candidates), taken bucket by bucket of
    the judgment store
    (:func:`pairank.storage.cache.context_bucket`), so a block spans one bucket or a few
-   (:func:`plan_blocks`).
+   (:func:`plan_blocks`). A run's driver reads only the candidates' ids
+   (:func:`pairank.storage.inputs.read_candidate_ids`); one task reads the whole
+   candidates table, validates it and returns it cut into those blocks
+   (:func:`put_blocks`), which stay in Ray's object store.
 2. **Plan** (a Ray Data map task per block, :func:`plan_requests`): the static
    scheduler's pairs of the block's contexts (each context draws from its own
    seeded generator, so a block's pairs are the ones the whole run would make),
@@ -27,8 +30,9 @@ made by Ray Data tasks, block by block, and stream straight into the judge pool:
 
 Before anything starts an engine, a ``take(1)`` of the plan says whether anything is
 left to judge: a run whose comparisons are all cached starts no engine. The driver
-so holds the candidates, counters and the scores; never the keys to judge, their
-prompts or the run's judgments. Keys are computed in the tasks twice (plan, score).
+so holds the candidates' ids, counters and the scores; never the texts, the keys to
+judge, their prompts or the run's judgments. Keys are computed in the tasks twice (plan,
+score).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pairank.jobs.passes import CacheWriter
-from pairank.jobs.requests import RequestMaker, contexts_of, prefix_key, scheduled_requests
+from pairank.jobs.requests import RequestMaker, prefix_key, scheduled_requests
 from pairank.jobs.schedulers import StaticSettings
 from pairank.storage.cache import JudgmentCache, context_bucket
 
@@ -88,31 +92,70 @@ class PlanCounter:
         return {"planned": len(self.seen), "blocks": self.blocks, "wanted": wanted, "cached": cached}
 
 
-def plan_blocks(candidates: pa.Table, per_task: int | None = None) -> list[pa.Table]:
-    """The candidates cut into blocks of ``per_task`` whole contexts (fewer where their candidates make more than
+def plan_blocks(candidates: pa.Table, per_task: int | None = None) -> list[list[str]]:
+    """The context ids of each block: ``per_task`` whole contexts (fewer where their candidates make more than
     :data:`PAIRS_PER_TASK` ordered pairs), taken bucket by bucket of the store, so a block's join reads one
     bucket's partition, or a few (a small run is one block: its requests then reach the engines in full
-    batches).
+    batches). Reads the ``context_id`` column only.
 
     >>> t = pa.table({"context_id": ["c1", "c1", "c2", "c3"], "candidate_id": ["a", "b", "c", "d"]})
-    >>> [b.column("context_id").to_pylist() for b in plan_blocks(t, per_task=1)]
-    [['c2'], ['c1', 'c1'], ['c3']]
-    >>> [b.num_rows for b in plan_blocks(t, per_task=2)]
-    [3, 1]
+    >>> plan_blocks(t, per_task=1)
+    [['c2'], ['c1'], ['c3']]
+    >>> plan_blocks(t, per_task=2)
+    [['c2', 'c1'], ['c3']]
     """
     per_task = per_task or CONTEXTS_PER_TASK
-    by_context = contexts_of(candidates)
+    counts = pc.value_counts(candidates.column("context_id"))
+    sizes = dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
     groups: list[list[str]] = [[]]
     pairs = 0
-    for ctx in sorted(by_context, key=lambda c: (context_bucket(c), c)):
-        n = len(by_context[ctx]) * (len(by_context[ctx]) - 1)  # ordered pairs: the most any static schedule asks
+    for ctx in sorted(sizes, key=lambda c: (context_bucket(c), c)):
+        n = sizes[ctx] * (sizes[ctx] - 1)  # ordered pairs: the most any static schedule asks
         if groups[-1] and (len(groups[-1]) >= per_task or pairs + n > PAIRS_PER_TASK):
             groups.append([])
             pairs = 0
         groups[-1].append(ctx)
         pairs += n
+    return [g for g in groups if g]
+
+
+def cut_blocks(candidates: pa.Table, groups: list[list[str]]) -> list[pa.Table]:
+    """``candidates`` cut into the blocks of ``groups`` (context ids), each block's rows in table order."""
     contexts = candidates.column("context_id")
-    return [candidates.filter(pc.is_in(contexts, pa.array(g, pa.string()))) for g in groups if g]
+    return [candidates.filter(pc.is_in(contexts, pa.array(g, pa.string()))) for g in groups]
+
+
+def read_blocks(folder, keep: pa.Array, groups: list[list[str]]):
+    """Ray task: the input folder's candidates, read and validated whole (the driver read only their ids), those
+    in ``keep`` (candidate ids: the run's ``subset``) cut into the blocks of ``groups``. Returns the rows kept, then
+    each block (one return each)."""
+    from pairank.storage.inputs import read_candidates
+
+    table = read_candidates(folder)
+    table = table.filter(pc.is_in(table.column("candidate_id"), keep))
+    return (table.num_rows, *cut_blocks(table, groups))
+
+
+def put_blocks(candidates: pa.Table, folder=None, per_task: int | None = None) -> list:
+    """Object refs of the planning blocks of ``candidates``. A table with the texts is cut here; a table of ids
+    (:func:`pairank.storage.inputs.read_candidate_ids`) is cut by a task that reads the whole of ``folder``'s
+    candidates (:func:`read_blocks`), so the driver never holds the texts. A bad input table raises here, as a
+    driver-side read would (:class:`~pairank.storage.schemas.TableError` naming file, row and column)."""
+    import ray
+
+    groups = plan_blocks(candidates, per_task)
+    if "text" in candidates.column_names:
+        return [ray.put(b) for b in cut_blocks(candidates, groups)]  # the driver keeps no copy
+    task = ray.remote(read_blocks).options(num_cpus=0, num_returns=1 + len(groups), max_retries=3)
+    rows, *refs = task.remote(folder, candidates.column("candidate_id").combine_chunks(), groups)
+    try:
+        kept = ray.get(rows)
+    except ray.exceptions.RayTaskError as exc:
+        raise exc.cause from None  # the task's own error (a bad input table names its file, row and column)
+    if kept != candidates.num_rows:
+        raise RuntimeError(f"{folder}: the candidates changed while the run read them ({candidates.num_rows} "
+                           f"ids read, {kept} rows found)")  # fmt: skip
+    return refs
 
 
 def plan_requests(block: pa.Table, plan: StaticPlan, counter=None) -> Iterator[pa.Table]:
@@ -182,15 +225,13 @@ def blocks_text(blocks: list) -> str:
     return f"{len(blocks)} block{'s' * (len(blocks) != 1)}"
 
 
-def judge_streamed(plan: StaticPlan, candidates: pa.Table, pool: Callable, flush_rows: int,
+def judge_streamed(plan: StaticPlan, blocks: list, pool: Callable, flush_rows: int,
                    progress: Callable[[str], None]) -> Streamed:  # fmt: skip
-    """Judge every comparison of ``plan`` the store lacks, streaming the requests from Ray Data tasks into the
-    pool that ``pool()`` enters (only when something is left to judge). The run's judgments stay in the store:
-    read them back (:meth:`Streamed.read_back`) or score them block by block
-    (:mod:`pairank.jobs.stream_scoring`)."""
+    """Judge every comparison of ``plan`` the store lacks, streaming the requests made from the candidates'
+    ``blocks`` (object refs, :func:`put_blocks`) by Ray Data tasks into the pool that ``pool()`` enters (only when
+    something is left to judge). The run's judgments stay in the store: read them back
+    (:meth:`Streamed.read_back`) or score them block by block (:mod:`pairank.jobs.stream_scoring`)."""
     import ray
-
-    blocks = [ray.put(b) for b in plan_blocks(candidates)]  # the driver keeps no copy
 
     def requests(counter) -> ray.data.Dataset:
         return ray.data.from_arrow_refs(blocks).map_batches(

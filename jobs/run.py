@@ -35,6 +35,7 @@ from pairank.jobs.stages import (
     read_inputs,
     report,
     score,
+    scored_in_tasks,
     utc_now,
     win_rates,
     write_run,
@@ -60,7 +61,7 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     """Run a (non-nightly) job spec: read, judge what the cache lacks, score, write under ``runs/<name>/``."""
     started = time.perf_counter()
     layout = RunLayout.of(spec.output, spec.name)
-    inputs = read_inputs(spec)
+    inputs = read_inputs(spec, texts=not scored_in_tasks(spec))
     setup = prepare_judging(spec, inputs.candidates, layout)
     progress(f"{spec.name}: {inputs.contexts} contexts, {inputs.candidates.num_rows} candidates, "
              f"{len(spec.aspects)} aspects")  # fmt: skip

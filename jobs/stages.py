@@ -32,11 +32,10 @@ import pyarrow.compute as pc
 from pairank.cluster.pools import JudgePool, PoolResources
 from pairank.jobs.driver import Driver, Task, method_name, ranking_rows
 from pairank.jobs.passes import Judging, error_count
-from pairank.jobs.request_stream import StaticPlan, judge_streamed
+from pairank.jobs.request_stream import StaticPlan, judge_streamed, put_blocks
 from pairank.jobs.requests import (
     RequestMaker,
     Variant,
-    contexts_of,
     scheduled_requests,
     subset,
 )
@@ -58,7 +57,7 @@ from pairank.operators.scores import rank_table
 from pairank.operators.style_control import style_control_section
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from pairank.storage.inputs import read_candidates, read_human_scores, read_labels
+from pairank.storage.inputs import read_candidate_ids, read_candidates, read_human_scores, read_labels
 from pairank.storage.layout import RunLayout
 from pairank.storage.schemas import JUDGMENTS, PASSES, WINRATE_JUDGES, WINRATES
 
@@ -80,23 +79,27 @@ class Inputs:
 
     @property
     def contexts(self) -> int:
-        return len(contexts_of(self.candidates))
+        return pc.count_distinct(self.candidates.column("context_id")).as_py()
 
     def labels(self) -> pa.Table:
         """The source's pairwise human labels (empty when it has none)."""
         return read_labels(self.source)
 
 
-def read_inputs(spec: JobSpec) -> Inputs:
-    """The spec's input folder, validated, with ``subset`` applied."""
+def read_inputs(spec: JobSpec, texts: bool = True) -> Inputs:
+    """The spec's input folder, validated, with ``subset`` applied; ``texts=False``: the candidates' ids only, for
+    a run whose tasks read (and validate) the texts (:func:`scored_in_tasks`)."""
     source = Location.of(spec.input)
-    candidates, human = read_input_folder(source)
-    return Inputs(subset(candidates, spec.subset.contexts, spec.subset.candidates), human, source)
+    candidates = (read_candidates if texts else read_candidate_ids)(source)
+    return Inputs(subset(candidates, spec.subset.contexts, spec.subset.candidates), read_human_scores(source), source)
 
 
-def read_input_folder(folder: Location) -> tuple[pa.Table, pa.Table]:
-    """The folder's candidates and human scores (empty when it has none), validated."""
-    return read_candidates(folder), read_human_scores(folder)
+def scored_in_tasks(spec: JobSpec) -> bool:
+    """Whether a run of ``spec`` makes its requests and its scores in Ray tasks, block by block (a static schedule
+    judged in one pass, scored without a batch calibration): its driver then needs the candidates' ids only."""
+    j = spec.judging
+    one_pass = len(j.passes) <= 1 and j.mode != "pointwise"
+    return spec.nightly is None and not spec.scheduler.adaptive and one_pass and spec.scoring.calibration != "batch"
 
 
 # ---------------------------------------------------------------------------
@@ -309,20 +312,20 @@ def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: P
 def _judge_static_streamed(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress) -> Judged:
     from pairank.cluster.runtime import ensure_ray
 
-    systems = dict(zip(inputs.candidates.column("candidate_id").to_pylist(),
-                       inputs.candidates.column("system").to_pylist()))  # fmt: skip
+    systems = {s: s for s in pc.unique(inputs.candidates.column("system")).to_pylist()}  # one entry a system
     spec.scheduler.pairs({}, systems)  # the scheduler's checks on the run as a whole (one_vs_n: its baseline)
     ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
     plan = StaticPlan(setup.maker.variants, setup.maker.judge, spec.scheduler, tuple(spec.aspects), setup.cache)
     record = PoolRecord()
-    run = judge_streamed(plan, inputs.candidates, lambda: judge_pool(spec, record), spec.flush_rows, progress)
+    blocks = put_blocks(inputs.candidates, inputs.source)
+    run = judge_streamed(plan, blocks, lambda: judge_pool(spec, record), spec.flush_rows, progress)
     if spec.scoring.calibration == "batch":  # each aspect's prior is estimated from all of its verdicts at once
         scores, judgments = None, run.read_back(progress)
         comparisons = judgments.num_rows
     else:
         settings = ScoreSettings.of(plan, inputs.candidates, spec.scoring.verdicts, spec.judging.decisive_weight,
                                     spec.baseline if spec.winrate is not None else None)  # fmt: skip
-        scores = score_streamed(run, settings, inputs.candidates, progress)
+        scores = score_streamed(run, settings, progress)
         judgments, comparisons = scores.kept, scores.comparisons
     n = run.counted(comparisons, progress)
     counts = Counts(n.requests, n.cached, n.judged, n.errors)
@@ -390,10 +393,10 @@ def score(spec: JobSpec, inputs: Inputs, judged: Judged) -> Scored:
     streamed = judged.scores
     if streamed is not None:  # scored block by block: the fits read a sample (see jobs/stream_scoring.py)
         table, ranked, triads, bias = streamed.sample, [streamed.rankings], streamed.triads, streamed.position
-        biases, fit = streamed.judge_bias, streamed.fit_note()
+        biases, fit, texts = streamed.judge_bias, streamed.fit_note(), streamed.candidates
         extra = {"fit_sample": fit} if fit is not None else {}
     else:
-        table, extra = judged.judgments, {}
+        table, extra, texts = judged.judgments, {}, inputs.candidates
         scored = table
         if spec.scoring.calibration == "batch":
             from pairank.operators.calibration import calibrate_table
@@ -407,7 +410,7 @@ def score(spec: JobSpec, inputs: Inputs, judged: Judged) -> Scored:
     if spec.scoring.quantile is not None:
         rankings = pa.concat_tables([rankings, quantile_rankings(rankings, inputs.human, spec.scoring.quantile)])
     extra = {**consistency_sections(triads, spearman, spec), "judge_bias": biases,
-             "style_control": style_control_section(table, inputs.candidates, spec.baseline), **extra}  # fmt: skip
+             "style_control": style_control_section(table, texts, spec.baseline), **extra}  # fmt: skip
     return Scored(rankings, spearman, bias, extra)
 
 

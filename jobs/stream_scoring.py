@@ -13,13 +13,18 @@ they are (:func:`score_block`):
   self-preference);
 - **a sample for the fits over the whole run** (the style-controlled Bradley-Terry
   strengths, the length-controlled win rates and the judge-bias length slope): the
-  comparisons whose key hashes below ``fit_share`` (:func:`sampled`), a seeded uniform
-  sample of about :data:`FIT_ROWS` of them, all of them in a run that has no more;
+  comparisons of the contexts whose id hashes below ``fit_share`` (:func:`sampled`), a
+  seeded sample of whole contexts holding about :data:`FIT_ROWS` comparisons, all of
+  them in a run that has no more; with the candidates of those contexts (their texts
+  are what the fits read), so the driver needs no other texts;
 - **for win rates**, with a ``winrate`` section: the comparisons with a candidate of
   the baseline system, all the votes the win rates read.
 
 The driver adds the parts up (:func:`score_streamed`): what it holds grows with the
-candidates (the rankings have a row per candidate), not with the comparisons.
+candidates (the rankings have a row per candidate), not with the comparisons, and
+holds no candidate's text outside the sample. The blocks' rankings and triads are
+joined without a copy, block after block (each block's rows ordered by context and
+aspect), so their buffers stay in Ray's object store until the run writes them.
 
 A run whose scoring needs every judgment at once reads them back whole instead
 (:meth:`~pairank.jobs.request_stream.Streamed.read_back`): ``scoring.calibration:
@@ -40,10 +45,10 @@ from pairank.operators.judge_bias import judge_bias, merge_sections
 from pairank.operators.reports import add_counts, judgment_totals, position_counts, position_table
 from pairank.operators.scores import rank_table
 from pairank.operators.transitivity import TRIADS, intransitive_triads
-from pairank.storage.schemas import RANKINGS
+from pairank.storage.schemas import CANDIDATES, RANKINGS
 
-#: The whole-run fits (style control, the length slope) read a uniform sample of about this many comparisons of a
-#: full matrix (all of a run with no more).
+#: The whole-run fits (style control, the length slope) read the comparisons of a sample of contexts holding about
+#: this many comparisons of a full matrix (all of a run with no more).
 FIT_ROWS = 100_000
 
 
@@ -76,21 +81,24 @@ class BlockScores:
     counts: dict  # {"position": position_counts, "totals": judgment_totals}
     bias: dict  # the block's judge_bias section
     sample: pa.Table  # judgments kept for the whole-run fits
+    candidates: pa.Table  # the candidates of the sample's contexts (with their texts)
     kept: pa.Table  # judgments with a candidate of the baseline system
 
 
-def sampled(judgments: pa.Table, share: float) -> pa.Table:
-    """The rows whose key hashes (crc32) below ``share`` of the hash range: the same rows on every run.
+def sampled(table: pa.Table, share: float) -> pa.Table:
+    """The rows whose ``context_id`` hashes (crc32) below ``share`` of the hash range: whole contexts, the same on
+    every run.
 
-    >>> t = pa.table({"key": [f"k{i}" for i in range(1000)]})
-    >>> sampled(t, 1.0).num_rows, 60 < sampled(t, 0.1).num_rows < 140
-    (1000, True)
+    >>> t = pa.table({"context_id": [f"c{i // 2}" for i in range(2000)]})
+    >>> s = sampled(t, 0.1)
+    >>> sampled(t, 1.0).num_rows, 60 < s.num_rows / 2 < 140, set(pc.value_counts(s["context_id"]).field(1).to_pylist())
+    (2000, True, {2})
     """
     if share >= 1.0:
-        return judgments
+        return table
     cut = int(share * 2**32)
-    keep = [zlib.crc32(k.encode("utf-8")) < cut for k in judgments.column("key").to_pylist()]
-    return judgments.filter(pa.array(keep, pa.bool_()))
+    keep = [zlib.crc32(c.encode("utf-8")) < cut for c in table.column("context_id").to_pylist()]
+    return table.filter(pa.array(keep, pa.bool_()))
 
 
 def with_system(judgments: pa.Table, candidates: pa.Table, system: str | None) -> pa.Table:
@@ -107,11 +115,13 @@ def score_block(block: pa.Table, plan, settings: ScoreSettings) -> BlockScores:
     judgments = collect_judgments(block, plan)
     return BlockScores(
         comparisons=judgments.num_rows,
-        rankings={mode: rank_table(judgments, block, mode, settings.decisive_weight) for mode in settings.modes},
-        triads=intransitive_triads(judgments),
+        rankings={mode: _sorted(rank_table(judgments, block, mode, settings.decisive_weight))
+                  for mode in settings.modes},  # fmt: skip
+        triads=_sorted(intransitive_triads(judgments)),
         counts={"position": position_counts(judgments), "totals": judgment_totals(judgments)},
         bias=judge_bias(judgments, block),
         sample=sampled(judgments, settings.fit_share),
+        candidates=sampled(block, settings.fit_share),
         kept=with_system(judgments, block, settings.baseline),
     )
 
@@ -121,12 +131,13 @@ class StreamScores:
     """A streamed run's scores, added up over its blocks."""
 
     comparisons: int
-    rankings: pa.Table  # every verdict mode, in rank_table's order
-    triads: pa.Table
+    rankings: pa.Table  # each verdict mode in turn, block by block (a block's rows by context and aspect)
+    triads: pa.Table  # block by block, as the rankings
     position: pa.Table  # POSITION_BIAS
     totals: dict  # judgment_totals
     judge_bias: dict
     sample: pa.Table  # the comparisons the whole-run fits read
+    candidates: pa.Table  # the candidates of the sample's contexts, with their texts
     kept: pa.Table  # the comparisons win rates read
 
     def fit_note(self) -> dict | None:
@@ -136,40 +147,47 @@ class StreamScores:
         return {"sample": self.sample.num_rows, "comparisons": self.comparisons}
 
 
-def _sorted(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
-    """Blocks' tables as one, ordered by context and aspect (stable: each context's rows keep their order)."""
-    t = pa.concat_tables(tables) if tables else schema.empty_table()
-    return t.take(pc.sort_indices(t, [("context_id", "ascending"), ("aspect", "ascending")]))
+def _sorted(table: pa.Table) -> pa.Table:
+    """A block's table ordered by context and aspect (stable: each context's rows keep their order)."""
+    return table.take(pc.sort_indices(table, [("context_id", "ascending"), ("aspect", "ascending")]))
 
 
-def score_streamed(run: Streamed, settings: ScoreSettings, candidates: pa.Table,
-                   progress: Callable[[str], None]) -> StreamScores:  # fmt: skip
+def _joined(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    """The blocks' tables as one, block after block (no copy: the blocks' buffers stay where Ray put them)."""
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def score_streamed(run: Streamed, settings: ScoreSettings, progress: Callable[[str], None]) -> StreamScores:
     """Score ``run`` block by block in Ray tasks (:data:`~pairank.jobs.request_stream.TASKS` at a time) and add the
     blocks' scores up; the judge-bias length slopes are fitted on the sample here."""
     import ray
 
     progress(f"scoring the run's judgments where they are ({blocks_text(run.blocks)})")
     task = ray.remote(score_block).options(num_cpus=0)
-    pending, parts = list(run.blocks), []
-    running: list = []
+    pending, done, running = list(enumerate(run.blocks)), {}, {}
     while pending or running:
         while pending and len(running) < TASKS:
-            running.append(task.remote(pending.pop(0), run.plan, settings))
-        (ref,), running = ray.wait(running, num_returns=1)
-        parts.append(ray.get(ref))
+            index, block = pending.pop(0)
+            running[task.remote(block, run.plan, settings)] = index
+        (ref,), _ = ray.wait(list(running), num_returns=1)
+        done[running.pop(ref)] = ray.get(ref)
+    parts = [done[i] for i in sorted(done)]  # block order, whichever task ended first
     counts: dict = {}
     for part in parts:
         add_counts(counts, part.counts)
     sample = pa.concat_tables([p.sample for p in parts]) if parts else run.plan.cache.schema.empty_table()
     kept = pa.concat_tables([p.kept for p in parts]) if parts else run.plan.cache.schema.empty_table()
+    candidates = (pa.concat_tables([p.candidates for p in parts], promote_options="default") if parts
+                  else CANDIDATES.empty_table())  # fmt: skip
     empty = judgment_totals(run.plan.cache.schema.empty_table())
     return StreamScores(
         comparisons=sum(p.comparisons for p in parts),
-        rankings=pa.concat_tables([_sorted([p.rankings[m] for p in parts], RANKINGS) for m in settings.modes]),
-        triads=_sorted([p.triads for p in parts], TRIADS),
+        rankings=pa.concat_tables([_joined([p.rankings[m] for p in parts], RANKINGS) for m in settings.modes]),
+        triads=_joined([p.triads for p in parts], TRIADS),
         position=position_table(counts.get("position", {})),
         totals=counts.get("totals", empty),
         judge_bias=merge_sections([p.bias for p in parts], judge_bias(sample, candidates)),
         sample=sample,
+        candidates=candidates,
         kept=kept,
     )

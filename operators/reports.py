@@ -115,6 +115,8 @@ def spearman_table(rankings: pa.Table, human: pa.Table, n_boot: int = 1000, seed
         )
     }
     groups: dict[tuple[str, str], dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+    # only the rows of scored candidates become Python objects (a run without human scores makes none)
+    rankings = rankings.filter(pc.is_in(rankings.column("candidate_id"), human.column("candidate_id")))
     for ctx, aspect, cid, method, score in zip(
         *(rankings.column(c).to_pylist() for c in ("context_id", "aspect", "candidate_id", "method", "score"))
     ):
@@ -268,8 +270,9 @@ def render_markdown(report: dict) -> str:
     lines += style_control_lines(report.get("style_control"))
     if report.get("fit_sample"):
         f = report["fit_sample"]
-        lines += ["", f"_The length slopes and style control are fitted on a uniform sample of {f['sample']} of the "
-                      f"{f['comparisons']} comparisons (the same keys on every run); every count is over all of them._"]
+        lines += ["", f"_The length slopes and style control are fitted on a sample of whole contexts, "
+                      f"{f['sample']} of the {f['comparisons']} comparisons (the same contexts on every run); every "
+                      "count is over all of them._"]
     lines += _nightly_lines(report.get("nightly"))
     lines += _adaptive_lines(report.get("adaptive"))
     lines += _consistency_lines(report.get("transitivity"), report.get("seeds"))

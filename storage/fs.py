@@ -336,5 +336,29 @@ class Location:
             said = str(exc).replace("Could not open Parquet input source '<Buffer>': ", "")
             raise CorruptFile(self.uri, f"{len(data)} bytes, {said}") from exc
 
+    def read_columns(self, columns: list[str]) -> pa.Table:
+        """Only ``columns`` of the Parquet table (a projection: the other columns' pages are never fetched); those the
+        file lacks are left out. A file that is not readable Parquet raises :class:`CorruptFile` naming it.
+
+        Read in batches into one compact table, and the memory pool's free pages handed back: decoding a whole
+        column chunk at once leaves the process holding about three times the table (measured: 46 MiB for a
+        13 MiB table of 320,000 ids; 19 MiB this way)."""
+
+        def read() -> pa.Table:
+            with self.fs.open_input_file(self.path) as f:
+                try:
+                    parquet = pq.ParquetFile(f)
+                    names = [c for c in columns if c in parquet.schema_arrow.names]
+                    batches = list(parquet.iter_batches(batch_size=65_536, columns=names, use_threads=False))
+                    schema = pa.schema([parquet.schema_arrow.field(n) for n in names])
+                    table = pa.Table.from_batches(batches, schema).combine_chunks()
+                except pa.ArrowInvalid as exc:
+                    raise CorruptFile(self.uri, str(exc)) from exc
+            del batches
+            pa.default_memory_pool().release_unused()
+            return table
+
+        return self._retrying("read it", read)
+
     def __str__(self) -> str:
         return self.uri

@@ -21,6 +21,8 @@ from pairank.storage.schemas import (
     PAIRWISE_LABELS,
     TableError,
     check_one_score,
+    conform,
+    first_null,
     validate,
 )
 
@@ -31,6 +33,26 @@ def read_candidates(folder: Location) -> pa.Table:
     if not cand.exists():
         raise FileNotFoundError(f"{cand.uri}: no candidates table (import a data set with `pairank import`)")
     return validate(cand.read_parquet(), CANDIDATES, cand.uri)
+
+
+#: The candidates' columns a run reads on its driver when tasks read the texts (:func:`read_candidate_ids`).
+ID_COLUMNS = ("context_id", "candidate_id", "system")
+
+
+def read_candidate_ids(folder: Location) -> pa.Table:
+    """The folder's candidates without their texts: the :data:`ID_COLUMNS`, read by column projection (the texts'
+    pages are never fetched). For a driver whose tasks read the whole table (:func:`read_candidates`, which
+    validates all of it) and cut it into blocks (:mod:`pairank.jobs.request_stream`)."""
+    cand = folder.join("candidates.parquet")
+    if not cand.exists():
+        raise FileNotFoundError(f"{cand.uri}: no candidates table (import a data set with `pairank import`)")
+    ids = cand.read_columns(list(ID_COLUMNS))
+    schema = pa.schema([CANDIDATES.field(c) for c in ID_COLUMNS])
+    ids = conform(ids, schema, cand.uri)
+    hit = first_null(ids, schema)
+    if hit is not None:
+        raise TableError(cand.uri, hit[0], hit[1], "a value", "null")
+    return ids
 
 
 def read_optional(folder: Location, name: str, schema: pa.Schema) -> pa.Table:

@@ -15,6 +15,7 @@ from pairank.jobs.spec import parse_spec
 from pairank.jobs.stages import prepare_judging, read_inputs
 from pairank.storage.cache import JudgmentCache, context_bucket
 from pairank.storage.layout import RunLayout
+from pairank.storage.schemas import TableError
 from tests.helpers import spec_for, write_input
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -41,8 +42,8 @@ def test_the_stream_asks_what_the_driver_would_once_each_and_a_rerun_starts_no_e
     folder = write_input(tmp_path / "input", summeval_tables, 9, 4)
     spec = parse_spec(spec_for(folder, tmp_path / "store", name="full", scheduler={"name": "full"},
                                aspects=["coherence", "fluency"], pool={"num_cpus": 2}), "test")  # fmt: skip
-    blocks = rs.plan_blocks(read_inputs(spec).candidates)
-    assert len(blocks) > len({context_bucket(b.column("context_id")[0].as_py()) for b in blocks}) > 1
+    blocks = rs.plan_blocks(read_inputs(spec, texts=False).candidates)
+    assert len(blocks) > len({context_bucket(b[0]) for b in blocks}) > 1
     first = run_job(spec, progress=quiet)
     want = driver_keys(spec)
     assert (first.requests, first.cached, first.judged, first.errors) == (len(want), 0, len(want), 0) == (
@@ -83,7 +84,7 @@ def test_planning_blocks_hold_whole_contexts_fewer_when_they_have_many_candidate
     sizes = {"big": 12, "mid": 6, "s1": 3, "s2": 3, "s3": 2}  # 132, 30, 6, 6 and 2 ordered pairs
     table = pa.table({"context_id": [c for c, n in sizes.items() for _ in range(n)],
                       "candidate_id": [f"{c}/{i}" for c, n in sizes.items() for i in range(n)]})  # fmt: skip
-    blocks = rs.plan_blocks(table)
+    blocks = rs.cut_blocks(table, rs.plan_blocks(table))
     held = [sorted(set(b.column("context_id").to_pylist())) for b in blocks]
     assert sorted(c for h in held for c in h) == sorted(sizes)  # every context in exactly one block
     assert ["big"] in held  # alone: it has more pairs than a block may
@@ -93,3 +94,20 @@ def test_planning_blocks_hold_whole_contexts_fewer_when_they_have_many_candidate
         assert len(h) == 1 or sum(sizes[c] * (sizes[c] - 1) for c in h) <= 100
     spans = [(min(map(context_bucket, h)), max(map(context_bucket, h))) for h in held]
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # bucket by bucket
+
+
+def test_the_driver_reads_ids_only_and_a_bad_text_is_named_by_file_row_and_column(tmp_path, summeval_tables):
+    """The run's driver reads the candidates' id columns; the task that reads the texts validates the whole table,
+    and its error reaches the user as a driver-side read would raise it, before any engine starts."""
+    folder = write_input(tmp_path / "input", summeval_tables, 3, 3)
+    spec = parse_spec(spec_for(folder, tmp_path / "store", name="bad", scheduler={"name": "full"}), "test")
+    assert read_inputs(spec, texts=False).candidates.column_names == ["context_id", "candidate_id", "system"]
+    table = folder.join("candidates.parquet").read_parquet()
+    texts = table.column("text").to_pylist()
+    texts[4] = "   "
+    folder.join("candidates.parquet").write_parquet(table.set_column(4, "text", pa.array(texts)))
+    with pytest.raises(TableError) as err:
+        run_job(spec, progress=quiet)
+    assert str(err.value) == (f"column `text` in {folder.join('candidates.parquet').uri} row 4: "
+                              "expected a non-empty text, found '   '")  # fmt: skip
+    assert not JudgmentCache(RunLayout.of(spec.output, "").judgments).folder.exists()  # nothing judged

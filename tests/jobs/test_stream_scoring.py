@@ -8,6 +8,7 @@ import json
 import math
 import zlib
 
+import pyarrow.compute as pc
 import pytest
 
 import pairank.jobs.request_stream as rs
@@ -41,6 +42,12 @@ def rounded(value):
     return value
 
 
+def in_order(rankings) -> list[dict]:
+    """The rows sorted by method, aspect, context and candidate."""
+    keys = [(c, "ascending") for c in ("method", "aspect", "context_id", "candidate_id")]
+    return rankings.take(pc.sort_indices(rankings, keys)).to_pylist()
+
+
 @pytest.fixture
 def streamed_spec(tmp_path, summeval_tables, monkeypatch):
     monkeypatch.setattr(rs, "CONTEXTS_PER_TASK", 2)  # several blocks, each scored by its own task
@@ -60,7 +67,7 @@ def whole_table(spec):
 
 def test_scores_added_up_over_blocks_are_the_whole_tables_scores(streamed_spec):
     spec = streamed_spec
-    assert len(rs.plan_blocks(read_inputs(spec).candidates)) >= 4
+    assert len(rs.plan_blocks(read_inputs(spec, texts=False).candidates)) >= 4
     result = run_job(spec, progress=quiet)
     assert result.requests == result.judged == COMPARISONS
     table = whole_table(spec)  # this run's judgments: the store holds nothing else
@@ -70,8 +77,9 @@ def test_scores_added_up_over_blocks_are_the_whole_tables_scores(streamed_spec):
     layout = RunLayout.of(spec.output, spec.name)
     report = json.loads(layout.report_json.read_text())
 
-    # per context, the same rows in the same order (soft scores sum in the order the rows were read)
-    assert rounded(layout.rankings.read_parquet().to_pylist()) == rounded(whole.rankings.to_pylist())
+    # the same rows (soft scores sum in the order the rows were read), block after block, each by context
+    written = layout.rankings.read_parquet()
+    assert rounded(in_order(written)) == rounded(in_order(whole.rankings))
     assert rounded(layout.position_bias.read_parquet().to_pylist()) == rounded(whole.bias.to_pylist())
     assert report["transitivity"] == whole.extra["transitivity"]
     assert report["transitivity"][0]["triads"] == CONTEXTS * math.comb(CANDIDATES, 3)
@@ -89,20 +97,20 @@ def test_scores_added_up_over_blocks_are_the_whole_tables_scores(streamed_spec):
     assert rounded(layout.winrates.read_parquet().to_pylist()) == rounded(rates.to_pylist()) != []
 
 
-def test_a_run_bigger_than_the_sample_fits_on_the_same_keys_every_time(streamed_spec, monkeypatch):
+def test_a_run_bigger_than_the_sample_fits_on_the_same_contexts_every_time(streamed_spec, monkeypatch):
     monkeypatch.setattr(ss, "FIT_ROWS", 60)
     spec = streamed_spec
     first = run_job(spec, progress=quiet).report
     share = 60 / COMPARISONS  # every ordered pair of the full matrix is asked
-    keys = whole_table(spec).column("key").to_pylist()
-    sample = sum(zlib.crc32(k.encode()) < int(share * 2**32) for k in keys)
-    assert 0 < sample < COMPARISONS
+    contexts = whole_table(spec).column("context_id").to_pylist()
+    sample = sum(zlib.crc32(c.encode()) < int(share * 2**32) for c in contexts)  # whole contexts
+    assert 0 < sample < COMPARISONS and sample % (CANDIDATES * (CANDIDATES - 1) * len(ASPECTS)) == 0
     assert first["fit_sample"] == {"sample": sample, "comparisons": COMPARISONS}
     length = first["judge_bias"]["length"]
     assert sum(r["n_decisive"] for r in length) > sum(r["n_fit"] for r in length)  # counts over all, fits a sample
     assert sum(r["n_fit"] for r in length) <= sample
     md = RunLayout.of(spec.output, spec.name).report_md.read_text()
-    assert f"uniform sample of {sample} of the {COMPARISONS} comparisons" in md
+    assert f"a sample of whole contexts, {sample} of the {COMPARISONS} comparisons" in md
     again = run_job(spec, progress=quiet)  # every comparison cached: no engine, the same sample
     assert (again.cached, again.judged) == (COMPARISONS, 0)
     assert again.report["fit_sample"] == first["fit_sample"]
