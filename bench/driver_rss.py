@@ -118,17 +118,9 @@ def run_case(case: dict) -> dict:
 
     import pyarrow as pa
 
+    from pairank.jobs import stages
     from pairank.jobs.spec import parse_spec
-    from pairank.jobs.stages import (
-        judge_static,
-        prepare_judging,
-        read_inputs,
-        report,
-        score,
-        scored_in_tasks,
-        utc_now,
-        win_rates,
-    )
+    from pairank.jobs.stages import judge_static, prepare_judging, read_inputs, report, score, utc_now, win_rates
     from pairank.storage.fs import Location
     from pairank.storage.layout import RunLayout
 
@@ -146,7 +138,7 @@ def run_case(case: dict) -> dict:
         private.start()
         started = time.perf_counter()
         layout = RunLayout.of(spec.output, spec.name)
-        inputs = read_inputs(spec, texts=case["arm"] != "stream" or not scored_in_tasks(spec))  # as run_job reads
+        inputs = read_inputs(spec, texts=case["arm"] != "stream" or not stages.scored_in_tasks(spec))  # as run_job
         setup = prepare_judging(spec, inputs.candidates, layout)
         out["peak_mib_inputs"], out["private_mib_inputs"] = peak_mib(), private.now()
         t = time.perf_counter()
