@@ -148,14 +148,14 @@ def read_blocks(folder, keep: pa.Array, groups: list[list[str]]):
     return (table.num_rows, *cut_blocks(table, groups))
 
 
-def put_blocks(candidates: pa.Table, folder=None, per_task: int | None = None) -> list:
+def put_blocks(candidates: pa.Table, folder=None) -> list:
     """Object refs of the planning blocks of ``candidates``. A table with the texts is cut here; a table of ids
     (:func:`pairank.storage.inputs.read_candidate_ids`) is cut by a task that reads the whole of ``folder``'s
     candidates (:func:`read_blocks`), so the driver never holds the texts. A bad input table raises here, as a
     driver-side read would (:class:`~pairank.storage.schemas.TableError` naming file, row and column)."""
     import ray
 
-    groups = plan_blocks(candidates, per_task)
+    groups = plan_blocks(candidates)
     if "text" in candidates.column_names:
         return [ray.put(b) for b in cut_blocks(candidates, groups)]  # the driver keeps no copy
     task = ray.remote(read_blocks).options(num_cpus=0, num_returns=1 + len(groups), max_retries=3)

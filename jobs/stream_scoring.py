@@ -97,8 +97,9 @@ def sampled(table: pa.Table, share: float) -> pa.Table:
     if share >= 1.0:
         return table
     cut = int(share * 2**32)
-    keep = [zlib.crc32(c.encode("utf-8")) < cut for c in table.column("context_id").to_pylist()]
-    return table.filter(pa.array(keep, pa.bool_()))
+    contexts = pc.unique(table.column("context_id")).to_pylist()  # each context hashed once, not once a row
+    chosen = pa.array([c for c in contexts if zlib.crc32(c.encode("utf-8")) < cut], pa.string())
+    return table.filter(pc.is_in(table.column("context_id"), chosen))
 
 
 def with_system(judgments: pa.Table, candidates: pa.Table, system: str | None) -> pa.Table:

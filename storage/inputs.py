@@ -21,17 +21,21 @@ from pairank.storage.schemas import (
     PAIRWISE_LABELS,
     TableError,
     check_one_score,
-    conform,
-    first_null,
     validate,
 )
 
 
-def read_candidates(folder: Location) -> pa.Table:
-    """The folder's candidates; a missing table says how to make one."""
+def candidates_file(folder: Location) -> Location:
+    """``<folder>/candidates.parquet``; a missing table says how to make one."""
     cand = folder.join("candidates.parquet")
     if not cand.exists():
         raise FileNotFoundError(f"{cand.uri}: no candidates table (import a data set with `pairank import`)")
+    return cand
+
+
+def read_candidates(folder: Location) -> pa.Table:
+    """The folder's candidates, validated (:func:`candidates_file`)."""
+    cand = candidates_file(folder)
     return validate(cand.read_parquet(), CANDIDATES, cand.uri)
 
 
@@ -43,16 +47,9 @@ def read_candidate_ids(folder: Location) -> pa.Table:
     """The folder's candidates without their texts: the :data:`ID_COLUMNS`, read by column projection (the texts'
     pages are never fetched). For a driver whose tasks read the whole table (:func:`read_candidates`, which
     validates all of it) and cut it into blocks (:mod:`pairank.jobs.request_stream`)."""
-    cand = folder.join("candidates.parquet")
-    if not cand.exists():
-        raise FileNotFoundError(f"{cand.uri}: no candidates table (import a data set with `pairank import`)")
-    ids = cand.read_columns(list(ID_COLUMNS))
+    cand = candidates_file(folder)
     schema = pa.schema([CANDIDATES.field(c) for c in ID_COLUMNS])
-    ids = conform(ids, schema, cand.uri)
-    hit = first_null(ids, schema)
-    if hit is not None:
-        raise TableError(cand.uri, hit[0], hit[1], "a value", "null")
-    return ids
+    return validate(cand.read_columns(list(ID_COLUMNS)), schema, cand.uri)  # their columns and types, no nulls
 
 
 def read_optional(folder: Location, name: str, schema: pa.Schema) -> pa.Table:

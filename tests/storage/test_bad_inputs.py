@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from pairank.storage.fs import Location
-from pairank.storage.inputs import read_candidates, read_human_scores
+from pairank.storage.inputs import read_candidate_ids, read_candidates, read_human_scores
 from pairank.storage.schemas import TableError
 from tests.helpers import ROOT
 
@@ -56,6 +56,22 @@ def test_an_empty_candidates_table_is_refused(tmp_path):
     uri = write(tmp_path, "candidates.parquet", candidates().slice(0, 0))
     err = refused(read_candidates, Location.of(str(tmp_path)))
     assert err.source == uri and "at least one candidate" in str(err)
+
+
+def test_the_ids_a_driver_reads_are_checked_naming_file_row_and_column(tmp_path):
+    """A run scored in tasks reads the id columns only (its task validates the rest): a null id or a missing id
+    column is refused there, with the message a whole-table read gives."""
+    folder = Location.of(str(tmp_path))
+    uri = write(tmp_path, "candidates.parquet", candidates(candidate_id=["a", None, "c", "d"]))
+    err = refused(read_candidate_ids, folder)
+    assert str(err) == f"column `candidate_id` in {uri} row 1: expected a value, found null"
+    assert str(err) == str(refused(read_candidates, folder))
+    write(tmp_path, "candidates.parquet", candidates().drop_columns(["system"]))
+    err = refused(read_candidate_ids, folder)
+    assert (err.source, err.column) == (uri, "system") and "missing ['system']" in str(err)
+    write(tmp_path, "candidates.parquet", candidates(system=[1, 2, 1, 2]))
+    err = refused(read_candidate_ids, folder)
+    assert (err.source, err.column) == (uri, "system") and "int64" in str(err)
 
 
 def test_conflicting_duplicate_human_scores_are_refused_and_equal_ones_kept(tmp_path):
