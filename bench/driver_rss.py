@@ -1,7 +1,7 @@
 """Benchmark (SIMULATED judge): the driver's peak memory on a static full-matrix run, by size.
 
 Issue 13 item 4: requests (pairs, keys, rendered prompts) are made in Ray Data tasks
-and stream into the judge pool (:mod:`pairank.jobs.request_stream`), so the driver
+and stream into the judge pool (:mod:`pairank.jobs.pipeline.static_stream`), so the driver
 does not hold the request table. This script measures what the driver process holds.
 
 Each case runs in a fresh child process on a synthetic input of ``contexts`` x 16
@@ -98,9 +98,9 @@ def judge_on_driver(spec, inputs, setup, progress):
     """The former static path: every key and the rendered request table on the driver, then the pool."""
     import pyarrow as pa
 
-    from pairank.jobs.passes import error_count
-    from pairank.jobs.requests import scheduled_requests
-    from pairank.jobs.stages import Counts, Judged, PoolRecord, judge_pool
+    from pairank.jobs.pipeline.passes import error_count
+    from pairank.jobs.pipeline.requests import scheduled_requests
+    from pairank.jobs.pipeline.steps import Counts, Judged, PoolRecord, judge_pool
 
     wanted = scheduled_requests(setup.maker, inputs.candidates, spec.aspects, spec.scheduler)
     answered = setup.cache.answered(aspects=spec.aspects, contexts=list(setup.maker.context), keys=wanted)
@@ -119,8 +119,8 @@ def run_case(case: dict) -> dict:
     import pyarrow as pa
 
     from pairank.jobs import stages
-    from pairank.jobs.spec import parse_spec
-    from pairank.jobs.stages import judge_static, prepare_judging, read_inputs, report, score, utc_now, win_rates
+    from pairank.jobs.specs.job import parse_spec
+    from pairank.jobs.pipeline.steps import judge_static, prepare_judging, read_inputs, report, score, utc_now, win_rates
     from pairank.storage.fs import Location
     from pairank.storage.layout import RunLayout
 

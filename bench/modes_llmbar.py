@@ -51,7 +51,7 @@ def main() -> None:
     import yaml
 
     from pairank.jobs.run import run_job
-    from pairank.jobs.spec import parse_spec
+    from pairank.jobs.specs.job import parse_spec
     from pairank.operators.meta_eval import meta_eval
     from pairank.storage.cache import JudgmentCache
     from pairank.storage.importers import run_import

@@ -43,7 +43,7 @@ def main() -> None:
 
     from pairank.jobs.nightly import run_nightly
     from pairank.jobs.run import run_job
-    from pairank.jobs.spec import parse_spec
+    from pairank.jobs.specs.job import parse_spec
     from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
     from pairank.storage.layout import RunLayout

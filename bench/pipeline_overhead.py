@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
 NAME = "pipeline_overhead"
-#: The pool's progress line (jobs/passes.py: CacheWriter), one per flushed part; the total is "?" while a stream
+#: The pool's progress line (jobs/pipeline/passes.py: CacheWriter), one per flushed part; the total is "?" while a stream
 #: made in Ray Data tasks is still being planned.
 PROGRESS = re.compile(r"^[\w-]+: (\d+)/(\d+|\?) \(")
 TARGET = 0.9
@@ -66,7 +66,7 @@ TARGET = 0.9
 
 # ---------------------------------------------------------------- the spec and the requests
 def job_spec(output: str, args):
-    from pairank.jobs.spec import load_spec
+    from pairank.jobs.specs.job import load_spec
 
     overrides = [
         f"name=bench-{args.tag or 'pipeline'}",
@@ -83,8 +83,8 @@ def job_spec(output: str, args):
 
 def job_requests(spec):
     """The requests run_job builds for this spec (same code path, same order)."""
-    from pairank.jobs.requests import scheduled_requests
-    from pairank.jobs.stages import prepare_judging, read_inputs
+    from pairank.jobs.pipeline.requests import scheduled_requests
+    from pairank.jobs.pipeline.steps import prepare_judging, read_inputs
     from pairank.storage.layout import RunLayout
 
     inputs = read_inputs(spec)

@@ -120,7 +120,7 @@ def _judge_arm(judge, rows: list[dict], batch_size: int) -> dict:
 def worker(args) -> dict:
     """One scenario in this process: one engine, warm-up, then the rounds."""
     C.quiet_engine_logs()
-    from pairank.jobs.spec import VllmJudgeSpec
+    from pairank.jobs.specs.job import VllmJudgeSpec
     from pairank.operators.judges import make_judge
     from pairank.operators.judges.models import prepare_default_model
 

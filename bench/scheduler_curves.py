@@ -193,7 +193,7 @@ def arms(args) -> list[dict]:
 
 
 def spec_for(data: Path, output: str, scheduler: dict, args, name: str):
-    from pairank.jobs.spec import load_spec, parse_spec
+    from pairank.jobs.specs.job import load_spec, parse_spec
 
     d = load_spec(CONFIG).model_dump(mode="json", exclude_unset=True)  # what the file sets; defaults apply again
     d.update(
@@ -283,7 +283,7 @@ def spread(values: list) -> dict:
 
 def summarise(arm: dict, runs: list[dict], aspects: list[str], n_contexts: int, reference: dict) -> list[dict]:
     """One row per (method, aspect): comparisons and Spearman, mean and SE across seeds."""
-    from pairank.jobs.driver import method_name
+    from pairank.jobs.pipeline.driver import method_name
     from pairank.jobs.schedulers import parse_scheduler
 
     rows = []

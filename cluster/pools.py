@@ -28,7 +28,7 @@ node's CPUs, and a forwarder that waited for a CPU would wait for ever.
 
 The pool knows nothing of judges: it receives what to run as a factory (a
 picklable callable that builds, in the actor, an object with ``run(stage, batch)``
-and ``info()``; :func:`pairank.jobs.stages.judge_factory`), where to run it as
+and ``info()``; :func:`pairank.jobs.pipeline.steps.judge_factory`), where to run it as
 :class:`PoolResources`, and what to answer for requests no engine could judge
 (``on_failure``).
 

@@ -13,8 +13,8 @@ For each aspect and context the night then
    new outputs are binary-inserted among its sorted anchors (at most
    ``ceil(log2(n + 1))`` probes each, both orders when ``scheduler.symmetric``);
    an unchanged context asks nothing;
-3. runs them in lockstep rounds on one warm judge pool (:class:`pairank.jobs.driver.Driver`,
-   through the same stages as any run, :mod:`pairank.jobs.stages`).
+3. runs them in lockstep rounds on one warm judge pool (:class:`pairank.jobs.pipeline.driver.Driver`,
+   through the same stages as any run, :mod:`pairank.jobs.pipeline.steps`).
    Every request is keyed (judge model, revision, prompt hash, sampling settings,
    both texts), so a comparison in the judgment cache is never paid again;
 4. writes the night under a fresh attempt folder (input snapshot, state,
@@ -43,12 +43,12 @@ from dataclasses import asdict, dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pairank.jobs.driver import Task
-from pairank.jobs.publish import RunInfo, compute_leaderboard, write_leaderboard
-from pairank.jobs.requests import RequestMaker, contexts_of
+from pairank.jobs.pipeline.driver import Task
+from pairank.jobs.leaderboard import RunInfo, compute_leaderboard, write_leaderboard
+from pairank.jobs.pipeline.requests import RequestMaker, contexts_of
 from pairank.jobs.schedulers import AnchorInsertion
-from pairank.jobs.spec import JobSpec
-from pairank.jobs.stages import (
+from pairank.jobs.specs.job import JobSpec
+from pairank.jobs.pipeline.steps import (
     Inputs,
     Judged,
     judge_adaptive,

@@ -39,7 +39,7 @@ from scipy.stats import rankdata
 
 from pairank.jobs.schedulers import ADAPTIVE, rng, run_lockstep
 from pairank.jobs.schedulers.static import SCHEDULERS
-from pairank.jobs.spec import SimulatedJudgeSpec
+from pairank.jobs.specs.job import SimulatedJudgeSpec
 from pairank.operators.judges.simulated import model_of, simulate_matrices
 from pairank.operators.scores import win_ratios
 

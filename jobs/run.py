@@ -14,7 +14,7 @@ A run holds the lease of its name under the root while it goes
 (:mod:`pairank.storage.lease`): a second run of that name is refused, not paid twice.
 A run that fails after it started judging says so in its manifest (``state: failed``).
 
-Each step is a stage of :mod:`pairank.jobs.stages`; a nightly job
+Each step is a stage of :mod:`pairank.jobs.pipeline.steps`; a nightly job
 (:mod:`pairank.jobs.nightly`) is made of the same stages.
 """
 
@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pairank.jobs.nightly import NightlyResult, run_nightly
-from pairank.jobs.spec import JobSpec, load_spec
-from pairank.jobs.stages import (
+from pairank.jobs.specs.job import JobSpec, load_spec
+from pairank.jobs.pipeline.steps import (
     judge_adaptive,
     judge_static,
     prepare_judging,
@@ -104,7 +104,7 @@ def mark_failed(layout: RunLayout, manifest: dict, exc: BaseException) -> None:
 def run(
     spec: JobSpec | str | Path, overrides: list[str] = (), progress: Callable[[str], None] = log.info
 ) -> RunResult | NightlyResult:
-    """Run a job: a :class:`~pairank.jobs.spec.JobSpec`, or a YAML spec file with ``--set``-style ``overrides``.
+    """Run a job: a :class:`~pairank.jobs.specs.job.JobSpec`, or a YAML spec file with ``--set``-style ``overrides``.
 
     A spec with a ``nightly`` section runs one night (:func:`pairank.jobs.nightly.run_nightly`) and
     returns its :class:`~pairank.jobs.nightly.NightlyResult`.

@@ -50,10 +50,10 @@ __version__ = "0.1.0"
 
 #: public name -> (module, attribute)
 _API = {
-    "load_spec": ("pairank.jobs.spec", "load_spec"),
-    "parse_spec": ("pairank.jobs.spec", "parse_spec"),
-    "JobSpec": ("pairank.jobs.spec", "JobSpec"),
-    "SpecError": ("pairank.jobs.spec", "SpecError"),
+    "load_spec": ("pairank.jobs.specs.job", "load_spec"),
+    "parse_spec": ("pairank.jobs.specs.job", "parse_spec"),
+    "JobSpec": ("pairank.jobs.specs.job", "JobSpec"),
+    "SpecError": ("pairank.jobs.specs.job", "SpecError"),
     "run": ("pairank.jobs.run", "run"),
     "RunResult": ("pairank.jobs.run", "RunResult"),
     "Judge": ("pairank.operators.judges.base", "Judge"),

@@ -110,7 +110,7 @@ def run_and_kill(spec: dict, tmp_path: Path, victim, first_part_s: float = 400, 
     path.write_text(yaml.safe_dump(spec))
     log_path = tmp_path / "run.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "pairank.jobs.cli", "run", str(path)], cwd=ROOT, stdout=log,
+        proc = subprocess.Popen([sys.executable, "-m", "pairank.jobs.cli.main", "run", str(path)], cwd=ROOT, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         parts = Path(spec["output"]) / "tables" / "judgments"
         try:
@@ -164,7 +164,7 @@ def write_input(folder: Path, tables, contexts: int, per_context: int):
     """An input folder with the first ``contexts`` articles x ``per_context`` summaries and their human scores."""
     import pyarrow.compute as pc
 
-    from pairank.jobs.requests import subset
+    from pairank.jobs.pipeline.requests import subset
 
     candidates, human = tables
     small = subset(candidates, contexts, per_context)

@@ -7,7 +7,7 @@ import argparse
 import re
 from pathlib import Path
 
-from pairank.jobs.cli import parser
+from pairank.jobs.cli.main import parser
 from tests.helpers import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

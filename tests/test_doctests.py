@@ -1,7 +1,7 @@
 """Every docstring example of the installed ``pairank`` package, run as a test.
 
 pytest's ``--doctest-modules`` would import the checkout's folders under their
-folder names (``jobs.spec``), a second copy of each module beside ``pairank.jobs.spec``;
+folder names (``jobs.spec``), a second copy of each module beside ``pairank.jobs.specs.job``;
 this collects the examples from the modules as the package imports them.
 """
 
@@ -45,7 +45,7 @@ EXAMPLES = _examples()
 
 def test_every_subpackage_module_is_walked():
     names = _modules()
-    for module in ("pairank.jobs.spec", "pairank.operators.scores", "pairank.storage.schemas", "pairank.cluster.submit"):
+    for module in ("pairank.jobs.specs.job", "pairank.operators.scores", "pairank.storage.schemas", "pairank.cluster.ray_jobs"):
         assert module in names
     assert len(EXAMPLES) > 50, EXAMPLES
 

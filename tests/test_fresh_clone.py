@@ -29,7 +29,7 @@ def clone(tmp_path_factory) -> Path:
 
 
 def test_the_demo_runs_in_a_clone_with_nothing_beside_it(clone, default_model):
-    run = subprocess.run([sys.executable, "-m", "pairank.jobs.cli", "run", "configs/demo.yaml"], cwd=clone,
+    run = subprocess.run([sys.executable, "-m", "pairank.jobs.cli.main", "run", "configs/demo.yaml"], cwd=clone,
                          capture_output=True, text=True, timeout=900, env=dict(os.environ))  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     report = clone / "runs" / "store" / "runs" / "demo" / "report.md"

@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.helpers import ROOT
 
 PACKAGES = ("jobs", "operators", "cluster", "storage")
-PAIRANK = [sys.executable, "-m", "pairank.jobs.cli"]
+PAIRANK = [sys.executable, "-m", "pairank.jobs.cli.main"]
 
 
 def test_no_other_distribution_provides_the_pairank_import_name():

@@ -23,7 +23,7 @@ def test_the_shipped_tables_equal_a_fresh_import(name, source, shared_data, tmp_
 def test_the_shipped_data_is_small_and_every_spec_reads_it():
     size = sum(p.stat().st_size for p in SHIPPED_DATA.rglob("*") if p.is_file())
     assert size < 1_000_000, size  # the README says 608 KB
-    from pairank.jobs.spec import load_spec
+    from pairank.jobs.specs.job import load_spec
     from pairank.storage.inputs import read_candidates
 
     for spec_file in ("demo", "pairs_beam", "simulated", "winrate", "modes"):

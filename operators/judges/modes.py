@@ -2,7 +2,7 @@
 
 A mode is a sequence of stages (see ``JudgingSpec.passes``); each stage is its
 own Ray Data stream through the same warm pool (:mod:`pairank.cluster.pools`), and the
-driver (:mod:`pairank.jobs.passes`) decides what each stage is asked. On the actor,
+driver (:mod:`pairank.jobs.pipeline.passes`) decides what each stage is asked. On the actor,
 :class:`ModeRunner` turns a batch of one stage into rows:
 
 * ``pairwise`` (REQUESTS -> JUDGMENTS): the verdict of each rendered prompt, read
@@ -90,7 +90,7 @@ def judging_settings(judging) -> dict:
 def judging_identity(engine: dict, judging) -> dict:
     """The identity of the verdicts: the engine's, plus the mode and its settings (logprob adds nothing).
 
-    >>> from pairank.jobs.spec import JudgingSpec
+    >>> from pairank.jobs.specs.job import JudgingSpec
     >>> judging_identity({"engine": "e", "sampling": {"t": 0}}, JudgingSpec())
     {'engine': 'e', 'sampling': {'t': 0}}
     >>> judging_identity({"engine": "e", "sampling": {}}, JudgingSpec(mode="pointwise"))["sampling"]["mode"]

@@ -154,7 +154,7 @@ def simulated_p_a(q_a, q_b, *, scale, noise, position_bias, intransitivity, phas
 
 
 def model_of(spec) -> dict:
-    """The model's coefficients from a :class:`pairank.jobs.spec.SimulatedJudgeSpec`."""
+    """The model's coefficients from a :class:`pairank.jobs.specs.job.SimulatedJudgeSpec`."""
     return {k: float(getattr(spec, k)) for k in ("scale", "noise", "position_bias", "intransitivity")}
 
 

@@ -82,7 +82,7 @@ CPU_ASYNC_ENGINE = False
 def uses_async_engine(spec, num_gpus: float) -> bool:
     """Whether a vLLM judge of ``spec`` runs vLLM's async engine on an actor that reserves ``num_gpus``.
 
-    >>> from pairank.jobs.spec import VllmJudgeSpec
+    >>> from pairank.jobs.specs.job import VllmJudgeSpec
     >>> uses_async_engine(VllmJudgeSpec(), num_gpus=1), uses_async_engine(VllmJudgeSpec(async_engine=False), 1)
     (True, False)
     """

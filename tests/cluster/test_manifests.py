@@ -8,7 +8,7 @@ import re
 
 import yaml
 
-from pairank.jobs.spec import parse_spec
+from pairank.jobs.specs.job import parse_spec
 from tests.helpers import ROOT
 
 RAYJOB = ROOT / "cluster" / "kuberay-rayjob.yaml"

@@ -15,8 +15,8 @@ import pytest
 
 from pairank.cluster.pools import PoolMonitor
 from pairank.jobs.run import run_job
-from pairank.jobs.spec import parse_spec
-from pairank.jobs.stages import PoolRecord, judge_pool
+from pairank.jobs.specs.job import parse_spec
+from pairank.jobs.pipeline.steps import PoolRecord, judge_pool
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from tests.helpers import spec_for, write_input
@@ -150,8 +150,8 @@ def test_a_served_range_pool_is_a_serve_deployment_that_autoscales_between_its_e
     from ray import serve
     from ray.serve.context import _get_global_client
 
-    from pairank.cluster.serving import stop
-    from pairank.jobs.online import start_server, token_digest
+    from pairank.cluster.deployments import stop
+    from pairank.jobs.serve import start_server, token_digest
     from tests.helpers import TOKEN, compare_body, free_port, request, spec_dict
 
     folder = write_input(tmp_path / "input", summeval_tables, 2, 3)

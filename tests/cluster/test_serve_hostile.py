@@ -26,8 +26,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairank.jobs.online import MAX_BODY, MAX_DEPTH, json_depth, start_server, token_digest
-from pairank.jobs.spec import parse_spec
+from pairank.jobs.serve import MAX_BODY, MAX_DEPTH, json_depth, start_server, token_digest
+from pairank.jobs.specs.job import parse_spec
 from tests.helpers import ROOT, TOKEN, compare_body, free_port, request, spec_dict, write_input
 
 GIB = 1 << 30
@@ -37,7 +37,7 @@ MIB = 1 << 20
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, summeval_tables, ray_local):
     """The app on 127.0.0.1:<free port> with a bearer token, the SIMULATED judge, a local storage root."""
-    from pairank.cluster.serving import stop
+    from pairank.cluster.deployments import stop
 
     tmp = tmp_path_factory.mktemp("hostile")
     folder = write_input(tmp / "input", summeval_tables, 2, 3)
@@ -126,7 +126,7 @@ def test_the_token_reaches_no_process_the_server_starts(tmp_path, summeval_table
     env = {**os.environ, name: token, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pairank.jobs.cli", "serve", str(path), "--port", str(port), "--token-env", name],
+            [sys.executable, "-m", "pairank.jobs.cli.main", "serve", str(path), "--port", str(port), "--token-env", name],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     try:

@@ -13,11 +13,11 @@ from http.server import BaseHTTPRequestHandler
 import pyarrow as pa
 import pytest
 
-from pairank.cluster.serving import stop
-from pairank.jobs.online import start_server
-from pairank.jobs.requests import RequestMaker
-from pairank.jobs.spec import parse_spec
-from pairank.jobs.stages import mode_prompts
+from pairank.cluster.deployments import stop
+from pairank.jobs.serve import start_server
+from pairank.jobs.pipeline.requests import RequestMaker
+from pairank.jobs.specs.job import parse_spec
+from pairank.jobs.pipeline.steps import mode_prompts
 from pairank.operators.judges import judge_identity
 from pairank.operators.judges.modes import judging_identity
 from tests.helpers import (
@@ -103,7 +103,7 @@ def test_generating_modes_online(tmp_path, ray_local, endpoint, judging, p_a, la
 @pytest.mark.engine
 def test_the_cpu_vllm_judge_online(tmp_path, ray_local, default_model):
     """The real engine in a Serve replica: started on the replica's judge thread, no PyMC/llvmlite loaded."""
-    from pairank.cluster.serving import judge_info
+    from pairank.cluster.deployments import judge_info
 
     output = str(tmp_path / "store")
     spec = parse_spec(

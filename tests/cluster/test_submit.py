@@ -22,7 +22,7 @@ import yaml
 
 from tests.helpers import ROOT, stop_process, write_input
 
-PAIRANK = [sys.executable, "-m", "pairank.jobs.cli"]
+PAIRANK = [sys.executable, "-m", "pairank.jobs.cli.main"]
 SECRET = "pairank-test-secret-value-0f9e"
 
 
@@ -102,7 +102,7 @@ def ray_head():
         RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
         RAY_USAGE_STATS_ENABLED="0",
         RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0",  # on SIGTERM, stop at once instead of draining the node
-        # the job's entrypoint (python3 -m pairank.jobs.cli ...) finds this venv's interpreter
+        # the job's entrypoint (python3 -m pairank.jobs.cli.main ...) finds this venv's interpreter
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     )
     log = open(temp / "ray-start.log", "wb")
@@ -154,13 +154,13 @@ def assert_outputs(store: Path, name: str) -> None:
 
 
 def test_a_spec_in_the_checkout_runs_from_its_own_path_with_the_overrides_on_the_command_line():
-    from pairank.cluster.submit import EXCLUDES, staged_package
-    from pairank.jobs.submission import prepare
+    from pairank.cluster.ray_jobs import EXCLUDES, staged_package
+    from pairank.jobs.submit import prepare
 
     sub = prepare("configs/demo.yaml", ["output=s3://bucket/pairank", "scheduler.name=pairs_greedy"], environ={})
     assert sub.working_dir == ROOT and sub.staged is None and sub.env_vars == {}
     assert sub.entrypoint == (
-        "python3 -m pairank.jobs.cli run configs/demo.yaml --set output=s3://bucket/pairank --set scheduler.name=pairs_greedy "
+        "python3 -m pairank.jobs.cli.main run configs/demo.yaml --set output=s3://bucket/pairank --set scheduler.name=pairs_greedy "
         "--set cluster.address=auto"
     )
     assert sub.runtime_env() == {"working_dir": str(ROOT), "excludes": list(EXCLUDES)}
@@ -173,14 +173,14 @@ def test_a_spec_in_the_checkout_runs_from_its_own_path_with_the_overrides_on_the
 
 
 def test_a_spec_from_elsewhere_is_uploaded_as_a_validated_copy_that_finds_the_checkouts_prompts(tmp_path):
-    from pairank.cluster.submit import staged_upload
-    from pairank.jobs.spec import load_spec
-    from pairank.jobs.submission import prepare
+    from pairank.cluster.ray_jobs import staged_upload
+    from pairank.jobs.specs.job import load_spec
+    from pairank.jobs.submit import prepare
 
     spec = simulated_spec(tmp_path, tmp_path / "input", "copied")
     environ = {"AWS_SECRET_ACCESS_KEY": SECRET, "AWS_PROFILE": "laptop", "HOME": "/home/x", "EXTRA": "1"}
     sub = prepare(str(spec), ["subset.contexts=2"], extra_env=["EXTRA"], environ=environ)
-    assert sub.entrypoint == "python3 -m pairank.jobs.cli run .pairank-submit/copied.yaml --set cluster.address=auto"
+    assert sub.entrypoint == "python3 -m pairank.jobs.cli.main run .pairank-submit/copied.yaml --set cluster.address=auto"
     assert sub.env_vars == {"AWS_SECRET_ACCESS_KEY": SECRET, "EXTRA": "1"}
     path, text = sub.staged
     copy = yaml.safe_load(text)
@@ -292,7 +292,7 @@ def test_the_demo_spec_runs_on_the_cluster_with_the_cpu_judge(ray_head, tmp_path
     job_id = out.stdout.splitlines()[0]
     assert str(store / "runs" / "demo" / "report.md") in out.stdout
     assert_outputs(store, "demo")
-    assert "entrypoint: python3 -m pairank.jobs.cli run configs/demo.yaml --set input=" in out.stderr
+    assert "entrypoint: python3 -m pairank.jobs.cli.main run configs/demo.yaml --set input=" in out.stderr
     assert pairank("status", job_id, "--address", ray_head).stdout.splitlines()[0] == "SUCCEEDED"
 
 

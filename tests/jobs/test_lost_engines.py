@@ -26,9 +26,9 @@ import pytest
 import yaml
 
 from pairank.jobs.nightly import run_nightly
-from pairank.jobs.passes import judge_into_cache
+from pairank.jobs.pipeline.passes import judge_into_cache
 from pairank.jobs.run import run_job
-from pairank.jobs.spec import parse_spec
+from pairank.jobs.specs.job import parse_spec
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.commits import CommitLog, NightlyLayout
 from pairank.storage.fs import Location
@@ -124,7 +124,7 @@ def test_a_comparison_that_kills_its_engine_every_time_is_an_error_row_and_the_j
     spec.write_text(yaml.safe_dump(data))
     started = time.monotonic()
     run = subprocess.run(
-        [sys.executable, "-m", "pairank.jobs.cli", "run", str(spec)], capture_output=True, text=True, timeout=600,
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec)], capture_output=True, text=True, timeout=600,
         cwd=ROOT,
     )  # fmt: skip
     assert run.returncode == 3, run.stderr[-3000:]

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from pairank.jobs.requests import subset
+from pairank.jobs.pipeline.requests import subset
 from pairank.jobs.run import run_job
-from pairank.jobs.spec import parse_spec
+from pairank.jobs.specs.job import parse_spec
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.keys import sampling_mode

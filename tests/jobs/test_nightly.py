@@ -14,9 +14,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from pairank.jobs.cli import main
+from pairank.jobs.cli.main import main
 from pairank.jobs.nightly import NightlyError, run_nightly
-from pairank.jobs.spec import SpecError, parse_spec
+from pairank.jobs.specs.job import SpecError, parse_spec
 from pairank.operators.leaderboard import OVERALL
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.commits import CommitConflict, CommitLog, NightlyLayout
@@ -240,7 +240,7 @@ def test_nightly_spec_rules(tmp_path):
 
 def test_a_dated_night_label_from_yaml_or_set_is_a_string(tmp_path):
     """YAML reads 2026-11-21 as a date; the label stays the text the user wrote."""
-    from pairank.jobs.spec import load_spec
+    from pairank.jobs.specs.job import load_spec
 
     path = tmp_path / "nightly.yaml"
     path.write_text(json.dumps(nightly_spec(tmp_path, tmp_path, None)).replace('"night": null', '"night": "x"'))
@@ -250,7 +250,7 @@ def test_a_dated_night_label_from_yaml_or_set_is_a_string(tmp_path):
 
 
 def test_the_shipped_nightly_config_loads():
-    from pairank.jobs.spec import load_spec
+    from pairank.jobs.specs.job import load_spec
 
     spec = load_spec(ROOT / "configs/nightly.yaml")
     assert spec.nightly is not None and spec.scheduler.name == "pairs_anchors"

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pytest
 
 from pairank.jobs.nightly import run_nightly
-from pairank.jobs.spec import parse_spec
+from pairank.jobs.specs.job import parse_spec
 from pairank.operators.leaderboard import OVERALL
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location

@@ -9,10 +9,10 @@ import pyarrow as pa
 import pytest
 
 from pairank.jobs import schedulers as adaptive
-from pairank.jobs.cli import main
+from pairank.jobs.cli.main import main
 from pairank.jobs.plan import Point, measure_judge, plan, smallest_budget
 from pairank.jobs.schedulers.static import SCHEDULERS
-from pairank.jobs.spec import SimulatedJudgeSpec
+from pairank.jobs.specs.job import SimulatedJudgeSpec
 from pairank.operators.judges.simulated import SimulatedJudge
 from pairank.storage.fs import Location
 

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from pairank.jobs.run import run_job
-from pairank.jobs.spec import parse_spec
+from pairank.jobs.specs.job import parse_spec
 from pairank.storage.cache import JudgmentCache
 from tests.helpers import spec_for, write_input
 

@@ -20,7 +20,7 @@ from pairank.storage.fs import Location
 from tests.helpers import CPU_ENGINE_ENV, ROOT, write_input
 
 pytestmark = [pytest.mark.engine, pytest.mark.s3]
-PAIRANK = [sys.executable, "-m", "pairank.jobs.cli"]
+PAIRANK = [sys.executable, "-m", "pairank.jobs.cli.main"]
 TOTAL = 3 * (4 * 3) * 2  # contexts x ordered pairs of 4 candidates x aspects
 
 

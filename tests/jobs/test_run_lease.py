@@ -16,7 +16,7 @@ from collections import Counter
 
 import yaml
 
-from pairank.jobs.cli import main
+from pairank.jobs.cli.main import main
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from tests.helpers import ROOT, spec_for, write_input
@@ -33,13 +33,13 @@ def spec_file(tmp_path, name: str, folder: Location, out, **over) -> str:
 
 def start(spec: str) -> subprocess.Popen:
     env = {**os.environ, "PAIRANK_LEASE_TTL_S": TTL_S}
-    return subprocess.Popen([sys.executable, "-m", "pairank.jobs.cli", "run", spec], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "pairank.jobs.cli.main", "run", spec], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
 
 
 def run(spec: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PAIRANK_LEASE_TTL_S": TTL_S}
-    return subprocess.run([sys.executable, "-m", "pairank.jobs.cli", "run", spec], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "pairank.jobs.cli.main", "run", spec], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)  # fmt: skip
 
 

@@ -18,7 +18,7 @@ import psutil
 import pytest
 import yaml
 
-from pairank.jobs.cli import EXIT_CODES, main
+from pairank.jobs.cli.main import EXIT_CODES, main
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location, StorageError, StorageUnavailable, with_retries
 from tests.helpers import ROOT, S3_PORT, spec_for, write_input
@@ -35,7 +35,7 @@ def weed_process() -> psutil.Process:
 
 
 def cli(args: list[str], env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pairank.jobs.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "pairank.jobs.cli.main", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})  # fmt: skip
 
 

@@ -13,9 +13,9 @@ from http.server import BaseHTTPRequestHandler
 import pyarrow as pa
 import pytest
 
-from pairank.jobs.publish import build_leaderboard
+from pairank.jobs.leaderboard import build_leaderboard
 from pairank.jobs.run import run_job
-from pairank.jobs.spec import parse_spec
+from pairank.jobs.specs.job import parse_spec
 from pairank.operators.verdicts import LEVELS
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location

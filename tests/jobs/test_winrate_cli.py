@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 
-from pairank.jobs.cli import main
+from pairank.jobs.cli.main import main
 from pairank.storage.fs import Location
 from pairank.storage.importers.llmbar import attribute_generators
 from pairank.storage.schemas import WINRATES, validate

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pairank.jobs.run import run_job
-from pairank.jobs.spec import SpecError, parse_spec
+from pairank.jobs.specs.job import SpecError, parse_spec
 from pairank.storage.schemas import WINRATE_JUDGES, WINRATES, validate
 from tests.helpers import ROOT, write_input
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from scipy.special import expit
 
-from pairank.jobs.spec import SimulatedJudgeSpec
+from pairank.jobs.specs.job import SimulatedJudgeSpec
 from pairank.operators.judge_bias import (
     judge_bias,
     length_preference,

@@ -13,7 +13,7 @@ import threading
 import pyarrow as pa
 import pytest
 
-from pairank.jobs.spec import HttpJudgeSpec, JudgingSpec, ReplayJudgeSpec, VllmJudgeSpec
+from pairank.jobs.specs.job import HttpJudgeSpec, JudgingSpec, ReplayJudgeSpec, VllmJudgeSpec
 from pairank.operators.judges import judge_identity, make_judge
 from pairank.operators.judges.base import GenerateParams, p_a_from_logprobs
 from pairank.operators.judges.modes import ModeRunner, score_options

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairank.jobs.spec import JudgingSpec, SpecError, parse_spec
+from pairank.jobs.specs.job import JudgingSpec, SpecError, parse_spec
 from pairank.operators.judges.base import Generated, GeneratingJudge
 from pairank.operators.judges.modes import (
     ModeRunner,

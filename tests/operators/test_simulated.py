@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairank.jobs.spec import SimulatedJudgeSpec
+from pairank.jobs.specs.job import SimulatedJudgeSpec
 from pairank.operators.judges import judge_identity, make_judge
 from pairank.operators.judges.simulated import (
     SimulatedJudge,

@@ -88,7 +88,7 @@ def test_the_report_section_per_aspect():
 def test_pairank_winrate_prints_and_writes_the_style_control(tmp_path, capsys):
     import json
 
-    from pairank.jobs.cli import main
+    from pairank.jobs.cli.main import main
     from pairank.storage.fs import Location
     from pairank.storage.schemas import CANDIDATES, JUDGMENTS
 

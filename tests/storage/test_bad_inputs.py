@@ -91,7 +91,7 @@ def test_a_run_name_that_is_not_one_safe_path_segment_exits_2(tmp_path, name):
                 prompts=str(ROOT / "configs/prompts/summarization"))  # fmt: skip
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(spec))
-    out = subprocess.run([sys.executable, "-m", "pairank.jobs.cli", "run", str(path)], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "pairank.jobs.cli.main", "run", str(path)], capture_output=True,
                          text=True, timeout=120)  # fmt: skip
     assert out.returncode == 2, out.stderr
     assert str(path) in out.stderr and "name:" in out.stderr and "one path segment" in out.stderr
@@ -101,7 +101,7 @@ def test_a_run_name_that_is_not_one_safe_path_segment_exits_2(tmp_path, name):
 @pytest.mark.parametrize(("key", "value"), [("judge.noise", ".inf"), ("judge.scale", ".nan"),
                                             ("winrate.mass", ".inf")])  # fmt: skip
 def test_non_finite_numbers_in_a_spec_are_refused(key, value):
-    from pairank.jobs.spec import SpecError, load_spec
+    from pairank.jobs.specs.job import SpecError, load_spec
 
     with pytest.raises(SpecError) as info:
         load_spec(ROOT / "configs/simulated.yaml", [f"{key}={value}", "winrate.baseline=M0"])

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from pairank.jobs.cli import main
+from pairank.jobs.cli.main import main
 from pairank.jobs.run import run_job
-from pairank.jobs.spec import parse_spec
+from pairank.jobs.specs.job import parse_spec
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import CorruptFile, Location
 from pairank.storage.layout import RunLayout

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pairank.jobs.cli import main
+from pairank.jobs.cli.main import main
 from pairank.storage import delta
 from pairank.storage.cache import BUCKETS, FormerStore, JudgmentCache, context_bucket, scope
 from pairank.storage.fs import Location
@@ -189,7 +189,7 @@ def test_compact_on_an_empty_root_does_nothing(tmp_path):
 
 def test_a_run_on_a_migrated_store_gives_the_same_answers_and_asks_nothing(tmp_path, summeval_tables, ray_local):
     from pairank.jobs.run import run_job
-    from pairank.jobs.spec import parse_spec
+    from pairank.jobs.specs.job import parse_spec
     from tests.helpers import spec_for, write_input
 
     folder = write_input(tmp_path / "input", summeval_tables, 2, 4)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pairank.jobs.cli import main as cli
+from pairank.jobs.cli.main import main as cli
 from pairank.storage.fs import Location
 from pairank.storage.importers import ImportedSet, get_importer, llmbar, run_import
 from pairank.storage.keys import canonical_json, judgment_key, text_hash

@@ -1,0 +1,156 @@
+"""Ray Serve deployments of ``pairank serve`` (what the endpoints do is in :mod:`pairank.jobs.serve`).
+
+Two deployments:
+
+* :class:`JudgeReplica`, ``resources.min_size`` replicas (up to ``max_size`` by
+  Serve's autoscaling for a range ``pool.size``), each holding what
+  ``factory()`` builds (the batch pools' factory, :func:`pairank.jobs.pipeline.steps.judge_factory`)
+  for the life of the server. Concurrent requests are gathered into batches of at
+  most ``resources.batch_size`` (``serve.batch``), run in one engine call, and each
+  batch's result is handed to ``after_batch`` (the judgment cache's append, from
+  :class:`pairank.jobs.serve.CacheAppend`). Every engine call, and the engine's start,
+  run on one dedicated thread, so a thread-bound engine always sees the same thread.
+* :class:`Ingress`: a plain ``__call__(starlette Request)`` deployment (no
+  FastAPI) that hands each request to :meth:`pairank.jobs.serve.OnlineJudging.handle`
+  with its body unread, as a stream: ``handle`` decides what the headers decide
+  before it reads a byte, and reads at most its limit.
+
+Serve's proxy does not wait for the body: it forwards the request once the headers
+are in, and queues the body's chunks as they arrive, without bound, until the reply
+is sent; the replica fetches them from that queue while the request runs (Ray 2.60).
+A request refused on its headers is answered before much of its body is queued (a
+1 GB upload without the token: under 10 MB more in the proxy and the ingress), and
+the reply's ``Connection: close`` makes the proxy stop reading the rest.
+
+Serve's HTTP proxy binds ``host`` (127.0.0.1 unless told otherwise), on the head
+node only. The judge replicas import only the judge code: vLLM's CPU kernel
+dispatcher fails in a process that has loaded PyMC/llvmlite, so nothing here (or
+in what a replica imports) may pull in the win-rate operators.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+from ray import serve
+
+#: Modules a judge replica must never load (see the module docstring); its ``info()`` reports any that are.
+FORBIDDEN_IN_ENGINE = ("pymc", "llvmlite", "numba", "pytensor", "nutpie")
+
+
+@serve.deployment(name="judge")
+class JudgeReplica:
+    """One engine; ``judge(request_row)`` answers one request row with one result row.
+
+    ``after_batch(table)`` gets every batch's result table before the callers are
+    answered and returns a dict of counters to add to :meth:`info`.
+    """
+
+    def __init__(
+        self, factory: Callable[[], object], after_batch: Callable[[pa.Table], dict], request_schema: pa.Schema,
+        batch_size: int, batch_wait_s: float = 0.01,
+    ):  # fmt: skip
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pairank-judge")
+        self.runner = self._thread.submit(factory).result()
+        self.after_batch, self.request_schema = after_batch, request_schema
+        self.stats: Counter = Counter({"pid": os.getpid(), "batches": 0, "rows": 0})
+        self.judge.set_max_batch_size(batch_size)
+        self.judge.set_batch_wait_timeout_s(batch_wait_s)
+
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.01)
+    async def judge(self, requests: list[dict]) -> list[dict]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self._judge_and_append, requests)
+
+    def _judge_and_append(self, requests: list[dict]) -> list[dict]:
+        table = self.runner.run("pairwise", pa.Table.from_pylist(requests, schema=self.request_schema))
+        self.stats.update(self.after_batch(table))
+        self.stats["batches"] += 1
+        self.stats["rows"] += table.num_rows
+        return table.to_pylist()
+
+    def info(self) -> dict:
+        """pid, batches, rows (and ``after_batch``'s counters) so far, engine prompts per stage, and any
+        forbidden module loaded."""
+        loaded = sorted({m.split(".")[0] for m in sys.modules} & set(FORBIDDEN_IN_ENGINE))
+        return {**self.stats, **self.runner.info(), "forbidden_modules": loaded}
+
+
+@serve.deployment(name="ingress")
+class Ingress:
+    """HTTP in, :meth:`pairank.jobs.serve.OnlineJudging.handle`, HTTP out."""
+
+    def __init__(self, service, judge=None):
+        self.service, self.judge_handle = service, judge
+
+    async def _judge(self, row: dict) -> dict:
+        return await self.judge_handle.judge.remote(row)
+
+    async def __call__(self, request):
+        from starlette.responses import Response
+
+        judge = self._judge if self.judge_handle is not None else None
+        reply = await self.service.handle(request.method, request.url.path, request.headers, request.stream(), judge)
+        return Response(reply.body, status_code=reply.status, media_type=reply.content_type, headers=reply.headers)
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Fail now, naming the address, when something already listens there (Serve would only log it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise ValueError(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); choose another port")
+
+
+def start(
+    service, judge, host: str = "127.0.0.1", port: int = 8000, name: str = "pairank", local: bool = True,
+) -> str:  # fmt: skip
+    """Start Serve's proxy on ``host:port`` and deploy the application; returns its URL once it is running.
+
+    ``judge`` is ``(factory, after_batch, request_schema, resources)`` (see :class:`JudgeReplica`;
+    ``resources`` a :class:`pairank.cluster.pools.PoolResources`), or None to deploy no
+    engine (a mode that is not served online). Ray must already be up
+    (:func:`pairank.cluster.runtime.ensure_ray`); ``local``: the head node is this machine,
+    so the port is checked here first.
+    """
+    if local:
+        check_port_free(host, port)
+    serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
+    handle = None
+    if judge is not None:
+        factory, after_batch, request_schema, pool = judge
+        actor = {"num_cpus": pool.num_cpus, **({"num_gpus": pool.num_gpus} if pool.num_gpus else {})}
+        # a range pool.size: Serve's autoscaling, a replica being busy with one batch
+        replicas = {"num_replicas": pool.min_size} if pool.fixed else {"autoscaling_config": {
+            "min_replicas": pool.min_size, "max_replicas": pool.max_size, "initial_replicas": pool.min_size,
+            "target_ongoing_requests": pool.batch_size, "downscale_delay_s": pool.idle_seconds}}  # fmt: skip
+        handle = JudgeReplica.options(
+            **replicas, ray_actor_options=actor, max_ongoing_requests=2 * pool.batch_size
+        ).bind(factory, after_batch, request_schema, pool.batch_size)
+    app = Ingress.options(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256).bind(service, handle)
+    serve.run(app, name=name, route_prefix="/", blocking=False)
+    return f"http://{host}:{port}"
+
+
+def judge_info(name: str = "pairank") -> list[dict]:
+    """:meth:`JudgeReplica.info` of one judge replica of the running application (tests, diagnostics)."""
+    handle = serve.get_deployment_handle("judge", app_name=name)
+    return [handle.info.remote().result()]
+
+
+def stop(name: str = "pairank", shutdown: bool = True) -> None:
+    """Delete the application; with ``shutdown``, stop Serve (its controller and proxy) too."""
+    try:
+        serve.delete(name)
+    finally:
+        if shutdown:
+            serve.shutdown()

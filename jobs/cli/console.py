@@ -1,0 +1,143 @@
+"""The console of a command: pairank's own lines on the terminal, everything else in a log file.
+
+A run starts Ray (its daemons, workers and Ray Data's executor), vLLM and torch,
+and each of them writes warnings and progress of its own to the process's
+standard streams: about forty lines around pairank's six in the demo. In quiet
+mode (:meth:`Console.quiet`, the default of ``pairank run`` and ``pairank serve``)
+file descriptors 1 and 2 of the process point at a log file, so whatever any
+library, thread or child process (Ray's raylet, GCS, workers) writes lands
+there, while pairank's own lines go to the terminal through :attr:`Console.out`
+and :attr:`Console.err` (duplicates of the original descriptors). Warnings of
+pairank's own loggers (a storage retry, say) reach the terminal too.
+
+``-v`` leaves the streams alone. So does a process whose ``sys.stdout`` or
+``sys.stderr`` was replaced (pytest's capture): there pairank's lines go where
+those point.
+
+Progress (:meth:`Console.progress`): a judging stage reports :class:`StageProgress`
+lines. On a terminal each stage gets one bar (done/total, rate, ETA, errors);
+elsewhere (a log, CI, a job on a cluster) the plain line is printed at most every
+:data:`PLAIN_EVERY_S` seconds per stage, and always at its end.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO
+
+from pairank.jobs.pipeline.progress import StageProgress
+from pairank.storage.fs import Location
+
+
+#: Seconds between two plain progress lines of one stage when the console is not a terminal.
+PLAIN_EVERY_S = 10.0
+
+
+class Console:
+    """Where pairank's own output goes; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._out: TextIO | None = None
+        self._err: TextIO | None = None
+        self._bars: dict = {}
+        self._printed: dict[str, float] = {}
+
+    def progress(self, msg: str) -> None:
+        """Show one progress message: a bar per judging stage on a terminal, throttled plain lines elsewhere."""
+        if isinstance(msg, StageProgress):
+            if self.err.isatty():
+                self._bar(msg)
+                return
+            now = time.monotonic()
+            if not msg.final and now - self._printed.get(msg.stage, -PLAIN_EVERY_S) < PLAIN_EVERY_S:
+                return
+            self._printed[msg.stage] = now
+        line = f"[pairank] {msg}"
+        if self._bars:
+            from tqdm import tqdm
+
+            tqdm.write(line, file=self.err)
+        else:
+            print(line, file=self.err, flush=True)
+
+    def _bar(self, msg: StageProgress) -> None:
+        from tqdm import tqdm
+
+        bar = self._bars.get(msg.stage)
+        if bar is None:
+            bar = self._bars[msg.stage] = tqdm(
+                total=msg.total, desc=f"[pairank] {msg.stage}", unit=" comparisons", file=self.err, dynamic_ncols=True
+            )
+        bar.update(msg.done - bar.n)
+        bar.set_postfix(errors=msg.errors, refresh=True)
+        if msg.final:
+            bar.close()
+            del self._bars[msg.stage]
+
+    @property
+    def out(self) -> TextIO:
+        return self._out or sys.stdout
+
+    @property
+    def err(self) -> TextIO:
+        return self._err or sys.stderr
+
+    @contextmanager
+    def quiet(self, log_file: Path) -> Iterator[Path | None]:
+        """Send the process's descriptors 1 and 2 to ``log_file`` for the block; yields it (None when not quiet)."""
+        if sys.stdout is not sys.__stdout__ or sys.stderr is not sys.__stderr__:
+            yield None
+            return
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._out = os.fdopen(os.dup(saved[0]), "w", buffering=1)
+        self._err = os.fdopen(os.dup(saved[1]), "w", buffering=1)
+        handler = logging.StreamHandler(self._err)
+        handler.setLevel(logging.WARNING)
+        handler.setFormatter(logging.Formatter("pairank: %(levelname)s %(message)s"))
+        own = logging.getLogger("pairank")
+        own.addHandler(handler)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        try:
+            yield log_file
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            own.removeHandler(handler)
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for kept in saved:
+                os.close(kept)
+            for stream in (self._out, self._err):
+                stream.close()
+            self._out = self._err = None
+
+
+#: The console of this process.
+console = Console()
+
+
+def run_log_file(output: str, name: str, now: dt.datetime | None = None, prefix: str = "") -> tuple[Path, Location]:
+    """Where a run's log is written (a local file) and where it is kept (``<output>/runs/<name>/logs/``).
+
+    On a local output root the two are the same file; on ``s3://`` the log is
+    written under ``~/.cache/pairank/logs/<name>/`` and copied to the root at the end.
+    """
+    stamp = prefix + (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    kept = Location.of(output).join("runs", name, "logs", f"{stamp}.log")
+    if kept.is_local and not Path(output).is_file():
+        return Path(kept.path), kept
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pairank" / "logs" / name
+    return cache / f"{stamp}.log", kept

@@ -1,0 +1,254 @@
+"""The adaptive driver: one scheduler machine per (aspect, context, seed), advanced in lockstep rounds.
+
+Each round the driver
+
+1. collects :meth:`next_requests` from every unfinished machine and keys them
+   (a pair asked by several machines, e.g. several seeds, is one request; with
+   several prompt variants a pair is one request per variant, and the machine is
+   answered their mean);
+2. stops if the round would take the run past ``scheduler.budget`` comparisons
+   (every distinct comparison the run uses counts, cached or judged, so a
+   resumed run stops where the first would have);
+3. answers what the judgment cache already holds and sends the rest through the
+   judge pool, one Ray Data stream per stage of the judging mode (the driver hands
+   over request identities; a stage renders the prompts: :mod:`pairank.jobs.pipeline.render`; PRePair: the
+   outputs not yet analysed, then the verdicts; see :mod:`pairank.jobs.pipeline.passes`); the pool
+   is started on the first round that needs it and stays up (engines warm) until
+   the last round;
+4. appends the new judgments to the cache (atomic parts, every ``flush_rows``)
+   before any machine sees them, so a driver killed at any point loses at most
+   the batch in flight, and a re-run replays the finished rounds from the cache
+   without asking for them again;
+5. feeds each machine its answers with :meth:`observe`: p_a, or
+   (p(a, b) + 1 - p(b, a)) / 2 inside symmetric machines. A comparison the judge
+   failed on is answered 0.5 (no preference) and counted; it is retried on the
+   next run. With ``scoring.calibration: batch`` the answers are first
+   batch-calibrated per aspect (see :class:`RoundCalibration`).
+
+Progress (round, contexts done, comparisons asked, cache hits, judged, errors,
+driver and judge seconds) is shown after every round and kept in the report.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pairank.jobs.pipeline.passes import Judging, error_count
+from pairank.jobs.pipeline.requests import contexts_of
+from pairank.jobs.schedulers import AdaptiveScheduler, AdaptiveSettings
+from pairank.jobs.specs.job import JobSpec
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.schemas import RANKINGS
+
+log = logging.getLogger(__name__)
+
+#: What a failed comparison tells a machine: nothing either way.
+NO_PREFERENCE = 0.5
+
+Request = tuple[str, str, str, str, int]  # (aspect, context_id, candidate_a, candidate_b, prompt variant)
+
+
+class RoundCalibration:
+    """Batch-calibrates each round's answers per aspect.
+
+    The positional prior P(A) of an aspect is the mean of every answer the run
+    has had for that aspect so far, this round's included (a running sum), and is
+    divided out (uniform prior). A round of a small run may hold one comparison,
+    too few to estimate a prior from; with thousands of contexts in lockstep,
+    each round alone is already a large batch.
+    """
+
+    def __init__(self) -> None:
+        self._sum: dict[str, float] = defaultdict(float)
+        self._count: dict[str, int] = defaultdict(int)
+
+    def __call__(self, values: dict[str, float], aspect_of: dict[str, str]) -> dict[str, float]:
+        from pairank.operators.calibration import batch_calibrate
+
+        by_aspect: dict[str, list[str]] = defaultdict(list)
+        for key in values:
+            by_aspect[aspect_of[key]].append(key)
+        out: dict[str, float] = {}
+        for aspect, keys in by_aspect.items():
+            ps = [values[k] for k in keys]
+            self._sum[aspect] += sum(ps)
+            self._count[aspect] += len(ps)
+            calibrated, _ = batch_calibrate(ps, prior=self._sum[aspect] / self._count[aspect])
+            out.update(zip(keys, map(float, calibrated)))
+        return out
+
+
+@dataclass
+class Task:
+    """One machine: an aspect, a context and a seed."""
+
+    aspect: str
+    context_id: str
+    seed: int
+    machine: AdaptiveScheduler
+    pairs: set = field(default_factory=set)  # ordered pairs it was answered
+
+
+@dataclass
+class DriverResult:
+    tasks: list[Task]
+    rounds: list[dict]
+    used_keys: set[str]
+    stopped: str  # "done" or "budget"
+    judgments: pa.Table  # one row per used key: the cache's verdicts and this run's new judgments
+    judged: int
+    errors: int
+    cache_hits: int
+
+
+class Driver:
+    """Runs the spec's adaptive scheduler over ``candidates`` to completion or budget."""
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        candidates: pa.Table,
+        judging: Judging,
+        cache: JudgmentCache,
+        pool: Callable[[JobSpec], AbstractContextManager],
+        progress: Callable[[str], None] = log.info,
+        tasks: list[Task] | None = None,
+    ) -> None:
+        """``tasks``: the machines to run (default: the spec's scheduler on every aspect, context and seed)."""
+        self.spec, self.judging, self.cache, self.pool, self.progress = spec, judging, cache, pool, progress
+        self.maker = judging.maker
+        sched = spec.scheduler
+        self.tasks = tasks if tasks is not None else [
+            Task(aspect, ctx, seed, sched.machine(ctx, ids, seed))
+            for aspect in spec.aspects
+            for ctx, ids in sorted(contexts_of(candidates).items())
+            for seed in range(sched.seed, sched.seed + sched.repeats)
+        ]
+
+    def run(self) -> DriverResult:
+        answered = self.cache.answered(
+            aspects={t.aspect for t in self.tasks}, contexts={t.context_id for t in self.tasks}
+        )
+        known: dict[str, float | None] = dict(
+            zip(answered.column("key").to_pylist(), answered.column("p_a").to_pylist())
+        )
+        calibrate = RoundCalibration()
+        new_tables: list[pa.Table] = []
+        used: set[str] = set()
+        rounds: list[dict] = []
+        judged = errors = hits = 0
+        stopped = "done"
+        budget = self.spec.scheduler.budget
+        with ExitStack() as stack:
+            pool = None
+            while True:
+                t0 = time.perf_counter()
+                active = [t for t in self.tasks if not t.machine.done]
+                if not active:
+                    break
+                asks: list[tuple[Task, list[tuple[tuple[str, str], list[str]]]]] = []
+                wanted: dict[str, Request] = {}
+                for task in active:
+                    pairs = []
+                    for a, b in task.machine.next_requests():
+                        keys = self.maker.keys(task.aspect, task.context_id, a, b)
+                        for v, key in enumerate(keys):
+                            wanted.setdefault(key, (task.aspect, task.context_id, a, b, v))
+                        pairs.append(((a, b), keys))
+                    asks.append((task, pairs))
+                if not wanted:
+                    stuck = sorted({t.context_id for t in active})[:10]
+                    raise RuntimeError(f"adaptive driver: contexts not done but asking nothing: {stuck}")
+                new = [k for k in wanted if k not in used]
+                if budget is not None and len(used) + len(new) > budget:
+                    stopped = "budget"
+                    self.progress(
+                        f"budget: round {len(rounds) + 1} needs {len(new)} more comparisons; "
+                        f"{len(used)} of {budget} used; stopping"
+                    )
+                    break
+                used.update(new)
+                todo = {k: req for k, req in wanted.items() if k not in known}
+                round_hits = len(wanted) - len(todo)
+                t_judge = time.perf_counter()
+                round_errors = 0
+                if todo:
+                    if pool is None:
+                        pool = stack.enter_context(self.pool(self.spec))
+                    table = self.judging.judge(pool, todo, self.cache, log.debug)
+                    new_tables.append(table)
+                    known.update(zip(table.column("key").to_pylist(), table.column("p_a").to_pylist()))
+                    round_errors = error_count(table)
+                judge_seconds = time.perf_counter() - t_judge
+                values = {k: NO_PREFERENCE if known.get(k) is None else known[k] for k in wanted}
+                if self.spec.scoring.calibration == "batch":
+                    ok = {k: v for k, v in values.items() if known.get(k) is not None}
+                    values.update(calibrate(ok, {k: wanted[k][0] for k in ok}))
+                for task, pairs in asks:
+                    if pairs:  # several prompt variants: the mean of their answers
+                        task.machine.observe({pair: sum(values[k] for k in keys) / len(keys) for pair, keys in pairs})
+                        task.pairs.update(pair for pair, _ in pairs)
+                judged += len(todo)
+                errors += round_errors
+                hits += round_hits
+                stats = {
+                    "round": len(rounds) + 1,
+                    "requests": len(wanted),
+                    "cache_hits": round_hits,
+                    "judged": len(todo),
+                    "errors": round_errors,
+                    "contexts_done": sum(t.machine.done for t in self.tasks),
+                    "asked_total": len(used),
+                    "judge_seconds": round(judge_seconds, 3),
+                    "driver_seconds": round(time.perf_counter() - t0 - judge_seconds, 3),
+                }
+                rounds.append(stats)
+                self.progress(
+                    f"round {stats['round']}: {stats['contexts_done']}/{len(self.tasks)} done, "
+                    f"{len(wanted)} asked ({round_hits} cached, {len(todo)} judged, {round_errors} errors), "
+                    f"{len(used)} used in all; judge {judge_seconds:.1f}s, driver {stats['driver_seconds']:.2f}s"
+                )
+        reused = answered.filter(pc.is_in(answered.column("key"), pa.array(sorted(used), pa.string())))
+        judgments = pa.concat_tables([reused, *new_tables])
+        return DriverResult(self.tasks, rounds, used, stopped, judgments, judged, errors, hits)
+
+
+def method_name(scheduler: AdaptiveSettings, seed: int) -> str:
+    """The rankings method of a scheduler run: its name, plus the seed for repeats."""
+    return scheduler.name if seed == scheduler.seed else f"{scheduler.name}@seed{seed}"
+
+
+def ranking_rows(tasks: Iterable[Task], scheduler: AdaptiveSettings, system: dict[str, str]) -> pa.Table:
+    """RANKINGS rows of every finished machine: rank = position, score = 1 - position / (N - 1)."""
+    rows = []
+    for task in tasks:
+        if not task.machine.done:
+            continue
+        order = task.machine.ranking()
+        count: dict[str, int] = defaultdict(int)
+        for a, b in task.pairs:
+            count[a] += 1
+            count[b] += 1
+        n = len(order)
+        for pos, cid in enumerate(order):
+            rows.append(
+                {
+                    "context_id": task.context_id,
+                    "aspect": task.aspect,
+                    "candidate_id": cid,
+                    "system": system.get(cid, ""),
+                    "method": method_name(scheduler, task.seed),
+                    "score": 1.0 - pos / (n - 1) if n > 1 else 1.0,
+                    "rank": pos + 1,
+                    "n_comparisons": count[cid],
+                }
+            )
+    return pa.Table.from_pylist(rows, schema=RANKINGS)

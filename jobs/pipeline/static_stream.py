@@ -1,0 +1,275 @@
+"""Static requests made in the cluster: the driver never holds the request table.
+
+A static schedule knows every comparison up front, and at scale its rendered prompts
+are the biggest thing a run makes (10^7 comparisons are about 20 GB of prompt text).
+So for the single-pass modes (``logprob``, ``generate``, ``sample``) the requests are
+made by Ray Data tasks, block by block, and stream straight into the judge pool:
+
+1. **Blocks.** The driver groups the contexts into blocks of :data:`CONTEXTS_PER_TASK`
+   whole contexts (fewer for contexts with many candidates), taken bucket by bucket of
+   the judgment store
+   (:func:`pairank.storage.cache.context_bucket`), so a block spans one bucket or a few
+   (:func:`plan_blocks`). A run's driver reads only the candidates' ids
+   (:func:`pairank.storage.inputs.read_candidate_ids`); one task reads the whole
+   candidates table, validates it and returns it cut into those blocks
+   (:func:`put_blocks`), which stay in Ray's object store.
+2. **Plan** (a Ray Data map task per block, :func:`plan_requests`): the static
+   scheduler's pairs of the block's contexts (each context draws from its own
+   seeded generator, so a block's pairs are the ones the whole run would make),
+   their keys per prompt variant, then a join with the store: the keys that
+   already have a verdict in the block's buckets of the store (their partitions
+   read, no shuffle) are dropped. The rest are rendered into REQUESTS rows, in prefix order,
+   and yielded in slices to the pool's stage (:meth:`pairank.cluster.pools.JudgePool.judge`,
+   which sends each context to one engine). Each task reports how many comparisons
+   its block wants and how many were cached to a small counter actor.
+3. **Score** (a second pass of tasks, :mod:`pairank.jobs.pipeline.block_scores`): once
+   judging is done, each block reads back from the store one row per key of its
+   comparisons, cached or just judged, and scores them there; the driver adds the
+   blocks' scores up. A run whose scoring needs every judgment at once reads them
+   back whole (:meth:`Streamed.read_back`, :func:`collect_judgments`).
+
+Before anything starts an engine, a ``take(1)`` of the plan says whether anything is
+left to judge: a run whose comparisons are all cached starts no engine. The driver
+so holds the candidates' ids, counters and the scores; never the texts, the keys to
+judge, their prompts or the run's judgments. Keys are computed in the tasks twice (plan,
+score).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pairank.jobs.pipeline.passes import CacheWriter
+from pairank.jobs.pipeline.requests import RequestMaker, prefix_key, scheduled_requests
+from pairank.jobs.schedulers import StaticSettings
+from pairank.storage.cache import JudgmentCache, context_bucket
+
+#: Contexts per planning task at most, and ordered pairs (per aspect and prompt variant) at most: a block of
+#: contexts with many candidates holds fewer of them.
+CONTEXTS_PER_TASK = 256
+PAIRS_PER_TASK = 65_536
+#: Rows per slice a planning task hands on (the pool re-batches them by ``pool.batch_size``).
+SLICE_ROWS = 4096
+#: Planning (and collecting) tasks at once. They reserve no CPU: the judge actors hold the CPUs.
+TASKS = 2
+
+
+@dataclass(frozen=True)
+class StaticPlan:
+    """What a planning task needs besides its block of candidates (pickled into the tasks)."""
+
+    variants: dict  # aspect -> prompt variants (RequestMaker.variants)
+    judge: dict  # the judging identity in every key
+    scheduler: StaticSettings
+    aspects: tuple[str, ...]
+    cache: JudgmentCache
+
+    def wanted(self, block: pa.Table) -> tuple[RequestMaker, dict[str, tuple]]:
+        """The block's request maker and ``{key: (aspect, ctx, a, b, variant)}`` of its comparisons."""
+        maker = RequestMaker(block, self.variants, self.judge)
+        baseline = getattr(self.scheduler, "baseline", None)
+        if baseline is not None and baseline not in set(block.column("system").to_pylist()):
+            return maker, {}  # one_vs_n: no baseline answer in these contexts (checked for the run as a whole)
+        return maker, scheduled_requests(maker, block, list(self.aspects), self.scheduler)
+
+
+class PlanCounter:
+    """Per block: comparisons wanted and found cached (a Ray actor; a task run twice counts once)."""
+
+    def __init__(self, blocks: int) -> None:
+        self.blocks, self.seen = blocks, {}
+
+    def add(self, block: str, wanted: int, cached: int) -> None:
+        self.seen[block] = (wanted, cached)
+
+    def totals(self) -> dict:
+        wanted = sum(w for w, _ in self.seen.values())
+        cached = sum(c for _, c in self.seen.values())
+        return {"planned": len(self.seen), "blocks": self.blocks, "wanted": wanted, "cached": cached}
+
+
+def plan_blocks(candidates: pa.Table, per_task: int | None = None) -> list[list[str]]:
+    """The context ids of each block: ``per_task`` whole contexts (fewer where their candidates make more than
+    :data:`PAIRS_PER_TASK` ordered pairs), taken bucket by bucket of the store, so a block's join reads one
+    bucket's partition, or a few (a small run is one block: its requests then reach the engines in full
+    batches). Reads the ``context_id`` column only.
+
+    >>> t = pa.table({"context_id": ["c1", "c1", "c2", "c3"], "candidate_id": ["a", "b", "c", "d"]})
+    >>> plan_blocks(t, per_task=1)
+    [['c2'], ['c1'], ['c3']]
+    >>> plan_blocks(t, per_task=2)
+    [['c2', 'c1'], ['c3']]
+    """
+    per_task = per_task or CONTEXTS_PER_TASK
+    counts = pc.value_counts(candidates.column("context_id"))
+    sizes = dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
+    groups: list[list[str]] = [[]]
+    pairs = 0
+    for ctx in sorted(sizes, key=lambda c: (context_bucket(c), c)):
+        n = sizes[ctx] * (sizes[ctx] - 1)  # ordered pairs: the most any static schedule asks
+        if groups[-1] and (len(groups[-1]) >= per_task or pairs + n > PAIRS_PER_TASK):
+            groups.append([])
+            pairs = 0
+        groups[-1].append(ctx)
+        pairs += n
+    return [g for g in groups if g]
+
+
+def cut_blocks(candidates: pa.Table, groups: list[list[str]]) -> list[pa.Table]:
+    """``candidates`` cut into the blocks of ``groups`` (context ids; a context in none is left out), each block's
+    rows in table order: one pass over the rows, not one per block.
+
+    >>> t = pa.table({"context_id": ["c1", "c2", "c1", "c3"], "candidate_id": ["a", "b", "c", "d"]})
+    >>> [b.column("candidate_id").to_pylist() for b in cut_blocks(t, [["c3"], ["c1", "c2"]])]
+    [['d'], ['a', 'b', 'c']]
+    """
+    order = pa.array([c for g in groups for c in g], pa.string())
+    group_of = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+    at = pc.index_in(candidates.column("context_id"), value_set=order).fill_null(-1).to_numpy()
+    block = np.where(at >= 0, group_of[np.maximum(at, 0)], len(groups))
+    rows = np.argsort(block, kind="stable")
+    bounds = np.searchsorted(block[rows], np.arange(len(groups) + 1))
+    return [candidates.take(pa.array(rows[bounds[i] : bounds[i + 1]])) for i in range(len(groups))]
+
+
+def read_blocks(folder, keep: pa.Array, groups: list[list[str]]):
+    """Ray task: the input folder's candidates, read and validated whole (the driver read only their ids), those
+    in ``keep`` (candidate ids: the run's ``subset``) cut into the blocks of ``groups``. Returns the rows kept, then
+    each block (one return each)."""
+    from pairank.storage.inputs import read_candidates
+
+    table = read_candidates(folder)
+    table = table.filter(pc.is_in(table.column("candidate_id"), keep))
+    return (table.num_rows, *cut_blocks(table, groups))
+
+
+def put_blocks(candidates: pa.Table, folder=None) -> list:
+    """Object refs of the planning blocks of ``candidates``. A table with the texts is cut here; a table of ids
+    (:func:`pairank.storage.inputs.read_candidate_ids`) is cut by a task that reads the whole of ``folder``'s
+    candidates (:func:`read_blocks`), so the driver never holds the texts. A bad input table raises here, as a
+    driver-side read would (:class:`~pairank.storage.schemas.TableError` naming file, row and column)."""
+    import ray
+
+    groups = plan_blocks(candidates)
+    if "text" in candidates.column_names:
+        return [ray.put(b) for b in cut_blocks(candidates, groups)]  # the driver keeps no copy
+    task = ray.remote(read_blocks).options(num_cpus=0, num_returns=1 + len(groups), max_retries=3)
+    rows, *refs = task.remote(folder, candidates.column("candidate_id").combine_chunks(), groups)
+    try:
+        kept = ray.get(rows)
+    except ray.exceptions.RayTaskError as exc:
+        raise exc.cause from None  # the task's own error (a bad input table names its file, row and column)
+    if kept != candidates.num_rows:
+        raise RuntimeError(f"{folder}: the candidates changed while the run read them ({candidates.num_rows} "
+                           f"ids read, {kept} rows found)")  # fmt: skip
+    return refs
+
+
+def plan_requests(block: pa.Table, plan: StaticPlan, counter=None) -> Iterator[pa.Table]:
+    """Ray Data task: the REQUESTS rows of ``block``'s comparisons that the store has no verdict for."""
+    import ray
+
+    maker, wanted = plan.wanted(block)
+    answered = plan.cache.answered(aspects=plan.aspects, contexts=maker.context, keys=wanted) if wanted else None
+    done = set(answered.column("key").to_pylist()) if answered is not None else set()
+    todo = {k: req for k, req in wanted.items() if k not in done}
+    if counter is not None:
+        ray.get(counter.add.remote(block.column("context_id")[0].as_py(), len(wanted), len(wanted) - len(todo)))
+    # rendered a slice at a time (a block of long contexts holds GBs of prompt text), in prefix order throughout
+    ordered = sorted(todo.items(), key=lambda kv: prefix_key(*kv[1][:4]))
+    for off in range(0, len(ordered), SLICE_ROWS):
+        yield maker.table(dict(ordered[off : off + SLICE_ROWS]))
+
+
+def collect_judgments(block: pa.Table, plan: StaticPlan) -> pa.Table:
+    """Ray Data task: one row per key of ``block``'s comparisons from the store (verdicts over errors)."""
+    _, wanted = plan.wanted(block)
+    if not wanted:
+        return plan.cache.schema.empty_table()
+    return plan.cache.read(aspects=plan.aspects, contexts=set(block.column("context_id").to_pylist()), keys=wanted)
+
+
+@dataclass(frozen=True)
+class StreamCounts:
+    """What a streamed static run used: comparisons, cached, judged now, errors now."""
+
+    requests: int
+    cached: int
+    judged: int
+    errors: int
+
+
+@dataclass
+class Streamed:
+    """A streamed static run once judged: its planning blocks (in Ray's object store) and its counts (None when
+    nothing was left to judge: the read-back pass counts the comparisons then, all of them cached)."""
+
+    plan: StaticPlan
+    blocks: list  # object refs of the candidates' blocks
+    counts: StreamCounts | None
+
+    def counted(self, comparisons: int, progress: Callable[[str], None]) -> StreamCounts:
+        """The run's counts, ``comparisons`` (one row per key, read back) standing in for a run that judged none."""
+        if self.counts is None:
+            progress(f"{comparisons} comparisons ({comparisons} cached, 0 to judge)")
+            self.counts = StreamCounts(comparisons, comparisons, 0, 0)
+        return self.counts
+
+    def read_back(self, progress: Callable[[str], None]) -> pa.Table:
+        """The run's judgments, one row per key (cached or new), read back from the store by tasks, block by block."""
+        import ray
+
+        progress(f"reading the run's judgments back from the store ({blocks_text(self.blocks)})")
+        collected = ray.data.from_arrow_refs(self.blocks).map_batches(
+            collect_judgments, fn_kwargs={"plan": self.plan}, batch_size=None, batch_format="pyarrow", num_cpus=0,
+            concurrency=min(TASKS, len(self.blocks)))  # fmt: skip
+        parts = [b for b in collected.iter_batches(batch_size=None, batch_format="pyarrow") if b.num_rows]
+        return pa.concat_tables(parts) if parts else self.plan.cache.schema.empty_table()
+
+
+def blocks_text(blocks: list) -> str:
+    """``"1 block"``, ``"3 blocks"``: the progress lines' count of ``blocks``."""
+    return f"{len(blocks)} block{'s' * (len(blocks) != 1)}"
+
+
+def judge_streamed(plan: StaticPlan, blocks: list, pool: Callable, flush_rows: int,
+                   progress: Callable[[str], None]) -> Streamed:  # fmt: skip
+    """Judge every comparison of ``plan`` the store lacks, streaming the requests made from the candidates'
+    ``blocks`` (object refs, :func:`put_blocks`) by Ray Data tasks into the pool that ``pool()`` enters (only when
+    something is left to judge). The run's judgments stay in the store: read them back
+    (:meth:`Streamed.read_back`) or score them block by block (:mod:`pairank.jobs.pipeline.block_scores`)."""
+    import ray
+
+    def requests(counter) -> ray.data.Dataset:
+        return ray.data.from_arrow_refs(blocks).map_batches(
+            plan_requests, fn_kwargs={"plan": plan, "counter": counter}, batch_size=None, batch_format="pyarrow",
+            num_cpus=0, concurrency=min(TASKS, len(blocks)))  # fmt: skip
+
+    if not requests(None).take(1):  # anything to judge? (a run whose comparisons are all cached starts no engine)
+        return Streamed(plan, blocks, None)
+    counter = ray.remote(PlanCounter).options(num_cpus=0).remote(len(blocks))
+    said = []
+
+    def total() -> int | None:
+        t = ray.get(counter.totals.remote())
+        if t["planned"] < t["blocks"]:
+            return None
+        if not said:
+            said.append(True)
+            progress(f"{t['wanted']} comparisons ({t['cached']} cached, {t['wanted'] - t['cached']} to judge)")
+        return t["wanted"] - t["cached"]
+
+    try:
+        with pool() as judge_pool:
+            writer = CacheWriter(plan.cache, flush_rows, progress, "pairwise", judge_pool.losses, total, keep=False)
+            writer.run(judge_pool.judge(requests(counter), "pairwise"))
+        total()
+        t = ray.get(counter.totals.remote())
+    finally:
+        ray.kill(counter)
+    return Streamed(plan, blocks, StreamCounts(t["wanted"], t["cached"], writer.judged, writer.errors))

@@ -1,0 +1,102 @@
+"""A quiet console (issue 17, item 2, first part): `pairank run` shows pairank's own lines; what Ray and the
+libraries write goes to a log file under the run, whose path is printed once; `-v` shows it live.
+
+Real parts: `pairank run` processes with their own local Ray and the SIMULATED judge; the S3 case on the
+session's SeaweedFS server.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+import yaml
+
+from pairank.jobs.cli.console import Console
+from pairank.jobs.pipeline.progress import StageProgress
+from pairank.storage.fs import Location
+from tests.helpers import ROOT, spec_for, write_input
+
+#: What Ray writes on every run with a judge pool (its Data executor and its own start-up).
+RAY_WORDS = ("streaming_executor", "Dataset")
+
+
+def pairank_run(spec: dict, tmp_path, *flags: str) -> subprocess.CompletedProcess:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return subprocess.run([sys.executable, "-m", "pairank.jobs.cli.main", *flags, "run", str(path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ))  # fmt: skip
+
+
+def test_the_console_holds_pairank_lines_only_and_the_log_holds_the_rest(tmp_path, summeval_tables):
+    folder = write_input(tmp_path / "input", summeval_tables, 2, 3)
+    out = tmp_path / "store"
+    run = pairank_run(spec_for(folder, out, name="quiet", scheduler={"name": "full"}), tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines() == [str(out / "runs" / "quiet" / "report.md")]
+    lines = run.stderr.splitlines()
+    assert lines and all(line.startswith("[pairank] ") for line in lines), [x for x in lines if "[pairank]" not in x]
+    (log,) = (out / "runs" / "quiet" / "logs").iterdir()
+    assert lines[0] == f"[pairank] Ray, engine and library output: {log} (-v shows it here)"
+    text = log.read_text()
+    assert all(word in text for word in RAY_WORDS) and "[pairank]" not in text
+
+    loud = spec_for(folder, out, name="loud", scheduler={"name": "full"}, judge={"seed": 4})  # nothing cached
+    verbose = pairank_run(loud, tmp_path, "-v")
+    assert verbose.returncode == 0 and all(word in verbose.stderr for word in RAY_WORDS)
+    assert not (out / "runs" / "loud" / "logs").exists()
+
+
+def test_a_failing_run_keeps_its_error_on_the_console(tmp_path, summeval_tables):
+    folder = write_input(tmp_path / "input", summeval_tables, 1, 3)
+    (tmp_path / "q.parquet").write_bytes(b"garbage")  # the simulated judge's constructor fails in its actor
+    spec = spec_for(folder, tmp_path / "store", name="nostart", judge={"quality": str(tmp_path / "q.parquet")})
+    run = pairank_run(spec, tmp_path)
+    assert run.returncode == 5
+    said = [line for line in run.stderr.splitlines() if line.startswith("pairank: error: ")]
+    assert len(said) == 1 and "a judge engine failed to start" in said[0]
+    (log,) = (tmp_path / "store" / "runs" / "nostart" / "logs").iterdir()
+    assert "JudgeActor" in log.read_text()
+
+
+def test_the_log_of_a_run_on_s3_is_kept_under_the_run(s3_server, tmp_path, summeval_tables):
+    folder = write_input("s3://pairank/console/input", summeval_tables, 2, 3)
+    run = pairank_run(spec_for(folder, "s3://pairank/console/store", name="quiet", scheduler={"name": "full"}),
+                      tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    (log,) = Location.of("s3://pairank/console/store/runs/quiet/logs").files(".log")
+    assert run.stderr.splitlines()[0] == f"[pairank] Ray, engine and library output: {log.uri} (-v shows it here)"
+    assert all(word in log.read_text() for word in RAY_WORDS)
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def stage_lines(n: int, total: int) -> list[StageProgress]:
+    return [StageProgress(f"pairwise: {d}/{total} (0 errors)", stage="pairwise", done=d, total=total, errors=0,
+                          final=d == total) for d in range(total // n, total + 1, total // n)]  # fmt: skip
+
+
+def test_plain_progress_lines_are_throttled_per_stage_and_the_last_always_shown():
+    c = Console()
+    c._err = io.StringIO()
+    for line in stage_lines(5, 100):
+        c.progress(line)
+    c.progress("round 2: other news")
+    shown = c._err.getvalue().splitlines()
+    assert shown == ["[pairank] pairwise: 20/100 (0 errors)", "[pairank] pairwise: 100/100 (0 errors)",
+                     "[pairank] round 2: other news"]  # fmt: skip
+
+
+def test_on_a_terminal_a_stage_is_one_bar_that_ends_at_its_total():
+    c = Console()
+    c._err = Terminal()
+    for line in stage_lines(4, 80):
+        c.progress(line)
+    text = c._err.getvalue()
+    assert "[pairank] pairwise" in text and "80/80" in text and "errors=0" in text
+    assert "pairwise: 40/80 (0 errors)" not in text and not c._bars  # no plain lines; the bar was closed
