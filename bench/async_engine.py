@@ -45,7 +45,7 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 NAME = "async_engine"
 
@@ -55,16 +55,21 @@ def job_spec(args, output: str = "/nonexistent-unused", extra: list[str] = ()):
     from pairank.jobs.specs.job import load_spec
 
     overrides = [
-        "name=bench-async", f"output={output}", f"subset.contexts={args.contexts}",
-        f"subset.candidates={args.candidates}", f"pool.batch_size={args.batch_size}", *extra,
-    ]  # fmt: skip
+        "name=bench-async",
+        f"output={output}",
+        f"subset.contexts={args.contexts}",
+        f"subset.candidates={args.candidates}",
+        f"pool.batch_size={args.batch_size}",
+        *extra,
+    ]
     return load_spec(C.ROOT / "configs" / "demo.yaml", overrides)
 
 
 def job_requests(spec):
     """The requests run_job builds for this spec (same code path, same prefix order)."""
+    from pairank.jobs.pipeline.inputs import read_inputs
     from pairank.jobs.pipeline.requests import scheduled_requests
-    from pairank.jobs.pipeline.steps import prepare_judging, read_inputs
+    from pairank.jobs.pipeline.setup import prepare_judging
     from pairank.storage.layout import RunLayout
 
     inputs = read_inputs(spec)
@@ -87,7 +92,7 @@ class Load:
             try:
                 t = p.cpu_times()  # live processes only
                 total += t.user + t.system
-            except Exception:  # noqa: BLE001 - a process that just ended
+            except Exception:
                 continue
         return total
 
@@ -100,21 +105,37 @@ class Load:
         seconds = b[0] - a[0]
         machine = (b[1] - a[1]) / seconds
         own = (b[2] - a[2]) / seconds
-        return {"machine_cores_busy": round(machine, 3), "own_cores": round(own, 3),
-                "foreign_cores": round(max(machine - own, 0.0), 3)}  # fmt: skip
+        return {
+            "machine_cores_busy": round(machine, 3),
+            "own_cores": round(own, 3),
+            "foreign_cores": round(max(machine - own, 0.0), 3),
+        }
 
 
 # ---------------------------------------------------------------- the bare arms
 def engine_kwargs(spec, model) -> dict:
     j = spec.judge
-    return dict(model=str(model), dtype=j.dtype, max_model_len=j.max_model_len, enable_prefix_caching=True,
-                enforce_eager=j.enforce_eager, seed=j.seed)  # fmt: skip
+    return dict(
+        model=str(model),
+        dtype=j.dtype,
+        max_model_len=j.max_model_len,
+        enable_prefix_caching=True,
+        enforce_eager=j.enforce_eager,
+        seed=j.seed,
+    )
 
 
 def bare(args) -> dict:
     os.environ.update(C.CPU_ENGINE_ENV)
-    os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_HOST_IP": "127.0.0.1",
-                       "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})  # fmt: skip
+    os.environ.update(
+        {
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_HOST_IP": "127.0.0.1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+        }
+    )
     from pairank.operators.judges.models import prepare_default_model, resolve_model
     from pairank.operators.judges.vllm_judge import label_token_ids
 
@@ -196,13 +217,25 @@ def bare(args) -> dict:
             seconds = b[0] - a[0]
             reference = reference or got
             diff = max(abs(x - y) for x, y in zip(reference, got))
-            windows.append({"repeat": r, "arm": name, "waited_for_idle_s": waited, "seconds": round(seconds, 3),
-                            "per_s": round(len(got) / seconds, 4), "max_p_a_diff_vs_first_sync": round(diff, 5),
-                            **Load.delta(a, b)})  # fmt: skip
+            windows.append(
+                {
+                    "repeat": r,
+                    "arm": name,
+                    "waited_for_idle_s": waited,
+                    "seconds": round(seconds, 3),
+                    "per_s": round(len(got) / seconds, 4),
+                    "max_p_a_diff_vs_first_sync": round(diff, 5),
+                    **Load.delta(a, b),
+                }
+            )
             print(json.dumps(windows[-1]), flush=True)
     aengine.shutdown()
-    return {"comparisons": len(prompts), "batches": len(batches), "engine_start_s": {"async": round(async_start, 1),
-            "sync": round(sync_start, 1)}, "windows": windows}  # fmt: skip
+    return {
+        "comparisons": len(prompts),
+        "batches": len(batches),
+        "engine_start_s": {"async": round(async_start, 1), "sync": round(sync_start, 1)},
+        "windows": windows,
+    }
 
 
 # ---------------------------------------------------------------- the pool arms
@@ -217,13 +250,16 @@ def pool_child(args, async_engine: bool) -> dict:
     import pyarrow.compute as pc
 
     from pairank.cluster.runtime import ensure_ray, shutdown_ray
-    from pairank.jobs.pipeline.steps import batches_in_flight, judge_pool
+    from pairank.jobs.pipeline.pool import batches_in_flight, judge_pool
     from pairank.operators.judges.models import prepare_default_model
 
     prepare_default_model()
     k = args.pool_k if async_engine else 1
-    extra = [f"judge.async_engine={str(async_engine).lower()}", f"pool.max_batches_in_flight={k}",
-             f"subset.contexts={args.contexts * (args.pool_repeats + 1)}"]  # fmt: skip
+    extra = [
+        f"judge.async_engine={str(async_engine).lower()}",
+        f"pool.max_batches_in_flight={k}",
+        f"subset.contexts={args.contexts * (args.pool_repeats + 1)}",
+    ]
     spec = job_spec(args, extra=extra)
     requests = job_requests(spec)
     contexts = sorted(set(requests.column("context_id").to_pylist()))
@@ -240,22 +276,41 @@ def pool_child(args, async_engine: bool) -> dict:
             n = sum(t.num_rows for t in pool.judge(todo))
             b = load.snapshot()
             assert n == todo.num_rows, (n, todo.num_rows)
-            windows.append({"repeat": r - 1, "comparisons": n, "per_s": round(n / (b[0] - a[0]), 4),
-                            "seconds": round(b[0] - a[0], 3), **Load.delta(a, b)})  # fmt: skip
+            windows.append(
+                {
+                    "repeat": r - 1,
+                    "comparisons": n,
+                    "per_s": round(n / (b[0] - a[0]), 4),
+                    "seconds": round(b[0] - a[0], 3),
+                    **Load.delta(a, b),
+                }
+            )
         info = pool.info()
     shutdown_ray()
-    return {"async_engine": async_engine, "batches_in_flight": batches_in_flight(spec), "warmup": windows[0],
-            "windows": windows[1:], "actors": info}  # fmt: skip
+    return {
+        "async_engine": async_engine,
+        "batches_in_flight": batches_in_flight(spec),
+        "warmup": windows[0],
+        "windows": windows[1:],
+        "actors": info,
+    }
 
 
 def pool_arms(args) -> list[dict]:
     out = []
     with tempfile.TemporaryDirectory(prefix="pairank-bench-") as tmp:
         for r in range(args.pool_rounds):
-            for async_engine in ([False, True] if r % 2 == 0 else [True, False]):
+            for async_engine in [False, True] if r % 2 == 0 else [True, False]:
                 path = Path(tmp) / f"{r}-{async_engine}.json"
-                cmd = [sys.executable, __file__, "--child-pool", str(async_engine), "--out", str(path),
-                       *passthrough(args)]  # fmt: skip
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--child-pool",
+                    str(async_engine),
+                    "--out",
+                    str(path),
+                    *passthrough(args),
+                ]
                 subprocess.run(cmd, check=True, cwd=C.ROOT)
                 got = json.loads(path.read_text())
                 got["round"] = r
@@ -265,8 +320,18 @@ def pool_arms(args) -> list[dict]:
 
 
 def passthrough(args) -> list[str]:
-    return ["--contexts", str(args.contexts), "--candidates", str(args.candidates), "--batch-size",
-            str(args.batch_size), "--pool-k", str(args.pool_k), "--pool-repeats", str(args.pool_repeats)]  # fmt: skip
+    return [
+        "--contexts",
+        str(args.contexts),
+        "--candidates",
+        str(args.candidates),
+        "--batch-size",
+        str(args.batch_size),
+        "--pool-k",
+        str(args.pool_k),
+        "--pool-repeats",
+        str(args.pool_repeats),
+    ]
 
 
 # ---------------------------------------------------------------- summary
@@ -312,10 +377,12 @@ def summarise(bare_result: dict | None, pool_result: list[dict] | None) -> dict:
         pairs = [(a, s) for a, s in zip(rate[True], rate[False])]
         ratios = [round(a / s, 4) for a, s in pairs]
         out["pool"] = {
-            "sync_per_s": [round(x, 4) for x in rate[False]], "async_per_s": [round(x, 4) for x in rate[True]],
-            "ratio_async_over_sync_per_round": ratios, "ratio_mean": round(statistics.fmean(ratios), 4),
+            "sync_per_s": [round(x, 4) for x in rate[False]],
+            "async_per_s": [round(x, 4) for x in rate[True]],
+            "ratio_async_over_sync_per_round": ratios,
+            "ratio_mean": round(statistics.fmean(ratios), 4),
             "foreign_cores": [w["foreign_cores"] for p in pool_result for w in p["windows"]],
-        }  # fmt: skip
+        }
     return out
 
 
@@ -355,15 +422,31 @@ def main() -> None:
     waited = C.wait_quiet(max_wait_s=args.max_wait)
     bare_result = old.get("bare") if args.pool_only else bare(args)
     pool_result = pool_arms(args) if args.pool or args.pool_only else old.get("pool")
-    settings = {"contexts": args.contexts, "candidates_per_context": args.candidates, "aspects": ["coherence",
-                "fluency"],
-                "batch_size": args.batch_size, "k": args.k, "repeats": args.repeats, "engine_env": C.CPU_ENGINE_ENV,
-                "pool_k": args.pool_k, "pool_rounds": args.pool_rounds, "pool_repeats": args.pool_repeats}  # fmt: skip
+    settings = {
+        "contexts": args.contexts,
+        "candidates_per_context": args.candidates,
+        "aspects": ["coherence", "fluency"],
+        "batch_size": args.batch_size,
+        "k": args.k,
+        "repeats": args.repeats,
+        "engine_env": C.CPU_ENGINE_ENV,
+        "pool_k": args.pool_k,
+        "pool_rounds": args.pool_rounds,
+        "pool_repeats": args.pool_repeats,
+    }
     if args.pool_only and "settings" in old:
         settings = {**old["settings"], **{k: v for k, v in settings.items() if k.startswith("pool")}}
-    result = {"benchmark": name, "date": C.now(), "model": C.MODEL_LABEL, "machine": C.machine(),
-              "settings": settings, "waited_for_idle_s": waited, "summary": summarise(bare_result, pool_result),
-              "bare": bare_result, "pool": pool_result}  # fmt: skip
+    result = {
+        "benchmark": name,
+        "date": C.now(),
+        "model": C.MODEL_LABEL,
+        "machine": C.machine(),
+        "settings": settings,
+        "waited_for_idle_s": waited,
+        "summary": summarise(bare_result, pool_result),
+        "bare": bare_result,
+        "pool": pool_result,
+    }
     print(json.dumps(result["summary"], indent=2))
     print(f"wrote {C.write_result(name, result).relative_to(C.ROOT)}")
 

@@ -79,8 +79,15 @@ def fit_pm_nutpie(votes, judges, seed: int) -> dict:
     seconds = time.perf_counter() - t
     rhat, ess = diagnostics(idata.posterior, judges)
     pi = idata.posterior["pi"].values.ravel()
-    return {"seconds": seconds, "rhat": rhat[0], "ess_bulk": ess[0], "ok": refusal(rhat, ess, 1.01, 1000) is None,
-            "mean": float(pi.mean()), "low": None, "high": None}  # fmt: skip
+    return {
+        "seconds": seconds,
+        "rhat": rhat[0],
+        "ess_bulk": ess[0],
+        "ok": refusal(rhat, ess, 1.01, 1000) is None,
+        "mean": float(pi.mean()),
+        "low": None,
+        "high": None,
+    }
 
 
 def run_case(case: dict) -> dict:
@@ -97,9 +104,15 @@ def run_case(case: dict) -> dict:
             r = fit_pm_nutpie(votes, judges, call)
         else:
             res = dawid_skene(votes, judges, seed=call, sampler=case["sampler"])
-            r = {"seconds": res.seconds, "rhat": res.rhat, "ess_bulk": res.ess_bulk, "ok": res.ok,
-                 "mean": float(res.draws.mean()), "low": res.estimate and res.estimate.low,
-                 "high": res.estimate and res.estimate.high}  # fmt: skip
+            r = {
+                "seconds": res.seconds,
+                "rhat": res.rhat,
+                "ess_bulk": res.ess_bulk,
+                "ok": res.ok,
+                "mean": float(res.draws.mean()),
+                "low": res.estimate and res.estimate.low,
+                "high": res.estimate and res.estimate.high,
+            }
         r["call_wall_seconds"] = time.perf_counter() - t
         t = time.perf_counter()
         em = em_dawid_skene(votes, judges)
@@ -165,10 +178,28 @@ def main() -> None:
                     r["summary"] = summary(r)
                     print(f"  {r['summary']}", flush=True)
                     results.append(r)
-    rows = [[s[k] for k in ("sampler", "size", "cache", "first_call_s", "later_call_s", "all_converged", "max_rhat",
-                            "min_ess_bulk", "em_s", "machine_cores_busy")] for s in (r["summary"] for r in results)]  # fmt: skip
+    rows = [
+        [
+            s[k]
+            for k in (
+                "sampler",
+                "size",
+                "cache",
+                "first_call_s",
+                "later_call_s",
+                "all_converged",
+                "max_rhat",
+                "min_ess_bulk",
+                "em_s",
+                "machine_cores_busy",
+            )
+        ]
+        for s in (r["summary"] for r in results)
+    ]
     print()
-    print(C.table(rows, ["sampler", "size", "cache", "first s", "later s", "ok", "max r_hat", "min ESS", "EM s", "busy"]))
+    print(
+        C.table(rows, ["sampler", "size", "cache", "first s", "later s", "ok", "max r_hat", "min ESS", "EM s", "busy"])
+    )
     path = C.write_result(
         NAME + ("-quick" if args.quick else ""),
         {

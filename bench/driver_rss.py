@@ -24,7 +24,7 @@ holds. The phases:
   ``driver``: the run's judgments held for scoring);
 - ``score``: after rankings, win rates and the report (the whole run's peak).
 
-Two arms: ``stream`` is the code as it is (``stages.judge_static``); ``driver`` is the
+Two arms: ``stream`` is the code as it is (``pipeline.judge.judge_static``); ``driver`` is the
 former path, rebuilt here from the same functions: the keys of every comparison and
 the rendered request table made on the driver, then streamed through the same pool.
 
@@ -98,9 +98,10 @@ def judge_on_driver(spec, inputs, setup, progress):
     """The former static path: every key and the rendered request table on the driver, then the pool."""
     import pyarrow as pa
 
+    from pairank.jobs.pipeline.judge import Counts, Judged
     from pairank.jobs.pipeline.passes import error_count
+    from pairank.jobs.pipeline.pool import PoolRecord, judge_pool
     from pairank.jobs.pipeline.requests import scheduled_requests
-    from pairank.jobs.pipeline.steps import Counts, Judged, PoolRecord, judge_pool
 
     wanted = scheduled_requests(setup.maker, inputs.candidates, spec.aspects, spec.scheduler)
     answered = setup.cache.answered(aspects=spec.aspects, contexts=list(setup.maker.context), keys=wanted)
@@ -118,9 +119,13 @@ def run_case(case: dict) -> dict:
 
     import pyarrow as pa
 
-    from pairank.jobs import stages
+    from pairank.jobs.pipeline.inputs import read_inputs, scored_in_tasks
+    from pairank.jobs.pipeline.judge import judge_static
+    from pairank.jobs.pipeline.report import report, utc_now
+    from pairank.jobs.pipeline.score import score
+    from pairank.jobs.pipeline.setup import prepare_judging
+    from pairank.jobs.pipeline.winrates import win_rates
     from pairank.jobs.specs.job import parse_spec
-    from pairank.jobs.pipeline.steps import judge_static, prepare_judging, read_inputs, report, score, utc_now, win_rates
     from pairank.storage.fs import Location
     from pairank.storage.layout import RunLayout
 
@@ -128,28 +133,49 @@ def run_case(case: dict) -> dict:
     with tempfile.TemporaryDirectory(prefix="pairank-driver-rss-") as tmp:
         folder = Location.of(str(Path(tmp) / "input"))
         folder.join("candidates.parquet").write_parquet(synthetic_candidates(case["contexts"], PER_CONTEXT))
-        spec = parse_spec({
-            "name": "rss", "input": folder.uri, "output": str(Path(tmp) / "out"), "aspects": ["coherence"],
-            "prompts": str(C.PROMPTS), "judge": SIMULATED, "scheduler": {"name": "full"},
-            "pool": {"size": 1, "num_cpus": 1, "batch_size": 1024}, "report": {"bootstrap": 0},
-            "cluster": {"num_cpus": 2}, "flush_rows": 200_000,
-        }, NAME)  # fmt: skip
+        spec = parse_spec(
+            {
+                "name": "rss",
+                "input": folder.uri,
+                "output": str(Path(tmp) / "out"),
+                "aspects": ["coherence"],
+                "prompts": str(C.PROMPTS),
+                "judge": SIMULATED,
+                "scheduler": {"name": "full"},
+                "pool": {"size": 1, "num_cpus": 1, "batch_size": 1024},
+                "report": {"bootstrap": 0},
+                "cluster": {"num_cpus": 2},
+                "flush_rows": 200_000,
+            },
+            NAME,
+        )
         private = PrivatePeak()
         private.start()
         started = time.perf_counter()
         layout = RunLayout.of(spec.output, spec.name)
-        inputs = read_inputs(spec, texts=case["arm"] != "stream" or not stages.scored_in_tasks(spec))  # as run_job
+        inputs = read_inputs(spec, texts=case["arm"] != "stream" or not scored_in_tasks(spec))  # as run_job
         setup = prepare_judging(spec, inputs.candidates, layout)
         out["peak_mib_inputs"], out["private_mib_inputs"] = peak_mib(), private.now()
         t = time.perf_counter()
         judge = judge_static if case["arm"] == "stream" else judge_on_driver
 
-        timeline = out["rss_timeline"] = []  # (s, VmRSS, RssAnon, RssShmem, Arrow MiB, Python objects, line) at every progress line
+        timeline = out[
+            "rss_timeline"
+        ] = []  # (s, VmRSS, RssAnon, RssShmem, Arrow MiB, Python objects, line) at every progress line
 
         def progress(message: str) -> None:  # the peak before the run's judgments are read back for scoring
             arrow = round(pa.total_allocated_bytes() / 2**20, 1)  # live Arrow buffers, beside the resident set
-            timeline.append((round(time.perf_counter() - t, 1), rss_mib(), status_mib("RssAnon"),
-                             status_mib("RssShmem"), arrow, len(gc.get_objects()), str(message)[:80]))  # fmt: skip
+            timeline.append(
+                (
+                    round(time.perf_counter() - t, 1),
+                    rss_mib(),
+                    status_mib("RssAnon"),
+                    status_mib("RssShmem"),
+                    arrow,
+                    len(gc.get_objects()),
+                    str(message)[:80],
+                )
+            )
             if message.startswith(("reading the run's judgments back", "scoring the run's judgments")):
                 out["peak_mib_judging"], out["private_mib_judging"] = peak_mib(), private.now()
 
@@ -164,8 +190,9 @@ def run_case(case: dict) -> dict:
         scored = score(spec, inputs, judged)
         rates = win_rates(spec, inputs, judged.judgments, lambda m: None)
         counts = {"contexts": inputs.contexts, "candidates": inputs.candidates.num_rows, **asdict(judged.counts)}
-        report(spec.model_dump(mode="json"), setup.identity, judged.totals, scored, rates, counts, started,
-               judged.extra)  # fmt: skip
+        report(
+            spec.model_dump(mode="json"), setup.identity, judged.totals, scored, rates, counts, started, judged.extra
+        )
         out["score_seconds"] = round(time.perf_counter() - t, 1)
         out["peak_mib_score"], out["private_mib_score"] = peak_mib(), private.now()
         out["comparisons"] = judged.counts.requests
@@ -180,11 +207,19 @@ def main() -> None:
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 20000])
     ap.add_argument("--arms", nargs="+", default=["stream", "driver"], choices=["stream", "driver"])
-    ap.add_argument("--driver-up-to", type=int, default=5000,
-                    help="run the driver arm only up to this many contexts (its request table at 20k is GBs)")
-    ap.add_argument("--score-up-to", type=int, default=5000,
-                    help="score the driver arm only up to this many contexts (its scoring holds Python rows of "
-                    "every judgment: ~16 GB at 20k); the stream arm scores block by block at every size")  # fmt: skip
+    ap.add_argument(
+        "--driver-up-to",
+        type=int,
+        default=5000,
+        help="run the driver arm only up to this many contexts (its request table at 20k is GBs)",
+    )
+    ap.add_argument(
+        "--score-up-to",
+        type=int,
+        default=5000,
+        help="score the driver arm only up to this many contexts (its scoring holds Python rows of "
+        "every judgment: ~16 GB at 20k); the stream arm scores block by block at every size",
+    )
     args = ap.parse_args()
     if args.child is not None:
         print(json.dumps(run_case(json.loads(args.child))))
@@ -204,18 +239,48 @@ def main() -> None:
         mine = [c for c in cases if c["case"]["arm"] == arm]
         base = mine[0]
         for c in mine:
-            ratio = lambda k: round(c[k] / base[k], 2) if k in c and k in base else "–"  # noqa: E731
-            rows.append([arm, c["case"]["contexts"], c["comparisons"], c["private_mib_inputs"],
-                         c.get("private_mib_judging", "–"), ratio("private_mib_judging"), c["private_mib_judge"],
-                         ratio("private_mib_judge"), c.get("private_mib_score", "–"), ratio("private_mib_score"),
-                         c.get("peak_mib_judging", c["peak_mib_judge"]), c["judgments_held_mib"], c["judge_seconds"],
-                         c.get("score_seconds", "–")])  # fmt: skip
-    head = ["arm", "contexts", "comparisons", "private MiB inputs", "private MiB judging", "x smallest",
-            "private MiB judge stage", "x smallest", "private MiB whole run", "x smallest", "VmHWM MiB judging",
-            "judgments held MiB", "judge s", "score s"]  # fmt: skip
+
+            def ratio(k, c=c, base=base):
+                return round(c[k] / base[k], 2) if k in c and k in base else "–"
+
+            rows.append(
+                [
+                    arm,
+                    c["case"]["contexts"],
+                    c["comparisons"],
+                    c["private_mib_inputs"],
+                    c.get("private_mib_judging", "–"),
+                    ratio("private_mib_judging"),
+                    c["private_mib_judge"],
+                    ratio("private_mib_judge"),
+                    c.get("private_mib_score", "–"),
+                    ratio("private_mib_score"),
+                    c.get("peak_mib_judging", c["peak_mib_judge"]),
+                    c["judgments_held_mib"],
+                    c["judge_seconds"],
+                    c.get("score_seconds", "–"),
+                ]
+            )
+    head = [
+        "arm",
+        "contexts",
+        "comparisons",
+        "private MiB inputs",
+        "private MiB judging",
+        "x smallest",
+        "private MiB judge stage",
+        "x smallest",
+        "private MiB whole run",
+        "x smallest",
+        "VmHWM MiB judging",
+        "judgments held MiB",
+        "judge s",
+        "score s",
+    ]
     print(C.table(rows, head))
-    path = C.write_result(NAME, {"machine": C.machine(), "at": C.now(), "cases": cases, "table": [head, *rows],
-                                 "pid": os.getpid()})  # fmt: skip
+    path = C.write_result(
+        NAME, {"machine": C.machine(), "at": C.now(), "cases": cases, "table": [head, *rows], "pid": os.getpid()}
+    )
     print(f"wrote {path}")
 
 

@@ -8,7 +8,7 @@ real judge's quality; it measures how the schedulers and the driver scale.
 Each case runs in its own fresh process (so peak RSS is the case's own): a
 synthetic input folder is written (``candidates.parquet`` conforming to
 ``storage.schemas.CANDIDATES``; short texts, "ctx-00000" ... x "ctx-00000/c-00000" ...),
-Ray is started and the judge pool is entered with ``pairank.jobs.pipeline.steps.judge_pool`` (one
+Ray is started and the judge pool is entered with ``pairank.jobs.pipeline.pool.judge_pool`` (one
 actor, ``pool.num_cpus 1``, ``batch_size`` 4096) before the clock starts, then
 ``jobs.driver.Driver(...).run()`` runs the scheduler to completion with a fresh
 judgment cache (``flush_rows`` 1,000,000, so one cache part per round).
@@ -66,7 +66,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C
 
 NAME = "driver_scale"
-LABEL = "SIMULATED judge (engine=simulated: seeded latent quality, scale 2, noise 0.5, no position bias); not a real judge"
+LABEL = (
+    "SIMULATED judge (engine=simulated: seeded latent quality, scale 2, noise 0.5, no position bias); not a real judge"
+)
 SIMULATED = {"engine": "simulated", "seed": 0, "scale": 2.0, "noise": 0.5}
 ASPECT = "coherence"
 
@@ -76,7 +78,8 @@ def synthetic_candidates(contexts: int, per_context: int):
     """CANDIDATES rows: ``contexts`` x ``per_context`` short texts, validated against the schema."""
     import pyarrow as pa
 
-    from pairank.storage.schemas import CANDIDATES, validate
+    from pairank.storage.schemas import CANDIDATES
+    from pairank.storage.validation import validate
 
     ctx, ctx_text, cid, system, text = [], [], [], [], []
     for k in range(contexts):
@@ -106,17 +109,20 @@ def run_case(case: dict) -> dict:
 
     from pairank.cluster.runtime import ensure_ray
     from pairank.jobs.pipeline.driver import Driver
+    from pairank.jobs.pipeline.inputs import read_inputs
     from pairank.jobs.pipeline.passes import Judging
+    from pairank.jobs.pipeline.pool import judge_pool
     from pairank.jobs.pipeline.requests import RequestMaker
     from pairank.jobs.specs.job import parse_spec
-    from pairank.jobs.pipeline.steps import judge_pool, read_inputs
     from pairank.operators.judges import judge_identity
     from pairank.operators.prompts import load_prompts
     from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
     from pairank.storage.layout import RunLayout
 
-    rss = lambda: round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    def rss():
+        return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
     out: dict = {"case": case}
     with tempfile.TemporaryDirectory(prefix="pairank-driver-scale-") as tmp:
         t = time.perf_counter()
@@ -152,7 +158,9 @@ def run_case(case: dict) -> dict:
             out["rss_mib_before_driver"] = rss()
             t = time.perf_counter()
             judging = Judging(spec.judging, maker, judge_identity(spec.judge), None, spec.flush_rows)
-            driver = Driver(spec, candidates, judging, cache, lambda _spec: contextlib.nullcontext(pool), lambda _m: None)
+            driver = Driver(
+                spec, candidates, judging, cache, lambda _spec: contextlib.nullcontext(pool), lambda _m: None
+            )
             out["driver_init_seconds"] = round(time.perf_counter() - t, 3)
             load0, busy0, cpu0 = os.getloadavg()[0], C.machine_cpu(), os.times()
             t = time.perf_counter()
@@ -230,7 +238,10 @@ def judge_parts(spec, maker, tasks, folder: Path) -> dict:
             break
     if not wanted:
         return {}
-    us = lambda t, n: round((time.perf_counter() - t) / n * 1e6, 2)
+
+    def us(t, n):
+        return round((time.perf_counter() - t) / n * 1e6, 2)
+
     t = time.perf_counter()
     table = maker.table(wanted)
     out = {"request_table_us_per_row": us(t, table.num_rows)}
@@ -271,15 +282,41 @@ def print_tables(results: list[dict]) -> None:
     if anchors:
         rows = [
             [
-                r["case"]["candidates"], r["anchors"], r["inserted"], r["comparisons_ordered"], r["anchor_sort_ordered"],
-                r["per_inserted_ordered"], r["rounds"], r["run_seconds"], r["driver_seconds"], r["judge_seconds"],
-                r["rss_mib_peak"], r["spearman_vs_latent_mean"],
+                r["case"]["candidates"],
+                r["anchors"],
+                r["inserted"],
+                r["comparisons_ordered"],
+                r["anchor_sort_ordered"],
+                r["per_inserted_ordered"],
+                r["rounds"],
+                r["run_seconds"],
+                r["driver_seconds"],
+                r["judge_seconds"],
+                r["rss_mib_peak"],
+                r["spearman_vs_latent_mean"],
             ]
             for r in anchors
-        ]  # fmt: skip
+        ]
         print("\n(a) pairs_anchors, one context, symmetric (SIMULATED judge)")
-        print(C.table(rows, ["N", "anchors", "inserted", "ordered pairs", "anchor sort", "per inserted", "rounds",
-                             "run s", "driver s", "judge s", "peak RSS MiB", "rho vs latent"]))  # fmt: skip
+        print(
+            C.table(
+                rows,
+                [
+                    "N",
+                    "anchors",
+                    "inserted",
+                    "ordered pairs",
+                    "anchor sort",
+                    "per inserted",
+                    "rounds",
+                    "run s",
+                    "driver s",
+                    "judge s",
+                    "peak RSS MiB",
+                    "rho vs latent",
+                ],
+            )
+        )
     others = [r for r in results if r["case"]["kind"] != "anchors"]
     if others:
         rows = []
@@ -287,14 +324,42 @@ def print_tables(results: list[dict]) -> None:
             s = per_round(r)
             rows.append(
                 [
-                    r["case"]["kind"], r["case"]["contexts"], r["case"]["candidates"], r["comparisons_ordered"], r["rounds"],
-                    r["run_seconds"], r["driver_seconds"], r["judge_seconds"], s["driver_s_per_round"],
-                    s["judge_s_per_round"], s["driver_us_per_request"], r["rss_mib_peak"], r["spearman_vs_latent_mean"],
+                    r["case"]["kind"],
+                    r["case"]["contexts"],
+                    r["case"]["candidates"],
+                    r["comparisons_ordered"],
+                    r["rounds"],
+                    r["run_seconds"],
+                    r["driver_seconds"],
+                    r["judge_seconds"],
+                    s["driver_s_per_round"],
+                    s["judge_s_per_round"],
+                    s["driver_us_per_request"],
+                    r["rss_mib_peak"],
+                    r["spearman_vs_latent_mean"],
                 ]
-            )  # fmt: skip
+            )
         print("\n(b, c) pairs_greedy, symmetric (SIMULATED judge)")
-        print(C.table(rows, ["case", "contexts", "N", "ordered pairs", "rounds", "run s", "driver s", "judge s",
-                             "driver s/round", "judge s/round", "driver us/request", "peak RSS MiB", "rho vs latent"]))  # fmt: skip
+        print(
+            C.table(
+                rows,
+                [
+                    "case",
+                    "contexts",
+                    "N",
+                    "ordered pairs",
+                    "rounds",
+                    "run s",
+                    "driver s",
+                    "judge s",
+                    "driver s/round",
+                    "judge s/round",
+                    "driver us/request",
+                    "peak RSS MiB",
+                    "rho vs latent",
+                ],
+            )
+        )
 
 
 # ---------------------------------------------------------------- main
@@ -328,7 +393,9 @@ def main() -> None:
     if "contexts" in kinds:
         cases.append({"kind": "contexts", "contexts": args.contexts, "candidates": 16, "batch_size": args.batch_size})
     if "one_context" in kinds:
-        cases.append({"kind": "one_context", "contexts": 1, "candidates": args.one_context, "batch_size": args.batch_size})
+        cases.append(
+            {"kind": "one_context", "contexts": 1, "candidates": args.one_context, "batch_size": args.batch_size}
+        )
 
     started = C.now()
     t0 = time.time()

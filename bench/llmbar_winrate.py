@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import machine, now, table, write_result  # noqa: E402
+from bench._common import machine, now, table, write_result
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "llmbar"
 SUBSETS = {
@@ -147,13 +147,47 @@ def main() -> int:
         s = summarise(runs)
         result["subsets"][name] = {"summary": s, "runs": runs, "skipped": list(imported.skipped)}
         paper = PAPER.get(name, (None, None))
-        rows.append([name, s["pairs"], s["judges"], s["observed"], s["observed_pooled"], s["ds_mode"],
-                     s["ds_refused"], s["em"], s["bwrs_mean"][0.1], s["bwrs_mean"][0.5], s["bwrs_mean"][1.0],
-                     paper[0] or "–", paper[1] or "–", s["ds_seconds"]])
+        rows.append(
+            [
+                name,
+                s["pairs"],
+                s["judges"],
+                s["observed"],
+                s["observed_pooled"],
+                s["ds_mode"],
+                s["ds_refused"],
+                s["em"],
+                s["bwrs_mean"][0.1],
+                s["bwrs_mean"][0.5],
+                s["bwrs_mean"][1.0],
+                paper[0] or "–",
+                paper[1] or "–",
+                s["ds_seconds"],
+            ]
+        )
     result["finished"] = now()
     path = write_result("llmbar_winrate", result)
-    print(table(rows, ["subset", "pairs", "judges", "observed", "pooled", "DS mode", "DS refused", "EM",
-                       "BWRS 0.1", "BWRS 0.5", "BWRS 1.0", "paper obs", "paper DS", "DS s"]))
+    print(
+        table(
+            rows,
+            [
+                "subset",
+                "pairs",
+                "judges",
+                "observed",
+                "pooled",
+                "DS mode",
+                "DS refused",
+                "EM",
+                "BWRS 0.1",
+                "BWRS 0.5",
+                "BWRS 1.0",
+                "paper obs",
+                "paper DS",
+                "DS s",
+            ],
+        )
+    )
     print(f"wrote {path}")
     return 0
 

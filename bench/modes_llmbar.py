@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import ROOT, machine, now, table, write_result  # noqa: E402
+from bench._common import ROOT, machine, now, table, write_result
 
 NATURAL = ROOT.parent / "shared" / "data" / "llmbar" / "LLMBar" / "Natural"
 #: (label, overrides of configs/modes.yaml)
@@ -67,11 +67,17 @@ def main() -> None:
             if "variants" not in over["judging"] and judging["mode"] == "logprob":
                 judging.pop("variants")  # the legacy template <prompts>/<aspect>.txt
             spec = parse_spec(
-                {**base, "name": f"case{i}", "input": str(data), "output": str(Path(tmp) / f"store{i}"),
-                 "prompts": str(ROOT / "configs/prompts/instruction"), "subset": {"contexts": args.contexts},
-                 "judging": judging},
+                {
+                    **base,
+                    "name": f"case{i}",
+                    "input": str(data),
+                    "output": str(Path(tmp) / f"store{i}"),
+                    "prompts": str(ROOT / "configs/prompts/instruction"),
+                    "subset": {"contexts": args.contexts},
+                    "judging": judging,
+                },
                 f"modes:{label}",
-            )  # fmt: skip
+            )
             started = time.perf_counter()
             result = run_job(spec, progress=lambda m: None)
             wall = time.perf_counter() - started

@@ -55,11 +55,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 NAME = "pipeline_overhead"
-#: The pool's progress line (jobs/pipeline/passes.py: CacheWriter), one per flushed part; the total is "?" while a stream
-#: made in Ray Data tasks is still being planned.
+#: The pool's progress line (jobs/pipeline/passes.py: CacheWriter), one per flushed part; the total is "?" while
+#: a stream made in Ray Data tasks is still being planned.
 PROGRESS = re.compile(r"^[\w-]+: (\d+)/(\d+|\?) \(")
 TARGET = 0.9
 
@@ -83,8 +83,9 @@ def job_spec(output: str, args):
 
 def job_requests(spec):
     """The requests run_job builds for this spec (same code path, same order)."""
+    from pairank.jobs.pipeline.inputs import read_inputs
     from pairank.jobs.pipeline.requests import scheduled_requests
-    from pairank.jobs.pipeline.steps import prepare_judging, read_inputs
+    from pairank.jobs.pipeline.setup import prepare_judging
     from pairank.storage.layout import RunLayout
 
     inputs = read_inputs(spec)
@@ -353,21 +354,50 @@ def report(result: dict) -> None:
     rows = []
     for i, p in enumerate(pairs):
         a = p["analysis"]
-        rows.append([i, "/".join(p["order"]), a["steady"]["bare_per_s"], a["steady"]["pipeline_per_s"],
-                     a["steady"]["ratio"], a["where_time_goes"]["engine_time_after_first_batch_actor_over_bare"],
-                     a["end_to_end"]["bare_s"], a["end_to_end"]["pipeline_s"], a["end_to_end"]["ratio"],
-                     "yes" if a["disturbed"]["any"] else "no"])  # fmt: skip
+        rows.append(
+            [
+                i,
+                "/".join(p["order"]),
+                a["steady"]["bare_per_s"],
+                a["steady"]["pipeline_per_s"],
+                a["steady"]["ratio"],
+                a["where_time_goes"]["engine_time_after_first_batch_actor_over_bare"],
+                a["end_to_end"]["bare_s"],
+                a["end_to_end"]["pipeline_s"],
+                a["end_to_end"]["ratio"],
+                "yes" if a["disturbed"]["any"] else "no",
+            ]
+        )
     print()
     print(f"model: {C.MODEL_LABEL}")
     st = result["settings"]
-    print(f"{pairs[0]['bare']['comparisons']} comparisons, batch {st['batch_size']}, flush_rows {st['flush_rows']}, "
-          f"pool.num_cpus {st['pool_num_cpus']}, extra overrides {st.get('extra_overrides') or 'none'}")  # fmt: skip
-    print(C.table(rows, ["repeat", "order", "bare comp/s", "pipeline comp/s", "steady ratio", "engine s actor/bare",
-                         "bare e2e s", "pipeline e2e s", "e2e ratio", "disturbed"]))  # fmt: skip
-    print(f"\nsteady-state ratio (pipeline/bare, after the first batch) mean {summary['steady_ratio_mean']} "
-          f"(target >= {TARGET}: {'met' if summary['meets_target_steady'] else 'NOT met'}); "
-          f"end-to-end throughput ratio mean {summary['end_to_end_ratio_mean']}; without disturbed repeats: "
-          f"steady {summary['steady_ratio_mean_undisturbed']}, end-to-end {summary['end_to_end_ratio_mean_undisturbed']}")  # fmt: skip
+    print(
+        f"{pairs[0]['bare']['comparisons']} comparisons, batch {st['batch_size']}, flush_rows {st['flush_rows']}, "
+        f"pool.num_cpus {st['pool_num_cpus']}, extra overrides {st.get('extra_overrides') or 'none'}"
+    )
+    print(
+        C.table(
+            rows,
+            [
+                "repeat",
+                "order",
+                "bare comp/s",
+                "pipeline comp/s",
+                "steady ratio",
+                "engine s actor/bare",
+                "bare e2e s",
+                "pipeline e2e s",
+                "e2e ratio",
+                "disturbed",
+            ],
+        )
+    )
+    print(
+        f"\nsteady-state ratio (pipeline/bare, after the first batch) mean {summary['steady_ratio_mean']} "
+        f"(target >= {TARGET}: {'met' if summary['meets_target_steady'] else 'NOT met'}); "
+        f"end-to-end throughput ratio mean {summary['end_to_end_ratio_mean']}; without disturbed repeats: "
+        f"steady {summary['steady_ratio_mean_undisturbed']}, end-to-end {summary['end_to_end_ratio_mean_undisturbed']}"
+    )
     for i, p in enumerate(pairs):
         w = p["analysis"]["where_time_goes"]
         print(f"repeat {i} where time goes: {json.dumps(w)}")
@@ -411,9 +441,19 @@ def run_arm(arm: str, args, tmp: str) -> dict:
 
 def passthrough(args) -> list[str]:
     return [
-        "--contexts", str(args.contexts), "--candidates", str(args.candidates), "--batch-size", str(args.batch_size),
-        "--flush-rows", str(args.flush_rows), "--pool-cpus", str(args.pool_cpus or 0), "--tag", args.tag,
-    ] + [f"--set={x}" for x in args.set]  # fmt: skip
+        "--contexts",
+        str(args.contexts),
+        "--candidates",
+        str(args.candidates),
+        "--batch-size",
+        str(args.batch_size),
+        "--flush-rows",
+        str(args.flush_rows),
+        "--pool-cpus",
+        str(args.pool_cpus or 0),
+        "--tag",
+        args.tag,
+    ] + [f"--set={x}" for x in args.set]
 
 
 def main() -> None:
@@ -426,8 +466,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2, help="bare/pipeline pairs, order alternating (ABBA)")
     ap.add_argument("--retries", type=int, default=2, help="re-run a repeat disturbed by other load up to this often")
     ap.add_argument("--tag", default="", help="result file suffix for a knob variant")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="more spec overrides for both arms, as `pairank run --set` (e.g. judge.env.OMP_NUM_THREADS=2)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="more spec overrides for both arms, as `pairank run --set` (e.g. judge.env.OMP_NUM_THREADS=2)",
+    )
     ap.add_argument("--reanalyse", metavar="JSON", help="recompute the analysis of a result file from its raw data")
     ap.add_argument("--arm", choices=["bare", "pipeline"], help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -463,12 +508,18 @@ def main() -> None:
                 for arm in order:
                     waited[arm] = C.wait_quiet()  # another engine or test run on these 2 cores ruins a repeat
                     got[arm] = run_arm(arm, args, tmp)
-                pair = {"order": order, "bare": got["bare"], "pipeline": got["pipeline"], "waited_for_idle_s": waited,
-                        "analysis": analyse(got["bare"], got["pipeline"])}  # fmt: skip
+                pair = {
+                    "order": order,
+                    "bare": got["bare"],
+                    "pipeline": got["pipeline"],
+                    "waited_for_idle_s": waited,
+                    "analysis": analyse(got["bare"], got["pipeline"]),
+                }
                 a = pair["analysis"]
                 print(
-                    f"repeat {r}: steady pipeline {a['steady']['pipeline_per_s']}/s vs bare {a['steady']['bare_per_s']}/s "
-                    f"(ratio {a['steady']['ratio']}); end-to-end {a['end_to_end']['pipeline_s']} s vs {a['end_to_end']['bare_s']} s",
+                    f"repeat {r}: steady pipeline {a['steady']['pipeline_per_s']}/s "
+                    f"vs bare {a['steady']['bare_per_s']}/s (ratio {a['steady']['ratio']}); "
+                    f"end-to-end {a['end_to_end']['pipeline_s']} s vs {a['end_to_end']['bare_s']} s",
                     flush=True,
                 )
                 if not a["disturbed"]["any"]:
@@ -496,8 +547,16 @@ def main() -> None:
         "target_steady_ratio": TARGET,
     }
     name = NAME + (f"-{args.tag}" if args.tag else "")
-    result = {"benchmark": name, "date": C.now(), "model": C.MODEL_LABEL, "machine": C.machine(), "settings": settings,
-              "summary": None, "repeats": pairs, "discarded_disturbed_attempts": discarded}  # fmt: skip
+    result = {
+        "benchmark": name,
+        "date": C.now(),
+        "model": C.MODEL_LABEL,
+        "machine": C.machine(),
+        "settings": settings,
+        "summary": None,
+        "repeats": pairs,
+        "discarded_disturbed_attempts": discarded,
+    }
     report(result)
     path = C.write_result(name, result)
     print(f"\nwrote {path.relative_to(C.ROOT)}")

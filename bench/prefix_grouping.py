@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 NAME = "prefix_grouping"
 P_A_TOLERANCE = 0.05  # bf16: P(A) differs from float32 by up to 0.04 (shared/VLLM_CPU.md)
@@ -69,7 +69,9 @@ def _kv_groups(llm) -> list[str]:
     out = []
     for g in config.kv_cache_groups:
         window = getattr(g.kv_cache_spec, "sliding_window", None)
-        out.append(f"{type(g.kv_cache_spec).__name__}({len(g.layer_names)} layers{f', window {window}' if window else ''})")
+        out.append(
+            f"{type(g.kv_cache_spec).__name__}({len(g.layer_names)} layers{f', window {window}' if window else ''})"
+        )
     return out
 
 
@@ -147,7 +149,9 @@ def worker(args) -> dict:
     t = time.perf_counter()
     judge.score([r["prompt"] for r in warm])
     warmup = time.perf_counter() - t
-    print(f"[{args.scenario}] engine start {engine_start:.1f} s, warm-up batch of {len(warm)}: {warmup:.1f} s", flush=True)
+    print(
+        f"[{args.scenario}] engine start {engine_start:.1f} s, warm-up batch of {len(warm)}: {warmup:.1f} s", flush=True
+    )
 
     rounds = []
     discarded = 0
@@ -225,7 +229,9 @@ def worker(args) -> dict:
         "warmup_batch_s": round(warmup, 2),
         "rounds": rounds,
         "total": total,
-        "ratio_grouped_over_shuffled": round(total["grouped"]["comparisons_per_s"] / total["shuffled"]["comparisons_per_s"], 4),
+        "ratio_grouped_over_shuffled": round(
+            total["grouped"]["comparisons_per_s"] / total["shuffled"]["comparisons_per_s"], 4
+        ),
         "ratio_per_round": [x["ratio_grouped_over_shuffled"] for x in rounds],
         "p_a_within_tolerance": all(x["p_a_check"]["within_tolerance"] for x in rounds),
         "p_a_max_abs_diff": max(x["p_a_check"]["max_abs_diff"] for x in rounds),
@@ -246,9 +252,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--retries", type=int, default=2, help="run a round again when another load disturbed it")
     ap.add_argument(
-        "--small-cache-blocks", type=int, default=128,
+        "--small-cache-blocks",
+        type=int,
+        default=128,
         help="KV blocks (of 128 tokens, shared by the 6 layer groups) of the small-cache scenario; 0 skips it",
-    )  # fmt: skip
+    )
     ap.add_argument("--scenario", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--kv-blocks", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
@@ -279,11 +287,24 @@ def main() -> None:
     for name, res in results.items():
         for arm in ("grouped", "shuffled"):
             t = res["total"][arm]
-            rows.append([name, res["kv_cache"]["capacity_tokens"], arm, t["comparisons"], f"{t['seconds']:.1f}",
-                         f"{t['comparisons_per_s']:.3f}", f"{t['prefix_cache_hit_rate']:.2f}"])  # fmt: skip
+            rows.append(
+                [
+                    name,
+                    res["kv_cache"]["capacity_tokens"],
+                    arm,
+                    t["comparisons"],
+                    f"{t['seconds']:.1f}",
+                    f"{t['comparisons_per_s']:.3f}",
+                    f"{t['prefix_cache_hit_rate']:.2f}",
+                ]
+            )
     print()
     print(f"model: {C.MODEL_LABEL}")
-    print(C.table(rows, ["scenario", "kv tokens (full prefix)", "arm", "comparisons", "seconds", "comp/s", "prefix hit rate"]))
+    print(
+        C.table(
+            rows, ["scenario", "kv tokens (full prefix)", "arm", "comparisons", "seconds", "comp/s", "prefix hit rate"]
+        )
+    )
     print()
     for name, res in results.items():
         print(
@@ -308,9 +329,15 @@ def main() -> None:
     }
     path = C.write_result(
         NAME,
-        {"benchmark": NAME, "date": C.now(), "model": C.MODEL_LABEL, "machine": C.machine(), "settings": settings,
-         "scenarios": results},
-    )  # fmt: skip
+        {
+            "benchmark": NAME,
+            "date": C.now(),
+            "model": C.MODEL_LABEL,
+            "machine": C.machine(),
+            "settings": settings,
+            "scenarios": results,
+        },
+    )
     print(f"\nwrote {path.relative_to(C.ROOT)}")
 
 

@@ -167,7 +167,12 @@ def arms(args) -> list[dict]:
                 {
                     "family": f"pairs_anchors{'' if sym else ' (one order)'}",
                     "label": f"pairs_anchors anchors={size} symmetric={str(sym).lower()}",
-                    "scheduler": {"name": "pairs_anchors", "symmetric": sym, "anchors": {"size": size}, "repeats": args.repeats},
+                    "scheduler": {
+                        "name": "pairs_anchors",
+                        "symmetric": sym,
+                        "anchors": {"size": size},
+                        "repeats": args.repeats,
+                    },
                 }
             )
     mid = args.anchors[len(args.anchors) // 2]
@@ -176,11 +181,13 @@ def arms(args) -> list[dict]:
             "family": "pairs_anchors (inner=pairs_greedy)",
             "label": f"pairs_anchors anchors={mid} symmetric=true inner=pairs_greedy",
             "scheduler": {
-                "name": "pairs_anchors", "symmetric": True, "anchors": {"size": mid, "inner": "pairs_greedy"},
+                "name": "pairs_anchors",
+                "symmetric": True,
+                "anchors": {"size": mid, "inner": "pairs_greedy"},
                 "repeats": args.repeats,
             },
         }
-    )  # fmt: skip
+    )
     for budget in args.budgets:
         out.append(
             {
@@ -340,9 +347,11 @@ def against_static(points: list[dict], reference: str = "symmetric") -> None:
             curve = sorted(
                 (p["comparisons"]["mean"], p["sample"]["mean"], p["dataset"]["mean"], p["agree_full"]["mean"])
                 for p in points
-                if p["family"] in (reference, "full") and p["method"] == method and p["aspect"] == aspect
+                if p["family"] in (reference, "full")
+                and p["method"] == method
+                and p["aspect"] == aspect
                 and p["sample"]["mean"] is not None
-            )  # fmt: skip
+            )
             if len(curve) < 2:
                 continue
             xs, ys, ds, gs = (np.array(v, dtype=float) for v in zip(*curve))
@@ -379,18 +388,31 @@ def print_table(points: list[dict], aspects: list[str]) -> None:
         for a in aspects:
             p = by.get(a)
             ref = (p or {}).get("vs_static", {}).get("symmetric/win_ratio_soft")
-            delta = "-" if not p or not ref or p["sample"]["mean"] is None else f"{p['sample']['mean'] - ref['sample']:+.3f}"
-            row += [fmt(p["sample"]) if p else "-", fmt(p["dataset"]) if p else "-", delta, fmt(p["agree_full"]) if p else "-"]
+            delta = (
+                "-"
+                if not p or not ref or p["sample"]["mean"] is None
+                else f"{p['sample']['mean'] - ref['sample']:+.3f}"
+            )
+            row += [
+                fmt(p["sample"]) if p else "-",
+                fmt(p["dataset"]) if p else "-",
+                delta,
+                fmt(p["agree_full"]) if p else "-",
+            ]
         rows.append(row)
     print(C.table(rows, header))
-    print("mean±SE across seeds; n/a: Spearman undefined (all candidates tied); vs sym-soft: sample rho minus the "
-          "symmetric static schedule's (win_ratio_soft) at the same comparisons, interpolated; agree full: Spearman with "
-          "the full matrix's soft win ratios (same judge), mean over contexts")
+    print(
+        "mean±SE across seeds; n/a: Spearman undefined (all candidates tied); vs sym-soft: sample rho minus the "
+        "symmetric static schedule's (win_ratio_soft) at the same comparisons, interpolated; agree full: Spearman with "
+        "the full matrix's soft win ratios (same judge), mean over contexts"
+    )
 
 
 # ---------------------------------------------------------------- main
 def main() -> None:
-    ints = lambda s: [int(x) for x in s.split(",") if x]
+    def ints(s):
+        return [int(x) for x in s.split(",") if x]
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a tiny version, to check the script")
     ap.add_argument("--grid", type=ints, default=[8, 16, 32, 64, 128], help="R per context for the static schedulers")
@@ -426,7 +448,13 @@ def main() -> None:
                 spec = spec_for(data, root, sched, args, slug)
                 aspects, n_contexts = spec.aspects, spec.subset.contexts
                 runs.append(run_one(spec))
-                runs_log.append({"label": arm["label"], "seed": seed, **{k: runs[-1][k] for k in ("seconds", "counts", "adaptive", "rounds")}})
+                runs_log.append(
+                    {
+                        "label": arm["label"],
+                        "seed": seed,
+                        **{k: runs[-1][k] for k in ("seconds", "counts", "adaptive", "rounds")},
+                    }
+                )
                 errors = runs[-1]["counts"].get("errors_now", 0)
                 if errors:
                     raise SystemExit(f"{arm['label']} seed {seed}: {errors} replay errors (is the matrix complete?)")

@@ -64,17 +64,27 @@ def group_table(judge: int, aspect: str, context: int, n: int, seed: int):
         return pa.array([v] * n, pa.string())
 
     cols = {
-        "key": keys, "engine": const("vllm"), "model": const(f"judge-{judge}"), "revision": const("r1"),
-        "prompt_hash": const("0123456789abcdef"), "sampling": const('{"temperature":0}'),
-        "context_id": const(f"ctx-{context:05d}"), "aspect": const(aspect),
+        "key": keys,
+        "engine": const("vllm"),
+        "model": const(f"judge-{judge}"),
+        "revision": const("r1"),
+        "prompt_hash": const("0123456789abcdef"),
+        "sampling": const('{"temperature":0}'),
+        "context_id": const(f"ctx-{context:05d}"),
+        "aspect": const(aspect),
         "candidate_a": pa.array([f"ctx-{context:05d}/c{a:03d}" for a in cands[:, 0]]),
         "candidate_b": pa.array([f"ctx-{context:05d}/c{b:03d}" for b in cands[:, 1]]),
-        "p_a": pa.array(p), "logprob_a": pa.array(np.log(p)), "logprob_b": pa.array(np.log1p(-p)),
-        "label": pa.array(np.where(p > 0.5, "A", "B")), "raw_text": pa.nulls(n, pa.string()),
-        "input_tokens": pa.array(rng.integers(300, 600, n)), "output_tokens": pa.array(np.ones(n, dtype=np.int64)),
-        "seconds": pa.array(rng.random(n) * 0.1), "error": pa.nulls(n, pa.string()),
-        "created_at": pa.array([dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)] * n, pa.timestamp("us", tz="UTC")),
-    }  # fmt: skip
+        "p_a": pa.array(p),
+        "logprob_a": pa.array(np.log(p)),
+        "logprob_b": pa.array(np.log1p(-p)),
+        "label": pa.array(np.where(p > 0.5, "A", "B")),
+        "raw_text": pa.nulls(n, pa.string()),
+        "input_tokens": pa.array(rng.integers(300, 600, n)),
+        "output_tokens": pa.array(np.ones(n, dtype=np.int64)),
+        "seconds": pa.array(rng.random(n) * 0.1),
+        "error": pa.nulls(n, pa.string()),
+        "created_at": pa.array([dt.datetime(2026, 1, 1, tzinfo=dt.UTC)] * n, pa.timestamp("us", tz="UTC")),
+    }
     return pa.table(cols, schema=JUDGMENTS)
 
 
@@ -101,8 +111,15 @@ def build(store: Path, rows: int, n_groups: int, commit_rows: int) -> dict:
         cache.append(pa.concat_tables(pending))
         commits += 1
     size = sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
-    return {"rows": per * n_groups, "groups": n_groups, "rows_per_group": per, "commits": commits,
-            "files": len(cache.files()), "bytes": size, "build_seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    return {
+        "rows": per * n_groups,
+        "groups": n_groups,
+        "rows_per_group": per,
+        "commits": commits,
+        "files": len(cache.files()),
+        "bytes": size,
+        "build_seconds": round(time.perf_counter() - t0, 1),
+    }
 
 
 def measure(store: str, case: str, group: list | None) -> dict:
@@ -127,8 +144,13 @@ def measure(store: str, case: str, group: list | None) -> dict:
     else:
         table = None
     seconds = time.perf_counter() - t0
-    return {"case": case, "seconds": round(seconds, 3), "rows": 0 if table is None else table.num_rows,
-            "peak_rss_mib": high_water_mib(), "rss_before_read_mib": base}  # fmt: skip
+    return {
+        "case": case,
+        "seconds": round(seconds, 3),
+        "rows": 0 if table is None else table.num_rows,
+        "peak_rss_mib": high_water_mib(),
+        "rss_before_read_mib": base,
+    }
 
 
 def high_water_mib() -> float:
@@ -142,15 +164,17 @@ def in_child(store: Path, case: str, group, per: int, seed: int) -> dict:
     env = {**os.environ, "BENCH_PER": str(per), "BENCH_SEED": str(seed)}
     out = subprocess.run(
         [sys.executable, __file__, "--child", case, "--store", str(store), "--group", json.dumps(group)],
-        capture_output=True, text=True, env=env, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     if out.returncode != 0:
         return {"case": case, "failed": out.returncode, "stderr": out.stderr[-2000:]}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def compaction(store: Path, commits: int) -> dict:
-    import pyarrow as pa
 
     from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
@@ -174,9 +198,16 @@ def compaction(store: Path, commits: int) -> dict:
     compact(str(root))
     compact_s = time.perf_counter() - t0
     assert cache.rows().num_rows == commits * 50
-    return {"commits": commits, "rows": commits * 50, "append_seconds_each": round(append_s / commits, 4),
-            "files_before": before_files, "files_after": len(cache.files()), "compact_seconds": round(compact_s, 2),
-            "scoped_read_seconds_before": round(before_read, 3), "scoped_read_seconds_after": round(timed_read(), 3)}  # fmt: skip
+    return {
+        "commits": commits,
+        "rows": commits * 50,
+        "append_seconds_each": round(append_s / commits, 4),
+        "files_before": before_files,
+        "files_after": len(cache.files()),
+        "compact_seconds": round(compact_s, 2),
+        "scoped_read_seconds_before": round(before_read, 3),
+        "scoped_read_seconds_after": round(timed_read(), 3),
+    }
 
 
 def night_commits(work: Path, nights: int = 30) -> dict:
@@ -193,8 +224,12 @@ def night_commits(work: Path, nights: int = 30) -> dict:
         seconds.append(time.perf_counter() - t0)
     t0 = time.perf_counter()
     assert len(log.commits()) == nights
-    return {"nights": nights, "commit_seconds_median": round(sorted(seconds)[nights // 2], 4),
-            "commit_seconds_max": round(max(seconds), 4), "read_log_seconds": round(time.perf_counter() - t0, 4)}
+    return {
+        "nights": nights,
+        "commit_seconds_median": round(sorted(seconds)[nights // 2], 4),
+        "commit_seconds_max": round(max(seconds), 4),
+        "read_log_seconds": round(time.perf_counter() - t0, 4),
+    }
 
 
 def main() -> None:
@@ -237,9 +272,14 @@ def main() -> None:
         print("compaction", small, flush=True)
         nightly = night_commits(work)
         print("nightly", nightly, flush=True)
-        result = {"store": built, "reads": reads, "compaction": small, "nightly": nightly,
-                  "note": "synthetic rows; reads each in a fresh process; peak RSS includes the imports "
-                          "(see the baseline case)"}  # fmt: skip
+        result = {
+            "store": built,
+            "reads": reads,
+            "compaction": small,
+            "nightly": nightly,
+            "note": "synthetic rows; reads each in a fresh process; peak RSS includes the imports "
+            "(see the baseline case)",
+        }
         name = "store_scale-quick.json" if args.quick else "store_scale.json"
         out = ROOT / "bench" / "results" / name
         out.write_text(json.dumps(result, indent=2) + "\n")

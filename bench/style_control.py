@@ -3,7 +3,8 @@
 The outputs are the 16 systems' real SummEval summaries on ``--contexts`` articles
 (data/summeval), so their lengths are real. Their quality is synthetic and made to be
 the opposite of verbosity: systems ranked by mean length, longest first, get latent
-qualities -0.25 ... 0.25 in that order (SPREAD; small next to the length effect, as among close systems), and each output gets its system's quality plus
+qualities -0.25 ... 0.25 in that order (SPREAD; small next to the length effect, as among close
+systems), and each output gets its system's quality plus
 N(0, 0.5) (written as a human_scores table, which the SIMULATED judge's ``quality``
 reads and z-scores per article). The judge adds a known length preference
 (``length_bias``: logit per unit of log(len_a / len_b), texts from ``lengths``), noise 0.5,
@@ -51,8 +52,17 @@ def requests_for(candidates, contexts: list[str]):
         for a in by_ctx[ctx]:
             for b in by_ctx[ctx]:
                 if a != b:
-                    rows.append({"key": f"{ctx}|{a}|{b}", "context_id": ctx, "aspect": "coherence",
-                                 "candidate_a": a, "candidate_b": b, "prompt": "", "prompt_hash": "h"})  # fmt: skip
+                    rows.append(
+                        {
+                            "key": f"{ctx}|{a}|{b}",
+                            "context_id": ctx,
+                            "aspect": "coherence",
+                            "candidate_a": a,
+                            "candidate_b": b,
+                            "prompt": "",
+                            "prompt_hash": "h",
+                        }
+                    )
     return pa.Table.from_pylist(rows)
 
 
@@ -71,8 +81,16 @@ def world(candidates, seed: int, folder: Path) -> dict[str, float]:
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     pq.write_table(candidates, folder / "candidates.parquet")
-    pq.write_table(pa.table({"candidate_id": candidates.column("candidate_id"), "aspect": ["coherence"] * len(systems),
-                             "score": [q[s] + rng.normal(0, 0.5) for s in systems]}), folder / "human_scores.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "candidate_id": candidates.column("candidate_id"),
+                "aspect": ["coherence"] * len(systems),
+                "score": [q[s] + rng.normal(0, 0.5) for s in systems],
+            }
+        ),
+        folder / "human_scores.parquet",
+    )
     return q
 
 
@@ -86,8 +104,9 @@ def one(seed: int, bias: float, candidates, requests, baseline: str, tmp: Path) 
 
     folder = tmp / f"seed-{seed}"
     truth = world(candidates, seed, folder)
-    spec = SimulatedJudgeSpec(seed=seed, quality=str(folder), scale=2.0, noise=0.5, length_bias=bias,
-                              lengths=str(folder) if bias else None)  # fmt: skip
+    spec = SimulatedJudgeSpec(
+        seed=seed, quality=str(folder), scale=2.0, noise=0.5, length_bias=bias, lengths=str(folder) if bias else None
+    )
     judged = SimulatedJudge(spec).judge(requests)
     system_of = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
     wins: dict[str, list[float]] = {}
@@ -106,9 +125,16 @@ def one(seed: int, bias: float, candidates, requests, baseline: str, tmp: Path) 
     def rho(scores):
         return float(spearmanr([scores[s] for s in systems], [truth[s] for s in systems]).statistic)
 
-    return {"seed": seed, "bias": bias, "raw_vs_baseline": rho(raw_vs), "length_controlled": rho(lc),
-            "raw_win_ratio": rho(raw), "style_bt": rho(bt), "length_coef": length["coef"],
-            "length_se": length["se"]}  # fmt: skip
+    return {
+        "seed": seed,
+        "bias": bias,
+        "raw_vs_baseline": rho(raw_vs),
+        "length_controlled": rho(lc),
+        "raw_win_ratio": rho(raw),
+        "style_bt": rho(bt),
+        "length_coef": length["coef"],
+        "length_se": length["se"],
+    }
 
 
 def summary(rows: list[dict], key: str) -> tuple[float, float]:
@@ -134,20 +160,42 @@ def main() -> None:
     candidates = candidates.filter(pc.is_in(candidates.column("context_id"), pc.cast(contexts, "string")))
     requests = requests_for(candidates, contexts)
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [one(seed, bias, candidates, requests, args.baseline, Path(tmp)) for bias in args.biases
-                for seed in range(args.seeds)]  # fmt: skip
+        rows = [
+            one(seed, bias, candidates, requests, args.baseline, Path(tmp))
+            for bias in args.biases
+            for seed in range(args.seeds)
+        ]
     table = []
     for bias in args.biases:
         mine = [r for r in rows if r["bias"] == bias]
-        table.append({"length_bias": bias, **{k: summary(mine, k) for k in
-                      ("raw_vs_baseline", "length_controlled", "raw_win_ratio", "style_bt", "length_coef")}})  # fmt: skip
+        table.append(
+            {
+                "length_bias": bias,
+                **{
+                    k: summary(mine, k)
+                    for k in ("raw_vs_baseline", "length_controlled", "raw_win_ratio", "style_bt", "length_coef")
+                },
+            }
+        )
     for row in table:
         print(row)
     out = ROOT / "bench" / "results" / "style_control.json"
-    out.write_text(json.dumps({"benchmark": "style_control", "contexts": args.contexts, "seeds": args.seeds,
-                               "baseline": args.baseline, "requests_per_seed": requests.num_rows,
-                               "seconds": round(time.perf_counter() - t0, 1), "summary": table, "runs": rows},
-                              indent=2) + "\n")  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": "style_control",
+                "contexts": args.contexts,
+                "seeds": args.seeds,
+                "baseline": args.baseline,
+                "requests_per_seed": requests.num_rows,
+                "seconds": round(time.perf_counter() - t0, 1),
+                "summary": table,
+                "runs": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(out)
 
 

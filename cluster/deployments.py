@@ -4,7 +4,7 @@ Two deployments:
 
 * :class:`JudgeReplica`, ``resources.min_size`` replicas (up to ``max_size`` by
   Serve's autoscaling for a range ``pool.size``), each holding what
-  ``factory()`` builds (the batch pools' factory, :func:`pairank.jobs.pipeline.steps.judge_factory`)
+  ``factory()`` builds (the batch pools' factory, :func:`pairank.jobs.pipeline.pool.judge_factory`)
   for the life of the server. Concurrent requests are gathered into batches of at
   most ``resources.batch_size`` (``serve.batch``), run in one engine call, and each
   batch's result is handed to ``after_batch`` (the judgment cache's append, from
@@ -54,9 +54,13 @@ class JudgeReplica:
     """
 
     def __init__(
-        self, factory: Callable[[], object], after_batch: Callable[[pa.Table], dict], request_schema: pa.Schema,
-        batch_size: int, batch_wait_s: float = 0.01,
-    ):  # fmt: skip
+        self,
+        factory: Callable[[], object],
+        after_batch: Callable[[pa.Table], dict],
+        request_schema: pa.Schema,
+        batch_size: int,
+        batch_wait_s: float = 0.01,
+    ):
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pairank-judge")
         self.runner = self._thread.submit(factory).result()
         self.after_batch, self.request_schema = after_batch, request_schema
@@ -108,12 +112,19 @@ def check_port_free(host: str, port: int) -> None:
         try:
             s.bind((host, port))
         except OSError as exc:
-            raise ValueError(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); choose another port")
+            raise ValueError(
+                f"--host {host} --port {port}: cannot listen there ({exc.strerror}); choose another port"
+            ) from None
 
 
 def start(
-    service, judge, host: str = "127.0.0.1", port: int = 8000, name: str = "pairank", local: bool = True,
-) -> str:  # fmt: skip
+    service,
+    judge,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    name: str = "pairank",
+    local: bool = True,
+) -> str:
     """Start Serve's proxy on ``host:port`` and deploy the application; returns its URL once it is running.
 
     ``judge`` is ``(factory, after_batch, request_schema, resources)`` (see :class:`JudgeReplica`;
@@ -130,9 +141,19 @@ def start(
         factory, after_batch, request_schema, pool = judge
         actor = {"num_cpus": pool.num_cpus, **({"num_gpus": pool.num_gpus} if pool.num_gpus else {})}
         # a range pool.size: Serve's autoscaling, a replica being busy with one batch
-        replicas = {"num_replicas": pool.min_size} if pool.fixed else {"autoscaling_config": {
-            "min_replicas": pool.min_size, "max_replicas": pool.max_size, "initial_replicas": pool.min_size,
-            "target_ongoing_requests": pool.batch_size, "downscale_delay_s": pool.idle_seconds}}  # fmt: skip
+        replicas = (
+            {"num_replicas": pool.min_size}
+            if pool.fixed
+            else {
+                "autoscaling_config": {
+                    "min_replicas": pool.min_size,
+                    "max_replicas": pool.max_size,
+                    "initial_replicas": pool.min_size,
+                    "target_ongoing_requests": pool.batch_size,
+                    "downscale_delay_s": pool.idle_seconds,
+                }
+            }
+        )
         handle = JudgeReplica.options(
             **replicas, ray_actor_options=actor, max_ongoing_requests=2 * pool.batch_size
         ).bind(factory, after_batch, request_schema, pool.batch_size)

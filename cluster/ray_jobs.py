@@ -10,6 +10,7 @@ version its image has installed.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import secrets
@@ -105,9 +106,7 @@ def excluded(relative: Path) -> bool:
     (True, False, True)
     """
     text, parts = relative.as_posix(), relative.parts
-    return any(
-        text == p[1:] or text.startswith(p[1:] + "/") if p.startswith("/") else p in parts for p in EXCLUDES
-    )
+    return any(text == p[1:] or text.startswith(p[1:] + "/") if p.startswith("/") else p in parts for p in EXCLUDES)
 
 
 @dataclass(frozen=True)
@@ -163,8 +162,9 @@ class Jobs:
     client: object
 
     @classmethod
-    def connect(cls, address: str | None, environ: Mapping[str, str] = os.environ) -> Jobs:
-        """Connect to ``address``, else to ``$RAY_ADDRESS`` (Ray's own convention); nothing else."""
+    def connect(cls, address: str | None, environ: Mapping[str, str] = os.environ, quiet: bool = False) -> Jobs:
+        """Connect to ``address``, else to ``$RAY_ADDRESS`` (Ray's own convention); nothing else. ``quiet``: Ray's
+        client does not log each upload step (nor that it skips .git and .venv itself)."""
         source = "--address"
         if not address:
             address, source = environ.get("RAY_ADDRESS"), "RAY_ADDRESS"
@@ -176,6 +176,14 @@ class Jobs:
         from ray.exceptions import RayError
         from ray.job_submission import JobSubmissionClient
 
+        if quiet:  # importing Ray configured its loggers
+            for name in (
+                "dashboard.modules.dashboard_sdk",
+                "dashboard.modules.job.sdk",
+                "_private.runtime_env.packaging",
+            ):
+                logging.getLogger(f"ray.{name}").setLevel(logging.WARNING)
+            logging.getLogger("ray._private.runtime_env.working_dir").setLevel(logging.ERROR)
         try:
             client = JobSubmissionClient(address)
         except RayError as exc:  # AuthenticationError: the cluster wants a token this client did not send
@@ -212,10 +220,13 @@ class Jobs:
                 upload = staged_upload(submission.working_dir, submission.staged, Path(tmp) / "upload")
             package = staged_package(Path(tmp) / "package")
             return self._call(
-                f"submitting {submission.spec}", self.client.submit_job,
-                entrypoint=submission.entrypoint, submission_id=job_id,
-                runtime_env=submission.runtime_env(upload, package), metadata=metadata,
-            )  # fmt: skip
+                f"submitting {submission.spec}",
+                self.client.submit_job,
+                entrypoint=submission.entrypoint,
+                submission_id=job_id,
+                runtime_env=submission.runtime_env(upload, package),
+                metadata=metadata,
+            )
 
     def info(self, job_id: str):
         """The job's details (status, message, times); a job the cluster does not know is an error."""

@@ -68,6 +68,16 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     ctx.enable_progress_bars = False
 
 
+def is_ray_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is one of Ray's own errors (a lost actor, node or object; a failed task), without importing
+    Ray where it is not loaded yet."""
+    if "ray" not in sys.modules:
+        return False
+    from ray.exceptions import RayError
+
+    return isinstance(exc, RayError)
+
+
 def shutdown_ray() -> None:
     import ray
 

@@ -11,7 +11,7 @@ it every ``interval`` seconds (the monitor's loads: calls running and waiting pe
   actors (``ray.autoscaler.sdk.request_resources``; a Ray without an autoscaler
   stores the request and nothing reads it). One actor starts at a time, and it
   takes calls once its engine is up; calls then go to the least busy actor when
-  theirs is full (:class:`~pairank.cluster.pools.PoolMonitor`).
+  theirs is full (:class:`~pairank.cluster.pool_monitor.PoolMonitor`).
 - **Shrink.** An actor above ``min`` that held no call for ``idle_seconds``
   (between adaptive rounds, at the end of a stream) leaves the pool, so that no
   call is sent to it again, and is stopped: its CPUs/GPUs go back to the cluster.
@@ -20,7 +20,7 @@ it every ``interval`` seconds (the monitor's loads: calls running and waiting pe
 Ray Data's own autoscaling actor pools (``ActorPoolStrategy(min_size, max_size)``)
 are not used: their actors live for one dataset, so every round of an adaptive job
 would start its engines again, and they cannot send all of a context's pairs to one
-engine, nor bear a lost engine the way :func:`~pairank.cluster.pools._forward` does.
+engine, nor bear a lost engine the way :func:`~pairank.cluster.forwarding.forward` does.
 The pool stays plain Ray actors, and its own facts decide when it grows.
 """
 
@@ -34,7 +34,7 @@ from pairank.cluster.runtime import RAY_DATA_CPUS
 log = logging.getLogger(__name__)
 
 #: A live actor's load: calls running in its engine, calls waiting, seconds it has had nothing to do (None while
-#: it holds a call). :meth:`~pairank.cluster.pools.PoolMonitor.loads` gives one per actor.
+#: it holds a call). :meth:`~pairank.cluster.pool_monitor.PoolMonitor.loads` gives one per actor.
 Load = tuple[int, int, "float | None"]
 
 
@@ -57,8 +57,9 @@ def idle_slots(loads: dict[int, Load], idle_seconds: float, keep: int) -> list[i
     >>> idle_slots(loads, 5, keep=1), idle_slots(loads, 5, keep=3), idle_slots(loads, 5, keep=4)
     ([1, 0], [1], [])
     """
-    idle = sorted((s for s, (_, _, t) in loads.items() if t is not None and t >= idle_seconds),
-                  key=lambda s: -loads[s][2])  # fmt: skip
+    idle = sorted(
+        (s for s, (_, _, t) in loads.items() if t is not None and t >= idle_seconds), key=lambda s: -loads[s][2]
+    )
     return idle[: max(0, len(loads) - keep)]
 
 
@@ -87,7 +88,7 @@ class Scaler(threading.Thread):
         while not self.halt.wait(self.interval):
             try:
                 self.step()
-            except Exception as exc:  # noqa: BLE001 - the pool goes on at its size; scaling does not fail a job
+            except Exception as exc:
                 log.warning("judge pool: scaling failed (%s: %s); the pool keeps its size", type(exc).__name__, exc)
 
     def stop(self) -> None:
@@ -102,9 +103,12 @@ class Scaler(threading.Thread):
         if self.starting is not None:
             self.settle()
         loads = ray.get(pool.monitor.loads.remote())
-        if self.starting is None and self.broken is None and len(loads) < r.max_size and backlog(
-            loads, r.batches_in_flight
-        ):  # fmt: skip
+        if (
+            self.starting is None
+            and self.broken is None
+            and len(loads) < r.max_size
+            and backlog(loads, r.batches_in_flight)
+        ):
             if room_for(ray.available_resources(), r.num_cpus, r.num_gpus):
                 self.starting = pool.launch()
                 log.info("judge pool: every actor busy, calls waiting (%s); starting one more actor", loads)
@@ -126,7 +130,7 @@ class Scaler(threading.Thread):
         self.starting = None
         try:
             ray.get(ready)
-        except Exception as exc:  # noqa: BLE001 - the pool goes on with the engines it has
+        except Exception as exc:
             self.broken = f"{type(exc).__name__}: {exc}".splitlines()[0]
             log.warning("judge pool: a new engine failed to start (%s); the pool grows no more", self.broken)
             self.pool.drop(slot)

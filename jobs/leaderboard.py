@@ -56,15 +56,8 @@ from pairank.storage.fs import Location
 from pairank.storage.inputs import read_candidates, read_human_scores
 from pairank.storage.layout import RunLayout
 from pairank.storage.lease import is_held
-from pairank.storage.schemas import (
-    CATEGORY,
-    HUMAN_SCORES,
-    LEADERBOARD,
-    POSITION_BIAS,
-    SPEARMAN,
-    WINRATES,
-    validate,
-)
+from pairank.storage.schemas import CATEGORY, HUMAN_SCORES, LEADERBOARD, POSITION_BIAS, SPEARMAN, WINRATES
+from pairank.storage.validation import validate
 
 
 @dataclass(frozen=True)
@@ -91,7 +84,10 @@ class RunInfo:
             return f"run {self.name} is still {self.state} (started {self.started_at})"
         if self.state == "failed":
             return f"run {self.name} failed (started {self.started_at})"
-        return f"run {self.name} stopped before it finished (state {self.state!r}, no live lease; started {self.started_at})"
+        return (
+            f"run {self.name} stopped before it finished (state {self.state!r}, no live lease; "
+            f"started {self.started_at})"
+        )
 
 
 @dataclass(frozen=True)
@@ -106,7 +102,7 @@ class LeaderboardResult:
 
 
 def _utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def run_names(root: Location) -> list[str]:
@@ -251,10 +247,12 @@ def _in_scope(judgments: pa.Table, run: RunInfo, used: pa.Table) -> int:
     contexts = pa.array(sorted(set(used.column("context_id").to_pylist())), type=pa.string())
     ids = used.column("candidate_id")
     mask = pc.and_(
-        pc.and_(pc.is_in(judgments.column("context_id"), contexts),
-                pc.is_in(judgments.column("aspect"), pa.array(run.aspects, type=pa.string()))),
+        pc.and_(
+            pc.is_in(judgments.column("context_id"), contexts),
+            pc.is_in(judgments.column("aspect"), pa.array(run.aspects, type=pa.string())),
+        ),
         pc.and_(pc.is_in(judgments.column("candidate_a"), ids), pc.is_in(judgments.column("candidate_b"), ids)),
-    )  # fmt: skip
+    )
     return int(pc.sum(mask.cast(pa.int64())).as_py() or 0)
 
 
@@ -356,8 +354,12 @@ def compute_leaderboard(
     board = leaderboard(judgments, systems, winrates, options)
     table = validate(board.table, LEADERBOARD, "the leaderboard")
     aspects = sorted(set(judgments.column("aspect").to_pylist()))
-    human = human_reference(inputs.human, systems, aspects, ", ".join(
-        Location.of(u).join("human_scores.parquet").uri for u in dict.fromkeys(r.input for r in infos)))  # fmt: skip
+    human = human_reference(
+        inputs.human,
+        systems,
+        aspects,
+        ", ".join(Location.of(u).join("human_scores.parquet").uri for u in dict.fromkeys(r.input for r in infos)),
+    )
     meta = {
         "generated_at": clock().isoformat(),
         "root": loc.uri,
@@ -373,14 +375,22 @@ def compute_leaderboard(
         "judgments": counts,
         "counts": board.counts,
         "judge_bias": judge_bias(judgments, systems),
-        "quality": board_quality(table, judgments, systems, options, [human, *references] if human.scores
-                                 else list(references)),
+        "quality": board_quality(
+            table, judgments, systems, options, [human, *references] if human.scores else list(references)
+        ),
         "unfinished": [
-            {"run": r.name, "state": r.state, "running": r.running, "started_at": r.started_at,
-             "judgments": counts.get("unfinished", {}).get(r.name, 0), "note": r.describe()}
-            for r in infos if not r.finished
+            {
+                "run": r.name,
+                "state": r.state,
+                "running": r.running,
+                "started_at": r.started_at,
+                "judgments": counts.get("unfinished", {}).get(r.name, 0),
+                "note": r.describe(),
+            }
+            for r in infos
+            if not r.finished
         ],
-    }  # fmt: skip
+    }
     return board, table, meta
 
 
@@ -391,14 +401,18 @@ def read_reference(uri: str) -> Reference:
     if loc.is_dir():
         loc = loc.join("leaderboard.parquet")
     if not loc.exists():
-        raise FileNotFoundError(f"{loc.uri}: no such file (--reference takes a leaderboard.parquet or "
-                                "leaderboard.json written by `pairank leaderboard`, or their folder)")  # fmt: skip
+        raise FileNotFoundError(
+            f"{loc.uri}: no such file (--reference takes a leaderboard.parquet or "
+            "leaderboard.json written by `pairank leaderboard`, or their folder)"
+        )
     if loc.path.endswith(".json"):
         doc = loc.read_json()
         rows = doc.get("rows") if isinstance(doc, dict) else None
         if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
-            raise ValueError(f"{loc.uri}: expected the JSON of `pairank leaderboard`, an object whose `rows` is a "
-                             "non-empty list of rows")  # fmt: skip
+            raise ValueError(
+                f"{loc.uri}: expected the JSON of `pairank leaderboard`, an object whose `rows` is a "
+                "non-empty list of rows"
+            )
         table = pa.Table.from_pylist(rows)
     elif loc.path.endswith(".parquet"):
         table = loc.read_parquet()
@@ -420,8 +434,10 @@ def category_contexts(candidates: pa.Table) -> dict[str, list[str]]:
     category: dict[str, str] = {}
     for ctx, name in zip(*(candidates.column(c).to_pylist() for c in ("context_id", CATEGORY.name))):
         if name is not None and category.setdefault(ctx, name) != name:
-            raise ValueError(f"context {ctx!r} has category {category[ctx]!r} in one of the runs' inputs and {name!r} "
-                             "in another; a context has one category")  # fmt: skip
+            raise ValueError(
+                f"context {ctx!r} has category {category[ctx]!r} in one of the runs' inputs and {name!r} "
+                "in another; a context has one category"
+            )
     out: dict[str, list[str]] = {}
     for ctx, name in sorted(category.items()):
         out.setdefault(name, []).append(ctx)
@@ -462,11 +478,13 @@ def write_categories(
             progress(f"category {name}: no judgments on its {len(contexts)} contexts; no board")
             out.append({**entry, "folder": None, "systems": 0})
             continue
-        _, table, meta = compute_leaderboard(loc, infos, options, WINRATES.empty_table(), clock,
-                                             references=references, inputs=mine)  # fmt: skip
+        _, table, meta = compute_leaderboard(
+            loc, infos, options, WINRATES.empty_table(), clock, references=references, inputs=mine
+        )
         sub = f"categories/{category_folder(name)}"
-        write_leaderboard(folder.join(*sub.split("/")), table, {**meta, "category": name, "board": "../../index.html"},
-                          None, None)  # fmt: skip
+        write_leaderboard(
+            folder.join(*sub.split("/")), table, {**meta, "category": name, "board": "../../index.html"}, None, None
+        )
         systems = len(set(table.column("system").to_pylist()))
         out.append({**entry, "folder": sub, "systems": systems})
     return out
@@ -527,19 +545,28 @@ def build_leaderboard(
     inputs = board_inputs(loc, infos, progress=progress)
     board, table, meta = compute_leaderboard(loc, infos, options, clock=clock, references=refs, inputs=inputs)
     for u in meta["unfinished"]:
-        progress(f"warning: {u['note']}: {u['judgments']} of the board's {meta['judgments']['used']} judgments are "
-                 "on its contexts; the board may change when it finishes (--finished-only leaves it out)")  # fmt: skip
+        progress(
+            f"warning: {u['note']}: {u['judgments']} of the board's {meta['judgments']['used']} judgments are "
+            "on its contexts; the board may change when it finishes (--finished-only leaves it out)"
+        )
     layout = RunLayout(loc, "")
     categories = write_categories(layout.leaderboard, loc, infos, inputs, options, refs, clock, progress)
     if categories:
         meta["categories"] = categories
-        progress(f"wrote a board per category under {layout.leaderboard.join('categories').uri}/: "
-                 f"{', '.join(c['category'] for c in categories)}")  # fmt: skip
+        progress(
+            f"wrote a board per category under {layout.leaderboard.join('categories').uri}/: "
+            f"{', '.join(c['category'] for c in categories)}"
+        )
     bias = _run_tables(infos, "position_bias", POSITION_BIAS, with_run=True)
     spearman = _run_tables(infos, "spearman", SPEARMAN, with_run=True)
     write_leaderboard(layout.leaderboard, table, meta, bias, spearman)
     progress(f"wrote {layout.leaderboard.uri}/: leaderboard.parquet, leaderboard.json, index.html")
     return LeaderboardResult(
-        board, meta["runs"], layout.leaderboard_table, layout.leaderboard_json, layout.leaderboard_html, meta,
+        board,
+        meta["runs"],
+        layout.leaderboard_table,
+        layout.leaderboard_json,
+        layout.leaderboard_html,
+        meta,
         categories,
     )

@@ -33,7 +33,7 @@ def read_input(input_folder: str) -> tuple[pa.Table, pa.Table]:
     """The folder's candidates and pairwise labels, validated; every label must name two of its candidates."""
     from pairank.storage.fs import Location
     from pairank.storage.inputs import read_candidates, read_labels
-    from pairank.storage.schemas import TableError
+    from pairank.storage.validation import TableError
 
     folder = Location.of(input_folder)
     cand, lab = folder.join("candidates.parquet"), folder.join("pairwise_labels.parquet")
@@ -108,6 +108,8 @@ def cli_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def add_judgments_option(p) -> None:
     """The repeatable ``--judgments PATH`` option of the commands that read existing judgments."""
     p.add_argument(
-        "--judgments", action="append", metavar="PATH",
+        "--judgments",
+        action="append",
+        metavar="PATH",
         help="judgments table or cache folder (repeatable; default: <input>/judgments.parquet)",
     )

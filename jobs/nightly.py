@@ -43,21 +43,17 @@ from dataclasses import asdict, dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pairank.jobs.pipeline.driver import Task
 from pairank.jobs.leaderboard import RunInfo, compute_leaderboard, write_leaderboard
+from pairank.jobs.pipeline.driver import Task
+from pairank.jobs.pipeline.inputs import Inputs
+from pairank.jobs.pipeline.judge import Judged, judge_adaptive
+from pairank.jobs.pipeline.report import report, write_run
 from pairank.jobs.pipeline.requests import RequestMaker, contexts_of
+from pairank.jobs.pipeline.score import score
+from pairank.jobs.pipeline.setup import prepare_judging
+from pairank.jobs.pipeline.winrates import win_rates
 from pairank.jobs.schedulers import AnchorInsertion
 from pairank.jobs.specs.job import JobSpec
-from pairank.jobs.pipeline.steps import (
-    Inputs,
-    Judged,
-    judge_adaptive,
-    prepare_judging,
-    report,
-    score,
-    win_rates,
-    write_run,
-)
 from pairank.operators.leaderboard import LeaderboardOptions
 from pairank.operators.reports import judgment_totals
 from pairank.storage.commits import Commit, CommitLog, NightlyLayout, NightlyTable
@@ -65,15 +61,8 @@ from pairank.storage.fs import Location
 from pairank.storage.inputs import read_prefix
 from pairank.storage.keys import canonical_json, text_hash
 from pairank.storage.layout import RunLayout
-from pairank.storage.schemas import (
-    LEADERBOARD,
-    NIGHTLY_STATE,
-    POSITION_BIAS,
-    RANKINGS,
-    SPEARMAN,
-    WINRATES,
-    validate,
-)
+from pairank.storage.schemas import LEADERBOARD, NIGHTLY_STATE, POSITION_BIAS, RANKINGS, SPEARMAN, WINRATES
+from pairank.storage.validation import validate
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +93,7 @@ class NightlyResult:
 
 
 def _utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def judge_fingerprint(identity: dict, maker: RequestMaker, aspect: str) -> str:
@@ -140,9 +129,7 @@ class Plan:
     counts: dict
 
 
-def plan_night(
-    state: pa.Table, candidates: pa.Table, spec: JobSpec, fingerprints: dict[str, str], source: str
-) -> Plan:
+def plan_night(state: pa.Table, candidates: pa.Table, spec: JobSpec, fingerprints: dict[str, str], source: str) -> Plan:
     """The night's machines (see the module docstring); errors name the output that was removed or changed."""
     by_ctx = contexts_of(candidates)
     text, context, _ = _texts(candidates)
@@ -260,10 +247,12 @@ def night_judgments(table: pa.Table, maker: RequestMaker, candidates: pa.Table, 
     the key must match."""
     ids = candidates.column("candidate_id")
     mask = pc.and_(
-        pc.and_(pc.is_in(table.column("aspect"), pa.array(aspects, pa.string())),
-                pc.is_in(table.column("context_id"), candidates.column("context_id"))),
+        pc.and_(
+            pc.is_in(table.column("aspect"), pa.array(aspects, pa.string())),
+            pc.is_in(table.column("context_id"), candidates.column("context_id")),
+        ),
         pc.and_(pc.is_in(table.column("candidate_a"), ids), pc.is_in(table.column("candidate_b"), ids)),
-    )  # fmt: skip
+    )
     table = table.filter(mask)
     keep = [
         i
@@ -300,18 +289,24 @@ def run_nightly(
         )
     inputs = read_prefix_inputs(spec)
     candidates, prefix = inputs.candidates, inputs.source
-    progress(f"{spec.name} night {night}: {len(inputs.folders)} input folders, {candidates.num_rows} outputs; "
-             f"on top of {'commit ' + str(head.seq) + ' (' + head.night + ')' if head else 'nothing (first night)'}")
+    progress(
+        f"{spec.name} night {night}: {len(inputs.folders)} input folders, {candidates.num_rows} outputs; "
+        f"on top of {'commit ' + str(head.seq) + ' (' + head.night + ')' if head else 'nothing (first night)'}"
+    )
     run = RunLayout(root, f"{spec.name}-{night}")
     setup = prepare_judging(spec, candidates, run)
     fingerprints = {aspect: judge_fingerprint(setup.identity, setup.maker, aspect) for aspect in spec.aspects}
     plan = plan_night(read_state(layout, head), candidates, spec, fingerprints, prefix.uri)
     c = plan.counts
-    progress(f"contexts x aspects: {c['new']} new, {c['extended']} with new outputs, {c['unchanged']} unchanged, "
-             f"{c['rebuilt']} rebuilt for a changed judge; {c['new_outputs']} outputs to place")  # fmt: skip
+    progress(
+        f"contexts x aspects: {c['new']} new, {c['extended']} with new outputs, {c['unchanged']} unchanged, "
+        f"{c['rebuilt']} rebuilt for a changed judge; {c['new_outputs']} outputs to place"
+    )
     judged = judge_adaptive(spec, inputs, setup, progress, tasks=plan.tasks)
     state = placed_rows(plan, candidates, fingerprints, night)
-    cached = setup.cache.read(aspects=spec.aspects, contexts=list(setup.maker.context))  # once after judging: the night's judgments and its leaderboard both read it
+    cached = setup.cache.read(
+        aspects=spec.aspects, contexts=list(setup.maker.context)
+    )  # once after judging: the night's judgments and its leaderboard both read it
     # A night ranks with every verdict its judge gave between the prefix's outputs, on any night.
     judgments = night_judgments(cached, setup.maker, candidates, spec.aspects)
     scored = score(spec, inputs, Judged(judgments, judged.counts, [state_rankings(state, judgments)]))
@@ -332,10 +327,14 @@ def run_nightly(
     options = LeaderboardOptions(n_boot=spec.nightly.n_boot, seed=spec.nightly.seed, baseline=baseline)
     # Everything of the night goes under the fresh attempt folder; nothing is read until a commit names it.
     tables = {
-        "input/candidates": candidates, "input/human_scores": inputs.human, "state": state,
-        "position_bias": scored.bias, "spearman": scored.spearman,
-        "winrates": rates.rates if rates else None, "winrate_judges": rates.judges if rates else None,
-    }  # fmt: skip
+        "input/candidates": candidates,
+        "input/human_scores": inputs.human,
+        "state": state,
+        "position_bias": scored.bias,
+        "spearman": scored.spearman,
+        "winrates": rates.rates if rates else None,
+        "winrate_judges": rates.judges if rates else None,
+    }
     for name, table in tables.items():
         if table is not None:
             attempt.join(f"{name}.parquet").write_parquet(table)
@@ -385,8 +384,10 @@ def history_table(layout: NightlyLayout, commits: list[Commit]) -> pa.Table:
     """Every committed night's leaderboard rows up to the last of ``commits``, oldest first, with ``night`` and
     ``seq`` columns: from the job's history table, appended first with the nights it lacks (as is the state
     table with the nights' placements)."""
-    tables = {"history": (LEADERBOARD, "leaderboard.parquet", "night", ("aspect", "rank", "system")),
-              "state": (NIGHTLY_STATE, "state.parquet", "committed_night", ("aspect", "context_id", "rank"))}
+    tables = {
+        "history": (LEADERBOARD, "leaderboard.parquet", "night", ("aspect", "rank", "system")),
+        "state": (NIGHTLY_STATE, "state.parquet", "committed_night", ("aspect", "context_id", "rank")),
+    }
     for table, (schema, file, night_column, order) in tables.items():
 
         def snapshot(commit: Commit, file=file, schema=schema) -> pa.Table:
@@ -413,8 +414,9 @@ def publish(root: Location, name: str, progress: Callable[[str], None] = lambda 
             return commits[-1] if commits else None
         out = RunLayout(root, "").leaderboard
         write_view(layout, commits, out)
-        progress(f"wrote {out.uri}/ from commit {commits[-1].seq} ({commits[-1].night}), history of {len(commits)} "
-                 "nights")  # fmt: skip
+        progress(
+            f"wrote {out.uri}/ from commit {commits[-1].seq} ({commits[-1].night}), history of {len(commits)} nights"
+        )
         written = commits[-1].seq
 
 
@@ -423,8 +425,10 @@ def write_view(layout: NightlyLayout, commits: list[Commit], out: Location) -> N
     head = commits[-1]
     folder = layout.attempt(head.folder)
     table = validate(folder.join("leaderboard.parquet").read_parquet(), LEADERBOARD, folder.uri)
-    meta = {**folder.join("leaderboard.json").read_json(), "nightly": {
-        "name": layout.name, "night": head.night, "commit": head.seq, "nights": [c.night for c in commits]}}  # fmt: skip
+    meta = {
+        **folder.join("leaderboard.json").read_json(),
+        "nightly": {"name": layout.name, "night": head.night, "commit": head.seq, "nights": [c.night for c in commits]},
+    }
     bias = validate(folder.join("position_bias.parquet").read_parquet(), POSITION_BIAS, folder.uri)
     spearman = validate(folder.join("spearman.parquet").read_parquet(), SPEARMAN, folder.uri)
     write_leaderboard(out, table, meta, bias, spearman, history=history_table(layout, commits))

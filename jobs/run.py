@@ -27,19 +27,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pairank.jobs.nightly import NightlyResult, run_nightly
+from pairank.jobs.pipeline.inputs import read_inputs, scored_in_tasks
+from pairank.jobs.pipeline.judge import judge_adaptive, judge_static
+from pairank.jobs.pipeline.report import report, utc_now, write_run
+from pairank.jobs.pipeline.score import score
+from pairank.jobs.pipeline.setup import prepare_judging
+from pairank.jobs.pipeline.winrates import win_rates
 from pairank.jobs.specs.job import JobSpec, load_spec
-from pairank.jobs.pipeline.steps import (
-    judge_adaptive,
-    judge_static,
-    prepare_judging,
-    read_inputs,
-    report,
-    score,
-    scored_in_tasks,
-    utc_now,
-    win_rates,
-    write_run,
-)
 from pairank.storage.fs import Location, StorageUnavailable
 from pairank.storage.layout import RunLayout
 from pairank.storage.lease import take
@@ -63,8 +57,9 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     layout = RunLayout.of(spec.output, spec.name)
     inputs = read_inputs(spec, texts=not scored_in_tasks(spec))
     setup = prepare_judging(spec, inputs.candidates, layout)
-    progress(f"{spec.name}: {inputs.contexts} contexts, {inputs.candidates.num_rows} candidates, "
-             f"{len(spec.aspects)} aspects")  # fmt: skip
+    progress(
+        f"{spec.name}: {inputs.contexts} contexts, {inputs.candidates.num_rows} candidates, {len(spec.aspects)} aspects"
+    )
     manifest = {
         "name": spec.name,
         "state": "judging",
@@ -83,8 +78,13 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     rates = win_rates(spec, inputs, judged.judgments, progress)
     counts = {"contexts": inputs.contexts, "candidates": inputs.candidates.num_rows, **asdict(judged.counts)}
     rep = report(manifest["spec"], setup.identity, judged.totals, scored, rates, counts, started, judged.extra)
-    write_run(layout, scored, rates, rep,
-              {**manifest, "state": "done", "finished_at": utc_now().isoformat(), "counts": counts})  # fmt: skip
+    write_run(
+        layout,
+        scored,
+        rates,
+        rep,
+        {**manifest, "state": "done", "finished_at": utc_now().isoformat(), "counts": counts},
+    )
     progress(f"report: {layout.report_md.uri}")
     c = judged.counts
     return RunResult(layout, c.requests, c.cached, c.judged_now, c.errors_now, rep)
@@ -96,8 +96,10 @@ def mark_failed(layout: RunLayout, manifest: dict, exc: BaseException) -> None:
         return  # the write would wait out the retry window again, and fail
     try:
         error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
-        layout.manifest.write_json({**manifest, "state": "failed", "finished_at": utc_now().isoformat(), "error": error})
-    except Exception as write_error:  # noqa: BLE001 - the original error is the one to report
+        layout.manifest.write_json(
+            {**manifest, "state": "failed", "finished_at": utc_now().isoformat(), "error": error}
+        )
+    except Exception as write_error:
         log.warning("%s: could not mark the run failed: %s", layout.manifest.uri, write_error)
 
 

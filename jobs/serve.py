@@ -298,7 +298,7 @@ class OnlineJudging:
     """
 
     def __init__(self, spec: JobSpec, token_sha256: str | None = None):
-        from pairank.jobs.pipeline.steps import mode_prompts
+        from pairank.jobs.pipeline.setup import mode_prompts
         from pairank.operators.judges import judge_identity
         from pairank.operators.judges.modes import judging_identity
 
@@ -379,9 +379,10 @@ class OnlineJudging:
         try:
             if not authorized(headers.get("authorization"), self.token_sha256):
                 raise HttpError(
-                    401, "expected the header `Authorization: Bearer <token>` with this server's token",
+                    401,
+                    "expected the header `Authorization: Bearer <token>` with this server's token",
                     {"WWW-Authenticate": 'Bearer realm="pairank"'},
-                )  # fmt: skip
+                )
             route = ROUTES.get(path.rstrip("/") or "/")
             if route is None:
                 raise HttpError(
@@ -460,9 +461,9 @@ def start_server(
 
     ``token_sha256``: :func:`token_digest` of the bearer token (None: no token asked for).
     """
-    from pairank.cluster.runtime import ensure_ray
     from pairank.cluster.deployments import start
-    from pairank.jobs.pipeline.steps import judge_factory, pool_resources
+    from pairank.cluster.runtime import ensure_ray
+    from pairank.jobs.pipeline.pool import judge_factory, pool_resources
 
     service = OnlineJudging(spec, token_sha256)
     ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
@@ -511,8 +512,10 @@ def serve_until_stopped(
         service_mode = spec.judging.mode
         if service_mode not in ONLINE_MODES:
             progress(f"judging.mode {service_mode!r} is not supported online: POST /compare answers 501")
-        progress(f"serving {spec.name} on {url} (POST /compare, GET /leaderboard, GET /leaderboard.html)"
-                 + ("; bearer token required" if token_sha256 else ""))  # fmt: skip
+        progress(
+            f"serving {spec.name} on {url} (POST /compare, GET /leaderboard, GET /leaderboard.html)"
+            + ("; bearer token required" if token_sha256 else "")
+        )
         print(url, file=console.out, flush=True)
         stopped.wait()
         progress("stopping")

@@ -46,6 +46,7 @@ from pairank.jobs.specs.job import apply_overrides, load_spec
 #: A submitted job joins the cluster it runs on instead of starting a Ray of its own.
 JOIN_CLUSTER = "cluster.address=auto"
 
+
 def _raw_spec(path: Path, overrides: list[str]) -> dict:
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     return apply_overrides(data, overrides)
@@ -82,9 +83,15 @@ def _path_notes(raw: dict, spec_dir: Path, working_dir: Path) -> list[str]:
 
 #: The spec fields that hold paths (``load_spec`` resolves them relative to the spec file).
 PATH_FIELDS = (
-    ("input",), ("output",), ("prompts",), ("judging", "templates"), ("winrate", "ood"),
-    ("judge", "source"), ("judge", "quality"), ("judge", "model"),
-)  # fmt: skip
+    ("input",),
+    ("output",),
+    ("prompts",),
+    ("judging", "templates"),
+    ("winrate", "ood"),
+    ("judge", "source"),
+    ("judge", "quality"),
+    ("judge", "model"),
+)
 
 
 def _relative_to_upload(data: dict, root: Path, staged_dir: Path) -> dict:
@@ -155,6 +162,11 @@ def prepare(
     api_key_env = getattr(spec.judge, "api_key_env", None)  # the http judge's token variable
     names = [*FORWARDED_ENV, *([api_key_env] if api_key_env else [])] if forward_env else []
     return Submission(
-        name=spec.name, spec=str(spec_path), working_dir=root, entrypoint=entrypoint,
-        env_vars=_forwarded_env([*names, *extra_env], environ), staged=staged, notes=tuple(notes),
-    )  # fmt: skip
+        name=spec.name,
+        spec=str(spec_path),
+        working_dir=root,
+        entrypoint=entrypoint,
+        env_vars=_forwarded_env([*names, *extra_env], environ),
+        staged=staged,
+        notes=tuple(notes),
+    )

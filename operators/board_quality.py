@@ -92,9 +92,11 @@ def separable_pairs(low: Sequence[float | None], high: Sequence[float | None]) -
     """The pairs ``(i, j)``, i < j, whose intervals do not overlap (systems without an interval are left out)."""
     n = len(low)
     return [
-        (i, j) for i in range(n) for j in range(i + 1, n)
+        (i, j)
+        for i in range(n)
+        for j in range(i + 1, n)
         if None not in (low[i], high[i], low[j], high[j]) and not overlap(low[i], high[i], low[j], high[j])
-    ]  # fmt: skip
+    ]
 
 
 def agreement(
@@ -158,12 +160,15 @@ def brier(
 ) -> dict[str, dict]:
     """Per aspect and ``overall``: the Brier score of the model fitted on the contexts not in ``held_out``, on the
     decisive comparisons of those in it (see the module docstring), with its counts."""
-    require_columns(judgments, ("context_id", "aspect", "candidate_a", "candidate_b", "p_a", "error"),
-                    "the judgments table")  # fmt: skip
+    require_columns(
+        judgments, ("context_id", "aspect", "candidate_a", "candidate_b", "p_a", "error"), "the judgments table"
+    )
     test_mask = pc.is_in(judgments.column("context_id"), pa.array(sorted(held_out), type=pa.string()))
     train, test = judgments.filter(pc.invert(test_mask)), judgments.filter(test_mask)
     fit = leaderboard(train, candidates, options=replace(options, n_boot=0, baseline=None)).table
-    theta = {(r["aspect"], r["system"]): r["strength"] for r in fit.select(["aspect", "system", "strength"]).to_pylist()}
+    theta = {
+        (r["aspect"], r["system"]): r["strength"] for r in fit.select(["aspect", "system", "strength"]).to_pylist()
+    }
     system_of = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
     labels = test.column("label").to_pylist() if "label" in test.column_names else [None] * test.num_rows
     cols = [test.column(c).to_pylist() for c in ("aspect", "candidate_a", "candidate_b", "p_a", "error")]
@@ -193,10 +198,15 @@ def brier(
     for group in ([OVERALL] if groups else []) + groups:
         squares = scored.get(group, [])
         value = float(np.mean(squares)) if squares else None
-        status = "ok" if squares else (
-            "no split: a board of one context" if not held_out
-            else "no decisive held-out comparison between systems the training contexts compared"
-        )  # fmt: skip
+        status = (
+            "ok"
+            if squares
+            else (
+                "no split: a board of one context"
+                if not held_out
+                else "no decisive held-out comparison between systems the training contexts compared"
+            )
+        )
         out[group] = {
             "brier": value,
             "coin": COIN_BRIER,
@@ -244,8 +254,9 @@ def reference_figures(rows: list[dict], reference: Reference, aspect: str) -> di
     """Spearman and agreement of one aspect's LEADERBOARD rows with ``reference``."""
     score = {s: v for (a, s), v in reference.scores.items() if a == aspect}
     common = [r for r in rows if r["system"] in score]
-    agreeing, counted = agreement([r["strength_low"] for r in rows], [r["strength_high"] for r in rows],
-                                  [score.get(r["system"]) for r in rows])  # fmt: skip
+    agreeing, counted = agreement(
+        [r["strength_low"] for r in rows], [r["strength_high"] for r in rows], [score.get(r["system"]) for r in rows]
+    )
     if not common:
         status = f"no system of the board has a reference score for {aspect!r}"
     elif counted == 0:
@@ -276,8 +287,9 @@ def board_quality(
     are those the table was computed from."""
     require_columns(table, ("aspect", "system", "strength", "strength_low", "strength_high"), "the leaderboard")
     rows = table.to_pylist()
-    briers = brier(judgments, candidates, options, held_out_contexts(judgments.column("context_id").to_pylist(),
-                                                                     options.seed))  # fmt: skip
+    briers = brier(
+        judgments, candidates, options, held_out_contexts(judgments.column("context_id").to_pylist(), options.seed)
+    )
     aspects = sorted({r["aspect"] for r in rows} - {OVERALL})
     out = {}
     for aspect in ([OVERALL] if any(r["aspect"] == OVERALL for r in rows) else []) + aspects:
@@ -304,21 +316,25 @@ def _fmt(x, spec: str) -> str:
 def quality_lines(quality: dict[str, dict]) -> list[str]:
     """One line per aspect, as ``pairank leaderboard`` prints them.
 
-    >>> quality_lines({"overall": {"separability": 0.5, "separable_pairs": 1, "pairs": 2, "references": [],
-    ...     "brier": {"brier": 0.2, "coin": 0.25, "skill": 0.2, "n": 10, "status": "ok"}}})
-    ['overall: separability 0.50 (1 of 2 pairs); Brier 0.200 on 10 held-out comparisons (0.250 for a coin, skill +0.20)']
+    >>> print(*quality_lines({"overall": {"separability": 0.5, "separable_pairs": 1, "pairs": 2, "references": [],
+    ...     "brier": {"brier": 0.2, "coin": 0.25, "skill": 0.2, "n": 10, "status": "ok"}}}))
+    overall: separability 0.50 (1 of 2 pairs); Brier 0.200 on 10 held-out comparisons (0.250 for a coin, skill +0.20)
     """
     out = []
     for aspect, q in quality.items():
         parts = [f"separability {_fmt(q['separability'], '.2f')} ({q['separable_pairs']} of {q['pairs']} pairs)"]
         b = q.get("brier") or {}
         if b.get("brier") is not None:
-            parts.append(f"Brier {b['brier']:.3f} on {b['n']} held-out comparisons ({b['coin']:.3f} for a coin, "
-                         f"skill {b['skill']:+.2f})")  # fmt: skip
+            parts.append(
+                f"Brier {b['brier']:.3f} on {b['n']} held-out comparisons ({b['coin']:.3f} for a coin, "
+                f"skill {b['skill']:+.2f})"
+            )
         elif b:
             parts.append(f"Brier – ({b['status']})")
         for r in q["references"]:
-            parts.append(f"{r['reference']}: Spearman {_fmt(r['spearman'], '+.2f')}, agreement "
-                         f"{_fmt(r['agreement'], '.2f')} ({r['agreeing_pairs']} of {r['pairs']} pairs)")  # fmt: skip
+            parts.append(
+                f"{r['reference']}: Spearman {_fmt(r['spearman'], '+.2f')}, agreement "
+                f"{_fmt(r['agreement'], '.2f')} ({r['agreeing_pairs']} of {r['pairs']} pairs)"
+            )
         out.append(f"{aspect}: " + "; ".join(parts))
     return out

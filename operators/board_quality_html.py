@@ -47,17 +47,25 @@ def quality_panel(meta: dict) -> list[str]:
     body = []
     for aspect in sorted(quality, key=lambda a: (a != OVERALL, a)):  # a JSON round trip sorts the keys
         q = quality[aspect]
-        cells = [_esc(q["systems"]),
-                 _esc(f"{_num(q['separability'], '.2f')} ({q['separable_pairs']} of {q['pairs']})"),
-                 *(_esc(c) for c in _brier_cells(q.get("brier")))]  # fmt: skip
+        cells = [
+            _esc(q["systems"]),
+            _esc(f"{_num(q['separability'], '.2f')} ({q['separable_pairs']} of {q['pairs']})"),
+            *(_esc(c) for c in _brier_cells(q.get("brier"))),
+        ]
         by_name = {r["reference"]: r for r in q["references"]}
         for name in names:
             r = by_name.get(name)
-            cells += ["–", "–"] if r is None else [
-                _esc(_num(r["spearman"], "+.2f")),
-                _esc(f"{_num(r['agreement'], '.2f')} ({r['agreeing_pairs']} of {r['pairs']})"),
-            ]  # fmt: skip
-        body.append(f'<tr><th class="name" scope="row">{_esc(aspect)}</th><td>' + "</td><td>".join(cells) + "</td></tr>")
+            cells += (
+                ["–", "–"]
+                if r is None
+                else [
+                    _esc(_num(r["spearman"], "+.2f")),
+                    _esc(f"{_num(r['agreement'], '.2f')} ({r['agreeing_pairs']} of {r['pairs']})"),
+                ]
+            )
+        body.append(
+            f'<tr><th class="name" scope="row">{_esc(aspect)}</th><td>' + "</td><td>".join(cells) + "</td></tr>"
+        )
     th = '<th class="name">aspect</th>' + "".join(f"<th>{_esc(h)}</th>" for h in head[1:])
     note = (
         '<p class="note">Separability: the share of pairs of systems whose strength intervals do not overlap. '
@@ -78,15 +86,20 @@ def category_links(meta: dict) -> list[str]:
     """On a category's page, which category it is and a link back; on the board's page, a link per category."""
     if meta.get("category") is not None:
         back = _esc(meta.get("board", "../../index.html"))
-        return [(f'<p class="meta">Category <strong>{_esc(meta["category"])}</strong>: the judgments on its contexts '
-                 f'alone (no carried win rates). <a href="{back}">The whole board</a>.</p>')]  # fmt: skip
+        return [
+            (
+                f'<p class="meta">Category <strong>{_esc(meta["category"])}</strong>: the judgments on its contexts '
+                f'alone (no carried win rates). <a href="{back}">The whole board</a>.</p>'
+            )
+        ]
     categories = meta.get("categories") or []
     if not categories:
         return []
     items = "".join(
         f'<li><a href="{_esc(c["folder"])}/index.html">{_esc(c["category"])}</a>: {_esc(c["contexts"])} contexts, '
         f"{_esc(c['judgments'])} judgments, {_esc(c['systems'])} systems</li>"
-        if c.get("folder") else f"<li>{_esc(c['category'])}: {_esc(c['contexts'])} contexts, no judgments</li>"
+        if c.get("folder")
+        else f"<li>{_esc(c['category'])}: {_esc(c['contexts'])} contexts, no judgments</li>"
         for c in categories
-    )  # fmt: skip
+    )
     return [f'<p class="meta">A leaderboard per category of the contexts:</p><ul class="categories">{items}</ul>']

@@ -77,7 +77,6 @@ def bt_strengths(wins: np.ndarray, prior_ties: float = PRIOR_TIES) -> np.ndarray
     return theta - theta.mean()
 
 
-
 def bt_laplace(
     n: int, winners: np.ndarray, losers: np.ndarray, y: np.ndarray, alpha: float, iters: int = 100
 ) -> tuple[np.ndarray, np.ndarray]:

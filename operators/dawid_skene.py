@@ -153,14 +153,19 @@ class DSData:
         >>> d.arrays()["fixed"].tolist()
         [[0.0, 2.0, 2.0, 2.0, 2.0], [0.0, 1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0, 1.0]]
         """
-        patterns = np.column_stack([self.weight, self.onehot]) if self.weight.size else np.zeros((0, 1 + 2 * self.n_judges))
+        patterns = (
+            np.column_stack([self.weight, self.onehot]) if self.weight.size else np.zeros((0, 1 + 2 * self.n_judges))
+        )
         fixed = np.column_stack(
             [
                 np.concatenate([[0.0, 0.0], self.gold_n]),
                 np.concatenate([self.prior_a.reshape(1, -1), self.prior_b.reshape(1, -1), self.gold_onehot]),
             ]
         )
-        return {"patterns": np.ascontiguousarray(patterns, dtype=float), "fixed": np.ascontiguousarray(fixed, dtype=float)}
+        return {
+            "patterns": np.ascontiguousarray(patterns, dtype=float),
+            "fixed": np.ascontiguousarray(fixed, dtype=float),
+        }
 
 
 # ---------------------------------------------------------------- data preparation (pure)

@@ -62,7 +62,7 @@ from scipy.special import expit
 from pairank.operators.checks import require_columns
 from pairank.operators.scores import hard_verdict
 from pairank.operators.votes import JUDGE_COLUMNS, judge_names
-from pairank.storage.schemas import _field as described  # the schemas' own column helper
+from pairank.storage.schemas import _field as described
 
 #: Columns of the judgments table these operators read; ``label`` and ``created_at`` too where the table has them.
 COLUMNS = JUDGE_COLUMNS + ("context_id", "aspect", "candidate_a", "candidate_b", "p_a", "error")
@@ -100,8 +100,9 @@ SELF_PREFERENCE = pa.schema(
         described("ci_low", pa.float64(), "Lower end of its 95% Wilson interval.", True),
         described("ci_high", pa.float64(), "Upper end of its 95% Wilson interval.", True),
         described("others_n", pa.int64(), "The same comparisons counted under every other judge model."),
-        described("others_share", pa.float64(), "The system's win share under the other judge models; null without one.",
-           True),
+        described(
+            "others_share", pa.float64(), "The system's win share under the other judge models; null without one.", True
+        ),
     ]
 )
 
@@ -225,8 +226,10 @@ def _lookup(candidates: pa.Table, column: str, rows: list[dict]) -> dict[str, ob
     for r in rows:
         for slot in ("candidate_a", "candidate_b"):
             if r[slot] not in found:
-                raise ValueError(f"judge bias: judgment of context {r['context_id']!r}, aspect {r['aspect']!r}: "
-                                 f"{slot} {r[slot]!r} is not in the candidates table")
+                raise ValueError(
+                    f"judge bias: judgment of context {r['context_id']!r}, aspect {r['aspect']!r}: "
+                    f"{slot} {r[slot]!r} is not in the candidates table"
+                )
     return found
 
 
@@ -255,14 +258,22 @@ def _length_rows(rows: list[dict], candidates: pa.Table) -> list[dict]:
         s = share(longer_won, int(unequal.sum()))
         ok = (la > 0) & (lb > 0)
         fit = logistic_fit(np.log(la[ok] / lb[ok]), a_won[ok])
-        out.append({
-            "aspect": aspect, "judge": judge, "n_decisive": len(mine), "n_unequal": int(unequal.sum()),
-            "longer_won": longer_won, "longer_share": s["share"], "longer_low": s["ci_low"],
-            "longer_high": s["ci_high"], "n_fit": int(ok.sum()),
-            "length_coef": None if fit is None else float(fit[0][1]),
-            "length_se": None if fit is None else float(fit[1][1]),
-            "slot_intercept": None if fit is None else float(fit[0][0]),
-        })  # fmt: skip
+        out.append(
+            {
+                "aspect": aspect,
+                "judge": judge,
+                "n_decisive": len(mine),
+                "n_unequal": int(unequal.sum()),
+                "longer_won": longer_won,
+                "longer_share": s["share"],
+                "longer_low": s["ci_low"],
+                "longer_high": s["ci_high"],
+                "n_fit": int(ok.sum()),
+                "length_coef": None if fit is None else float(fit[0][1]),
+                "length_se": None if fit is None else float(fit[1][1]),
+                "slot_intercept": None if fit is None else float(fit[0][0]),
+            }
+        )
     return out
 
 
@@ -281,9 +292,18 @@ def _self_rows(rows: list[dict], candidates: pa.Table) -> list[dict]:
             own, others = _self_counts(mine, system_of, me)
             if own[0]:
                 models = ", ".join(sorted({r["model"] for r in mine if model_key(r["model"]) == model_key(me)}))
-                out.append({"aspect": aspect, "system": me, "judge_model": models, "n": own[0], "wins": own[1],
-                            **share(own[1], own[0]), "others_n": others[0],
-                            "others_share": others[1] / others[0] if others[0] else None})  # fmt: skip
+                out.append(
+                    {
+                        "aspect": aspect,
+                        "system": me,
+                        "judge_model": models,
+                        "n": own[0],
+                        "wins": own[1],
+                        **share(own[1], own[0]),
+                        "others_n": others[0],
+                        "others_share": others[1] / others[0] if others[0] else None,
+                    }
+                )
     return out
 
 
@@ -320,8 +340,18 @@ def _flip_rows(rows: list[dict]) -> list[dict]:
     out = []
     for (aspect, judge), (pairs, decisive, flips) in sorted(counts.items()):
         s = share(flips, decisive)
-        out.append({"aspect": aspect, "judge": judge, "n_pairs": pairs, "n_decisive": decisive, "flips": flips,
-                    "flip_rate": s["share"], "ci_low": s["ci_low"], "ci_high": s["ci_high"]})  # fmt: skip
+        out.append(
+            {
+                "aspect": aspect,
+                "judge": judge,
+                "n_pairs": pairs,
+                "n_decisive": decisive,
+                "flips": flips,
+                "flip_rate": s["share"],
+                "ci_low": s["ci_low"],
+                "ci_high": s["ci_high"],
+            }
+        )
     return out
 
 
@@ -367,20 +397,49 @@ def merge_sections(parts: list[dict], fitted: dict) -> dict:
     length_rows = []
     for (aspect, judge), (n, unequal, longer) in sorted(length.items()):
         s, fit = share(longer, unequal), fits.get((aspect, judge), no_fit)
-        length_rows.append({
-            "aspect": aspect, "judge": judge, "n_decisive": n, "n_unequal": unequal, "longer_won": longer,
-            "longer_share": s["share"], "longer_low": s["ci_low"], "longer_high": s["ci_high"],
-            **{k: fit[k] for k in no_fit},
-        })  # fmt: skip
-    self_rows = [{"aspect": aspect, "system": system, "judge_model": ", ".join(sorted(models)), "n": n, "wins": wins,
-                  **share(wins, n), "others_n": others_n, "others_share": others / others_n if others_n else None}
-                 for (system, aspect), (models, n, wins, others_n, others) in
-                 sorted(((system, aspect), c) for (aspect, system), c in own.items())]  # fmt: skip
+        length_rows.append(
+            {
+                "aspect": aspect,
+                "judge": judge,
+                "n_decisive": n,
+                "n_unequal": unequal,
+                "longer_won": longer,
+                "longer_share": s["share"],
+                "longer_low": s["ci_low"],
+                "longer_high": s["ci_high"],
+                **{k: fit[k] for k in no_fit},
+            }
+        )
+    self_rows = [
+        {
+            "aspect": aspect,
+            "system": system,
+            "judge_model": ", ".join(sorted(models)),
+            "n": n,
+            "wins": wins,
+            **share(wins, n),
+            "others_n": others_n,
+            "others_share": others / others_n if others_n else None,
+        }
+        for (system, aspect), (models, n, wins, others_n, others) in sorted(
+            ((system, aspect), c) for (aspect, system), c in own.items()
+        )
+    ]
     flip_rows = []
     for (aspect, judge), (pairs, decisive, flipped) in sorted(flips.items()):
         s = share(flipped, decisive)
-        flip_rows.append({"aspect": aspect, "judge": judge, "n_pairs": pairs, "n_decisive": decisive,
-                          "flips": flipped, "flip_rate": s["share"], "ci_low": s["ci_low"], "ci_high": s["ci_high"]})
+        flip_rows.append(
+            {
+                "aspect": aspect,
+                "judge": judge,
+                "n_pairs": pairs,
+                "n_decisive": decisive,
+                "flips": flipped,
+                "flip_rate": s["share"],
+                "ci_low": s["ci_low"],
+                "ci_high": s["ci_high"],
+            }
+        )
     models = sorted({m for part in parts for m in part["judge_models"]})
     return {"length": length_rows, "self_preference": self_rows, "judge_models": models, "flips": flip_rows}
 
@@ -430,46 +489,101 @@ def text_tables(section: dict) -> list[TextTable]:
         TextTable(
             "Length preference",
             "The share of decisive verdicts won by the longer output (in characters; pairs of equal length left out), "
-            "and the slope of a logistic regression of \"slot A won\" on log(len_a / len_b) with a slot intercept: "
+            'and the slope of a logistic regression of "slot A won" on log(len_a / len_b) with a slot intercept: '
             "0 is no preference, above 0 favours the longer output (– where the fit has no finite slope: one outcome "
             "or one length ratio only, or outcomes separated by length).",
-            ["judge", "aspect", "decisive", "unequal length", "longer won", "share [95% CI]", "length slope ± se",
-             "slot intercept"],
-            [[r["judge"], r["aspect"], str(r["n_decisive"]), str(r["n_unequal"]), str(r["longer_won"]),
-              _interval(r["longer_share"], r["longer_low"], r["longer_high"]),
-              "–" if r["length_coef"] is None else f"{_num(r['length_coef'], '+.3f')} ± {_num(r['length_se'])}",
-              _num(r["slot_intercept"], "+.3f")] for r in section["length"]],
+            [
+                "judge",
+                "aspect",
+                "decisive",
+                "unequal length",
+                "longer won",
+                "share [95% CI]",
+                "length slope ± se",
+                "slot intercept",
+            ],
+            [
+                [
+                    r["judge"],
+                    r["aspect"],
+                    str(r["n_decisive"]),
+                    str(r["n_unequal"]),
+                    str(r["longer_won"]),
+                    _interval(r["longer_share"], r["longer_low"], r["longer_high"]),
+                    "–" if r["length_coef"] is None else f"{_num(r['length_coef'], '+.3f')} ± {_num(r['length_se'])}",
+                    _num(r["slot_intercept"], "+.3f"),
+                ]
+                for r in section["length"]
+            ],
             "No decisive verdicts.",
         ),
         TextTable(
             "Self-preference",
             "Where a judge model is also a system: that system's share of its decisive comparisons against other "
             "systems under this judge model, and under the other judge models of the table (other comparisons).",
-            ["system", "judge model", "aspect", "comparisons", "win share [95% CI]", "other judges: comparisons",
-             "other judges: win share"],
-            [[r["system"], r["judge_model"], r["aspect"], str(r["n"]), _interval(r["share"], r["ci_low"], r["ci_high"]),
-              str(r["others_n"]), _num(r["others_share"])] for r in section["self_preference"]],
+            [
+                "system",
+                "judge model",
+                "aspect",
+                "comparisons",
+                "win share [95% CI]",
+                "other judges: comparisons",
+                "other judges: win share",
+            ],
+            [
+                [
+                    r["system"],
+                    r["judge_model"],
+                    r["aspect"],
+                    str(r["n"]),
+                    _interval(r["share"], r["ci_low"], r["ci_high"]),
+                    str(r["others_n"]),
+                    _num(r["others_share"]),
+                ]
+                for r in section["self_preference"]
+            ],
             f"Not applicable: no judge model ({models}) is a system of the candidates.",
             names=3,
         ),
         TextTable(
             "Flips when the slots swap",
             "Pairs judged in both slot orders by one judge (newest verdict of each order): a flip is the same slot "
-            "winning both times. A judge that only looks at slots flips every pair, one that answers by coin about half.",
+            "winning both times. A judge that only looks at slots flips every pair, one that answers by coin about "
+            "half.",
             ["judge", "aspect", "pairs in both orders", "decisive in both", "flips", "flip rate [95% CI]"],
-            [[r["judge"], r["aspect"], str(r["n_pairs"]), str(r["n_decisive"]), str(r["flips"]),
-              _interval(r["flip_rate"], r["ci_low"], r["ci_high"])] for r in section["flips"]],
+            [
+                [
+                    r["judge"],
+                    r["aspect"],
+                    str(r["n_pairs"]),
+                    str(r["n_decisive"]),
+                    str(r["flips"]),
+                    _interval(r["flip_rate"], r["ci_low"], r["ci_high"]),
+                ]
+                for r in section["flips"]
+            ],
             "No pair was judged in both slot orders.",
         ),
-    ]  # fmt: skip
+    ]
 
 
 def _example() -> tuple[pa.Table, pa.Table]:
     """Two candidates of one context, and a judge that picked slot A in both orders."""
     candidates = pa.table({"candidate_id": ["x", "y"], "system": ["s1", "s2"], "text": ["short", "much longer"]})
-    judgments = pa.table({
-        "engine": ["e"] * 2, "model": ["m"] * 2, "revision": ["r"] * 2, "prompt_hash": ["h"] * 2,
-        "sampling": ["{}"] * 2, "context_id": ["c"] * 2, "aspect": ["coherence"] * 2, "candidate_a": ["x", "y"],
-        "candidate_b": ["y", "x"], "p_a": [0.9, 0.8], "label": ["A", "A"], "error": pa.nulls(2, pa.string()),
-    })  # fmt: skip
+    judgments = pa.table(
+        {
+            "engine": ["e"] * 2,
+            "model": ["m"] * 2,
+            "revision": ["r"] * 2,
+            "prompt_hash": ["h"] * 2,
+            "sampling": ["{}"] * 2,
+            "context_id": ["c"] * 2,
+            "aspect": ["coherence"] * 2,
+            "candidate_a": ["x", "y"],
+            "candidate_b": ["y", "x"],
+            "p_a": [0.9, 0.8],
+            "label": ["A", "A"],
+            "error": pa.nulls(2, pa.string()),
+        }
+    )
     return judgments, candidates

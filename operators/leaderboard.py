@@ -127,7 +127,6 @@ def elo(theta):
     return ELO_BASE + ELO_PER_NAT * np.asarray(theta, dtype=float)
 
 
-
 @dataclass(frozen=True)
 class _Rows:
     """The judgments as integer arrays (systems, contexts, judges by index)."""
@@ -155,8 +154,9 @@ def _slot_points(p_a: list, labels: list, errors: list) -> np.ndarray:
             continue
         if label is not None:
             if label not in LABEL_POINTS:
-                raise ValueError(f"judgments row {i}: label: expected one of {list(LABEL_POINTS)} or null, "
-                                 f"found {label!r}")
+                raise ValueError(
+                    f"judgments row {i}: label: expected one of {list(LABEL_POINTS)} or null, found {label!r}"
+                )
             out[i] = LABEL_POINTS[label]
         elif p is None or not 0.0 <= p <= 1.0:
             raise ValueError(f"judgments row {i}: p_a: expected a float in [0, 1] on a row without error, found {p!r}")
@@ -313,9 +313,16 @@ def carried_winrates(
 
 
 _NO_WINRATE = {
-    "winrate_baseline": None, "winrate_method": None, "winrate_prior": None, "winrate_estimate": None,
-    "winrate_low": None, "winrate_high": None, "winrate_mass": None, "winrate_n_pairs": None,
-    "winrate_n_judges": None, "winrate_status": None,
+    "winrate_baseline": None,
+    "winrate_method": None,
+    "winrate_prior": None,
+    "winrate_estimate": None,
+    "winrate_low": None,
+    "winrate_high": None,
+    "winrate_mass": None,
+    "winrate_n_pairs": None,
+    "winrate_n_judges": None,
+    "winrate_status": None,
 }
 
 
@@ -390,8 +397,18 @@ def leaderboard(
                     "mass": options.mass,
                     "n_boot": n_boot,
                     "win_ratio": st["points"] / st["n_judgments"],
-                    **{k: st[k] for k in ("n_judgments", "n_wins", "n_losses", "n_ties", "n_errors", "n_contexts",
-                                          "n_opponents")},
+                    **{
+                        k: st[k]
+                        for k in (
+                            "n_judgments",
+                            "n_wins",
+                            "n_losses",
+                            "n_ties",
+                            "n_errors",
+                            "n_contexts",
+                            "n_opponents",
+                        )
+                    },
                     "n_judges": len(st["judges"]),
                     "judges": st["judges"],
                     **_winrate_fields(name, systems[s], baseline, carried),

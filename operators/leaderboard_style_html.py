@@ -74,13 +74,25 @@ def style_table(rows: list[dict], baseline: str | None) -> str:
     out += [f'<th class="{"name" if h == "system" else ""}">{_esc(h)}</th>' for h in head]
     out.append("</tr></thead><tbody>")
     for r in ordered:
-        strength = (_interval(r.get("style_strength"), r.get("style_low"), r.get("style_high"), "+.3f")
-                    if r.get("style_strength") is not None else f"– ({r.get('style_status') or 'not computed'})")
-        cells = [_esc(r.get("style_rank") or "–"), f'<td class="name">{_esc(r["system"])}</td>', _esc(strength),
-                 _esc(r["rank"])]  # fmt: skip
+        strength = (
+            _interval(r.get("style_strength"), r.get("style_low"), r.get("style_high"), "+.3f")
+            if r.get("style_strength") is not None
+            else f"– ({r.get('style_status') or 'not computed'})"
+        )
+        cells = [
+            _esc(r.get("style_rank") or "–"),
+            f'<td class="name">{_esc(r["system"])}</td>',
+            _esc(strength),
+            _esc(r["rank"]),
+        ]
         if with_lc:
-            cells.append(_esc("baseline" if r["system"] == baseline else
-                              _interval(r.get("lc_win_rate"), r.get("lc_low"), r.get("lc_high"), ".3f")))
+            cells.append(
+                _esc(
+                    "baseline"
+                    if r["system"] == baseline
+                    else _interval(r.get("lc_win_rate"), r.get("lc_low"), r.get("lc_high"), ".3f")
+                )
+            )
         cls = ' class="baseline"' if baseline is not None and r["system"] == baseline else ""
         out.append(f"<tr{cls}>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in cells) + "</tr>")
     out.append("</tbody></table></div>")

@@ -67,7 +67,8 @@ import pyarrow as pa
 
 from pairank.operators.checks import require_columns
 from pairank.operators.votes import JUDGE_COLUMNS, VOTE_COLUMNS, judge_names
-from pairank.storage.schemas import LABELS, META_EVAL, TableError
+from pairank.storage.schemas import LABELS, META_EVAL
+from pairank.storage.validation import TableError
 
 #: Columns of the judgments table the meta-evaluation reads (those votes are made from).
 JUDGMENT_COLUMNS = VOTE_COLUMNS
@@ -116,7 +117,7 @@ def cohen_kappa(y1: Sequence, y2: Sequence) -> float | None:
     classes, codes = np.unique(np.concatenate([np.asarray(y1), np.asarray(y2)]), return_inverse=True)
     k = len(classes)
     confusion = np.zeros((k, k), dtype=np.int64)
-    np.add.at(confusion, (codes[: len(y1)], codes[len(y1):]), 1)
+    np.add.at(confusion, (codes[: len(y1)], codes[len(y1) :]), 1)
     sum0, sum1 = confusion.sum(axis=0), confusion.sum(axis=1)
     if sum0.sum() == 0:
         return None
@@ -138,8 +139,13 @@ def labelled_index(labels: pa.Table) -> tuple[list[tuple[str, str]], dict[tuple[
     for row, (ctx, a, b, pref) in enumerate(zip(*(labels.column(c).to_pylist() for c in LABEL_COLUMNS))):
         for k in {(ctx, a, b), (ctx, b, a)}:
             if k in seen:
-                raise TableError("pairwise labels", row, "candidate_a", "one label per pair",
-                                 f"({ctx}, {a}, {b}), also labelled in row {seen[k]}")
+                raise TableError(
+                    "pairwise labels",
+                    row,
+                    "candidate_a",
+                    "one label per pair",
+                    f"({ctx}, {a}, {b}), also labelled in row {seen[k]}",
+                )
             seen[k] = row
         if pref not in ("A", "B"):  # a tie or unknown preference: no truth
             continue
@@ -173,8 +179,13 @@ def meta_eval(judgments: pa.Table, labels: pa.Table) -> pa.Table:
     idents = sorted({ident for _, _, ident in groups})
     names = dict(zip(idents, judge_names(idents)))
     out = [
-        {"subset": subset, "aspect": aspect, "judge": names[ident], **dict(zip(JUDGE_COLUMNS, ident)),
-         **statistics(got, pairs)}
+        {
+            "subset": subset,
+            "aspect": aspect,
+            "judge": names[ident],
+            **dict(zip(JUDGE_COLUMNS, ident)),
+            **statistics(got, pairs),
+        }
         for (subset, aspect, ident), got in groups.items()
     ]
     out.sort(key=lambda r: (r["subset"], r["aspect"], r["judge"]))
@@ -195,15 +206,21 @@ def statistics(got: dict[int, dict[int, str | None]], pairs: list[tuple[str, str
     for slot, swap in ((ORIGINAL, "False"), (SWAPPED, "True")):
         if has[slot]:
             n = sum(right[slot])
-            row |= {f"n_correct_{swap}": n, f"correct_{swap}": ratio(n, total),
-                    f"kappa_{swap}": cohen_kappa(picks_1[slot], human)}
+            row |= {
+                f"n_correct_{swap}": n,
+                f"correct_{swap}": ratio(n, total),
+                f"kappa_{swap}": cohen_kappa(picks_1[slot], human),
+            }
     if all(has):
         both = sum(a and b for a, b in zip(*right))
         equal = sum(a == b for a, b in zip(*winners))
         average = (row["n_correct_False"] + row["n_correct_True"]) / 2 / total * 100
         kappas = (row["kappa_False"], row["kappa_True"])
         row |= {
-            "n_correct_both": both, "n_equal": equal, "correct_both": ratio(both, total), "equal": ratio(equal, total),
+            "n_correct_both": both,
+            "n_equal": equal,
+            "correct_both": ratio(both, total),
+            "equal": ratio(equal, total),
             "correct_average": f"{average}%",
             "kappa_average": None if None in kappas else (kappas[0] + kappas[1]) / 2,
             "kappa_agreement": cohen_kappa(*picks_1),
@@ -220,8 +237,21 @@ def markdown(table: pa.Table) -> str:
     >>> print(markdown(pa.Table.from_pylist([row], schema=META_EVAL)).splitlines()[-1])
     | (none) | x | GPT-4/CoT | 4 | 75.0 | 50.0 | 62.5 | 50.0 | 75.0 | 0.500 | – | – | – |
     """
-    head = ["subset", "aspect", "judge", "pairs", "acc. original %", "acc. swapped %", "acc. average %",
-            "both right %", "same pick %", "κ original", "κ swapped", "κ average", "κ agreement"]
+    head = [
+        "subset",
+        "aspect",
+        "judge",
+        "pairs",
+        "acc. original %",
+        "acc. swapped %",
+        "acc. average %",
+        "both right %",
+        "same pick %",
+        "κ original",
+        "κ swapped",
+        "κ average",
+        "κ agreement",
+    ]
     lines = [
         "# Judge meta-evaluation",
         "",
@@ -244,8 +274,11 @@ def markdown(table: pa.Table) -> str:
 
     for r in table.to_pylist():
         total = r["n_pairs"]
-        average = (None if r["n_correct_False"] is None or r["n_correct_True"] is None
-                   else (r["n_correct_False"] + r["n_correct_True"]) / 2)
+        average = (
+            None
+            if r["n_correct_False"] is None or r["n_correct_True"] is None
+            else (r["n_correct_False"] + r["n_correct_True"]) / 2
+        )
         cells = [r["subset"] or "(none)", r["aspect"], r["judge"], str(total)]
         cells += [pct(r[c], total) for c in ("n_correct_False", "n_correct_True")] + [pct(average, total)]
         cells += [pct(r[c], total) for c in ("n_correct_both", "n_equal")]

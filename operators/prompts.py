@@ -79,8 +79,17 @@ ASPECT_KEYS = ("noun", "comparative", "definition")
 
 #: ``$`` fields a mode template may use.
 FIELDS = frozenset(
-    {"context_name", "candidate_name", "Context_name", "Candidate_name", "aspect", "comparative", "definition",
-     "low", "high"}
+    {
+        "context_name",
+        "candidate_name",
+        "Context_name",
+        "Candidate_name",
+        "aspect",
+        "comparative",
+        "definition",
+        "low",
+        "high",
+    }
 )
 
 _FENCE = re.compile(r"<{3,}|>{3,}")
@@ -175,7 +184,7 @@ class PromptTemplate:
         return self.fill(context=context, candidate_a=candidate_a, candidate_b=candidate_b)
 
     @classmethod
-    def load(cls, path: Path, placeholders: frozenset[str] = PLACEHOLDERS) -> "PromptTemplate":
+    def load(cls, path: Path, placeholders: frozenset[str] = PLACEHOLDERS) -> PromptTemplate:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"prompt template {path}: no such file")
@@ -236,7 +245,7 @@ class Domain:
     aspects: dict[str, dict[str, str]]
 
     @classmethod
-    def load(cls, folder: Path) -> "Domain":
+    def load(cls, folder: Path) -> Domain:
         """Read ``<folder>/domain.yaml``; the domain is named after the folder."""
         path = Path(folder) / "domain.yaml"
         if not path.is_file():
@@ -310,13 +319,16 @@ def instantiate(text: str, source: str, domain: Domain, aspect: str, scale: tupl
     allowed = sorted(FIELDS)
     braced = [m.group(0) for m in template.pattern.finditer(text) if m.group("braced") is not None]
     if braced:
-        raise ValueError(f"prompt template {source}: write $field, not ${{field}} (braces are runtime fields), "
-                         f"found {braced}")
+        raise ValueError(
+            f"prompt template {source}: write $field, not ${{field}} (braces are runtime fields), found {braced}"
+        )
     if not template.is_valid():
         matches = template.pattern.finditer(text)
         bad = [text[m.start() : m.start() + 12] for m in matches if m.group("invalid") is not None]
-        raise ValueError(f"prompt template {source}: a '$' not followed by a field name at {bad} "
-                         f"(write a literal dollar as $$); allowed fields: {allowed}")
+        raise ValueError(
+            f"prompt template {source}: a '$' not followed by a field name at {bad} "
+            f"(write a literal dollar as $$); allowed fields: {allowed}"
+        )
     unknown = sorted(set(template.get_identifiers()) - FIELDS)
     if unknown:
         shown = ", ".join(f"${u}" for u in unknown)

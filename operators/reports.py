@@ -55,8 +55,11 @@ def position_counts(judgments: pa.Table) -> dict[str, list[float]]:
 
 def position_table(counts: dict[str, list[float]]) -> pa.Table:
     """The POSITION_BIAS table of :func:`position_counts`."""
-    rows = [{"aspect": aspect, "n": int(n), "slot_a_win_fraction": wins / n, "mean_p_a": total / n}
-            for aspect, (n, wins, total) in sorted(counts.items()) if n]  # fmt: skip
+    rows = [
+        {"aspect": aspect, "n": int(n), "slot_a_win_fraction": wins / n, "mean_p_a": total / n}
+        for aspect, (n, wins, total) in sorted(counts.items())
+        if n
+    ]
     return pa.Table.from_pylist(rows, schema=POSITION_BIAS)
 
 
@@ -270,9 +273,12 @@ def render_markdown(report: dict) -> str:
     lines += style_control_lines(report.get("style_control"))
     if report.get("fit_sample"):
         f = report["fit_sample"]
-        lines += ["", f"_The length slopes and style control are fitted on a sample of whole contexts, "
-                      f"{f['sample']} of the {f['comparisons']} comparisons (the same contexts on every run); every "
-                      "count is over all of them._"]
+        lines += [
+            "",
+            f"_The length slopes and style control are fitted on a sample of whole contexts, "
+            f"{f['sample']} of the {f['comparisons']} comparisons (the same contexts on every run); every "
+            "count is over all of them._",
+        ]
     lines += _nightly_lines(report.get("nightly"))
     lines += _adaptive_lines(report.get("adaptive"))
     lines += _consistency_lines(report.get("transitivity"), report.get("seeds"))
@@ -330,13 +336,16 @@ def _engines_line(engines: dict | None) -> list[str]:
     if not engines:
         return []
     dead = len(engines.get("dead", []))
-    line = (f"- engines lost: {engines.get('lost', 0)} ({engines.get('restarted', 0)} restarted, {dead} dead); "
-            f"{engines.get('batches_retried', 0)} batches judged again, {engines.get('rows_split', 0)} comparisons "
-            f"sent one by one, {engines.get('rows_failed', 0)} failed")  # fmt: skip
+    line = (
+        f"- engines lost: {engines.get('lost', 0)} ({engines.get('restarted', 0)} restarted, {dead} dead); "
+        f"{engines.get('batches_retried', 0)} batches judged again, {engines.get('rows_split', 0)} comparisons "
+        f"sent one by one, {engines.get('rows_failed', 0)} failed"
+    )
     if "actors_most" in engines:
         stopped = engines.get("actors_stopped", 0)
         line += f"; actors: {engines['actors_most']} at most, {engines['actors_end']} at the end" + (
-            f" ({stopped} stopped when idle)" if stopped else "")  # fmt: skip
+            f" ({stopped} stopped when idle)" if stopped else ""
+        )
     return [line]
 
 
@@ -347,8 +356,10 @@ def _judging_line(judging: dict, first_passes: dict | None, pool: list | None) -
         parts.append(f"prompt variants {', '.join(judging['variants'])}")
     if first_passes:
         fp = first_passes
-        parts.append(f"{fp['kind']} passes: {fp.get('cached', 0)} from cache, {fp.get('run', 0)} run, "
-                     f"{fp.get('errors', 0)} failed")  # fmt: skip
+        parts.append(
+            f"{fp['kind']} passes: {fp.get('cached', 0)} from cache, {fp.get('run', 0)} run, "
+            f"{fp.get('errors', 0)} failed"
+        )
     if pool:
         calls: dict[str, int] = defaultdict(int)
         for actor in pool:

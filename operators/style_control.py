@@ -143,11 +143,19 @@ def length_controlled_winrates(judgments: pa.Table, candidates: pa.Table, baseli
         x = np.column_stack([np.ones_like(d), np.tanh(d / scale), slot])
         coef, cov = fit_logistic(x, y, ridge=np.array([1e-6, 1e-2, 1e-2]))
         lc, low, high = (None, None, None) if separated(coef, cov, x) else _interval(coef[0], math.sqrt(cov[0, 0]))
-        out.append({
-            "system": system, "baseline": baseline, "n": len(y), "win_rate": float(y.mean()),
-            "lc_win_rate": lc, "lc_low": low, "lc_high": high, "length_coef": None if lc is None else float(coef[1]),
-            "length_se": None if lc is None else float(math.sqrt(cov[1, 1])),
-        })  # fmt: skip
+        out.append(
+            {
+                "system": system,
+                "baseline": baseline,
+                "n": len(y),
+                "win_rate": float(y.mean()),
+                "lc_win_rate": lc,
+                "lc_low": low,
+                "lc_high": high,
+                "length_coef": None if lc is None else float(coef[1]),
+                "length_se": None if lc is None else float(math.sqrt(cov[1, 1])),
+            }
+        )
     return pa.Table.from_pylist(out, schema=LC_WINRATES)
 
 
@@ -168,8 +176,11 @@ def style_controlled_bt(judgments: pa.Table, candidates: pa.Table) -> tuple[pa.T
     """Systems' strengths with style held equal, and the style coefficients (see the module docstring)."""
     system_of, text_of = _candidates(candidates)
     o = _outcomes(judgments)
-    keep = [i for i, (a, b) in enumerate(zip(o["a"], o["b"])) if a in system_of and b in system_of
-            and system_of[a] != system_of[b]]  # fmt: skip
+    keep = [
+        i
+        for i, (a, b) in enumerate(zip(o["a"], o["b"]))
+        if a in system_of and b in system_of and system_of[a] != system_of[b]
+    ]
     systems = sorted({system_of[o[s][i]] for i in keep for s in ("a", "b")})
     if len(systems) < 2:
         raise ValueError("style-controlled Bradley-Terry: needs comparisons between at least two systems")
@@ -198,30 +209,54 @@ def style_controlled_bt(judgments: pa.Table, candidates: pa.Table) -> tuple[pa.T
     theta_se = np.sqrt(np.diag(theta_cov))
     style = slice(n, None)
     if separated(theta, theta_cov) or separated(coef[style], cov[style, style], x[:, style]):
-        raise Separated("style-controlled Bradley-Terry: the outcomes are separated (one slot or one system always "
-                        "wins): no finite fit")  # fmt: skip
+        raise Separated(
+            "style-controlled Bradley-Terry: the outcomes are separated (one slot or one system always "
+            "wins): no finite fit"
+        )
     strengths = sorted(
-        ({"system": s, "strength": float(theta[j]), "strength_low": float(theta[j] - Z95 * theta_se[j]),
-          "strength_high": float(theta[j] + Z95 * theta_se[j])} for j, s in enumerate(systems)),
+        (
+            {
+                "system": s,
+                "strength": float(theta[j]),
+                "strength_low": float(theta[j] - Z95 * theta_se[j]),
+                "strength_high": float(theta[j] + Z95 * theta_se[j]),
+            }
+            for j, s in enumerate(systems)
+        ),
         key=lambda r: -r["strength"],
-    )  # fmt: skip
+    )
     for rank, row in enumerate(strengths, 1):
         row["rank"] = rank
     se = np.sqrt(np.diag(cov))
-    coefs = [{"feature": name, "coef": float(coef[n + k]), "se": float(se[n + k])}
-             for k, name in enumerate([*names, "slot_a"])]  # fmt: skip
+    coefs = [
+        {"feature": name, "coef": float(coef[n + k]), "se": float(se[n + k])}
+        for k, name in enumerate([*names, "slot_a"])
+    ]
     return pa.Table.from_pylist(strengths, schema=STYLE_BT), pa.Table.from_pylist(coefs, schema=STYLE_COEFS)
 
 
-LC_WINRATES = pa.schema([
-    ("system", pa.string()), ("baseline", pa.string()), ("n", pa.int64()), ("win_rate", pa.float64()),
-    ("lc_win_rate", pa.float64()), ("lc_low", pa.float64()), ("lc_high", pa.float64()),
-    ("length_coef", pa.float64()), ("length_se", pa.float64()),
-])  # fmt: skip
-STYLE_BT = pa.schema([
-    ("system", pa.string()), ("strength", pa.float64()), ("strength_low", pa.float64()),
-    ("strength_high", pa.float64()), ("rank", pa.int64()),
-])  # fmt: skip
+LC_WINRATES = pa.schema(
+    [
+        ("system", pa.string()),
+        ("baseline", pa.string()),
+        ("n", pa.int64()),
+        ("win_rate", pa.float64()),
+        ("lc_win_rate", pa.float64()),
+        ("lc_low", pa.float64()),
+        ("lc_high", pa.float64()),
+        ("length_coef", pa.float64()),
+        ("length_se", pa.float64()),
+    ]
+)
+STYLE_BT = pa.schema(
+    [
+        ("system", pa.string()),
+        ("strength", pa.float64()),
+        ("strength_low", pa.float64()),
+        ("strength_high", pa.float64()),
+        ("rank", pa.int64()),
+    ]
+)
 STYLE_COEFS = pa.schema([("feature", pa.string()), ("coef", pa.float64()), ("se", pa.float64())])
 
 
@@ -248,38 +283,55 @@ def style_control_lines(sections: list[dict] | None) -> list[str]:
     """The report's Markdown for :func:`style_control_section`."""
     if not sections:
         return []
-    note = ("Strengths with style held equal (Bradley-Terry with length and markdown covariates; "
-            "`operators/style_control.py`).")
+    note = (
+        "Strengths with style held equal (Bradley-Terry with length and markdown covariates; "
+        "`operators/style_control.py`)."
+    )
     lines = ["", "## Style control", "", note]
     for s in sections:
         if "not_identified" in s:
             lines += ["", f"**{s['aspect']}**: not identified ({s['not_identified'].split(': ', 1)[-1]})."]
             continue
         lines += ["", f"**{s['aspect']}**", "", "| rank | system | strength | 95% interval |", "|---|---|---|---|"]
-        lines += [f"| {r['rank']} | {r['system']} | {r['strength']:.3f} | [{r['strength_low']:.3f}, "
-                  f"{r['strength_high']:.3f}] |" for r in s["strengths"]]  # fmt: skip
+        lines += [
+            f"| {r['rank']} | {r['system']} | {r['strength']:.3f} | [{r['strength_low']:.3f}, "
+            f"{r['strength_high']:.3f}] |"
+            for r in s["strengths"]
+        ]
         coefs = ", ".join(f"{c['feature']} {c['coef']:+.3f} ± {c['se']:.3f}" for c in s["coefficients"])
         lines += ["", f"Style coefficients (logit, ± SE): {coefs}."]
         if s.get("length_controlled"):
-            lines += ["", "| system | vs | win rate | length-controlled | 95% interval | n |",
-                      "|---|---|---|---|---|---|"]  # fmt: skip
-            lines += [f"| {r['system']} | {r['baseline']} | {r['win_rate']:.3f} | " + (
-                      "– | – |" if r["lc_win_rate"] is None else
-                      f"{r['lc_win_rate']:.3f} | [{r['lc_low']:.3f}, {r['lc_high']:.3f}] |") + f" {r['n']} |"
-                      for r in s["length_controlled"]]  # fmt: skip
+            lines += [
+                "",
+                "| system | vs | win rate | length-controlled | 95% interval | n |",
+                "|---|---|---|---|---|---|",
+            ]
+            lines += [
+                f"| {r['system']} | {r['baseline']} | {r['win_rate']:.3f} | "
+                + (
+                    "– | – |"
+                    if r["lc_win_rate"] is None
+                    else f"{r['lc_win_rate']:.3f} | [{r['lc_low']:.3f}, {r['lc_high']:.3f}] |"
+                )
+                + f" {r['n']} |"
+                for r in s["length_controlled"]
+            ]
     return lines
 
 
-def board_columns(judgments: pa.Table, candidates: pa.Table, baseline: str | None,
-                  groups: dict[str, pa.Table]) -> dict[tuple[str, str], dict]:  # fmt: skip
+def board_columns(
+    judgments: pa.Table, candidates: pa.Table, baseline: str | None, groups: dict[str, pa.Table]
+) -> dict[tuple[str, str], dict]:
     """The leaderboard's style-controlled columns (``style_*``, ``lc_*``; see LEADERBOARD) per (group, system),
     ``groups`` naming each aspect's (or the pooled) judgments. Without candidate texts, or where the fit is not
     identified, the values are null and ``style_status`` says why."""
-    missing = "no candidate texts" if "text" not in candidates.column_names else (
-        "no verdict labels" if "label" not in judgments.column_names else None)
+    missing = (
+        "no candidate texts"
+        if "text" not in candidates.column_names
+        else ("no verdict labels" if "label" not in judgments.column_names else None)
+    )
     if missing:
-        return {(g, s): {"style_status": missing} for g in groups
-                for s in set(candidates.column("system").to_pylist())}  # fmt: skip
+        return {(g, s): {"style_status": missing} for g in groups for s in set(candidates.column("system").to_pylist())}
     system_of, _ = _candidates(candidates)
     out: dict[tuple[str, str], dict] = {}
     for group, mine in groups.items():
@@ -292,12 +344,17 @@ def board_columns(judgments: pa.Table, candidates: pa.Table, baseline: str | Non
             out.update({(group, system_of[c]): {"style_status": status} for c in ids if c in system_of})
             continue
         for r in strengths.to_pylist():
-            out[(group, r["system"])] = {"style_strength": r["strength"], "style_low": r["strength_low"],
-                                         "style_high": r["strength_high"], "style_rank": r["rank"],
-                                         "style_status": "ok"}  # fmt: skip
+            out[(group, r["system"])] = {
+                "style_strength": r["strength"],
+                "style_low": r["strength_low"],
+                "style_high": r["strength_high"],
+                "style_rank": r["rank"],
+                "style_status": "ok",
+            }
         if baseline is None or baseline not in set(system_of.values()):
             continue
         for r in length_controlled_winrates(mine, candidates, baseline).to_pylist():
             out.setdefault((group, r["system"]), {"style_status": "ok"}).update(
-                lc_win_rate=r["lc_win_rate"], lc_low=r["lc_low"], lc_high=r["lc_high"])  # fmt: skip
+                lc_win_rate=r["lc_win_rate"], lc_low=r["lc_low"], lc_high=r["lc_high"]
+            )
     return out

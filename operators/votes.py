@@ -177,8 +177,9 @@ def human_truth(
     """
     verdict: dict[tuple, int] = {}
     if labels is not None and labels.num_rows:
-        for ctx, a, b, pref in zip(*(labels.column(c).to_pylist() for c in ("context_id", "candidate_a",
-                                                                          "candidate_b", "preferred"))):
+        for ctx, a, b, pref in zip(
+            *(labels.column(c).to_pylist() for c in ("context_id", "candidate_a", "candidate_b", "preferred"))
+        ):
             if pref in ("A", "B"):
                 winner, loser = (a, b) if pref == "A" else (b, a)
                 verdict[(ctx, winner, loser)] = SYSTEM
@@ -202,8 +203,9 @@ def labelled_pairs(labels: pa.Table) -> tuple[list[Pair], np.ndarray]:
     Used for out-of-distribution accuracies: class 0 is "the candidate listed first is better".
     """
     pairs, truth = [], []
-    for ctx, a, b, pref in zip(*(labels.column(c).to_pylist() for c in ("context_id", "candidate_a", "candidate_b",
-                                                                        "preferred"))):
+    for ctx, a, b, pref in zip(
+        *(labels.column(c).to_pylist() for c in ("context_id", "candidate_a", "candidate_b", "preferred"))
+    ):
         if pref in ("A", "B"):
             pairs.append((ctx, a, b))
             truth.append(SYSTEM if pref == "A" else BASELINE)

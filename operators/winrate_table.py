@@ -120,18 +120,43 @@ def win_rates(
         known = truth != NO_VOTE
         c = Counts(int((truth[known] == SYSTEM).sum()), int((truth[known] != SYSTEM).sum()))
         s = c.posterior(mass) if c.n else None
-        rows.append(_row(where, "human", "", "", s, **{**common, "n_gold": c.n},
-                         status="ok" if c.n else "no human truth for these pairs"))
+        rows.append(
+            _row(
+                where,
+                "human",
+                "",
+                "",
+                s,
+                **{**common, "n_gold": c.n},
+                status="ok" if c.n else "no human truth for these pairs",
+            )
+        )
     if "observed" in options.methods:
         for j, name in enumerate(votes.judges):
             c = observed(V[:, j])
-            rows.append(_row(where, "observed", "", name, c.posterior(mass) if c.n else None,
-                             **{**common, "n_judges": 1, "n_ties": int(votes.ties[j])},
-                             status="ok" if c.n else "no votes"))
+            rows.append(
+                _row(
+                    where,
+                    "observed",
+                    "",
+                    name,
+                    c.posterior(mass) if c.n else None,
+                    **{**common, "n_judges": 1, "n_ties": int(votes.ties[j])},
+                    status="ok" if c.n else "no votes",
+                )
+            )
         c = observed(V)
-        rows.append(_row(where, "observed", "", "*", c.posterior(mass) if c.n else None,
-                         **{**common, "n_judges": n_judges},
-                         status="ok" if c.n else "no votes"))
+        rows.append(
+            _row(
+                where,
+                "observed",
+                "",
+                "*",
+                c.posterior(mass) if c.n else None,
+                **{**common, "n_judges": n_judges},
+                status="ok" if c.n else "no votes",
+            )
+        )
     if "bwrs" in options.methods:
         rows.append(_bwrs_row(where, votes, q, options, common, gold))
     ds = None
@@ -143,8 +168,17 @@ def win_rates(
 
         em = em_dawid_skene(V, votes.judges)
         point = Summary(em.win_rate, em.win_rate, em.win_rate, em.win_rate, mass, 0)
-        rows.append(_row(where, "dawid_skene_em", "none", "*", point, **{**common, "n_judges": n_judges},
-                         status="ok (EM point estimate, no interval)"))
+        rows.append(
+            _row(
+                where,
+                "dawid_skene_em",
+                "none",
+                "*",
+                point,
+                **{**common, "n_judges": n_judges},
+                status="ok (EM point estimate, no interval)",
+            )
+        )
     return rows, _judge_rows(where, votes, q, ds)
 
 
@@ -162,24 +196,37 @@ def _bwrs_row(
 ) -> dict:
     names = [n for n in votes.judges if n in q and (q[n].q0.n or q[n].q1.n)]
     if options.prior == "none" or not names:
-        why = ("needs judge accuracies: set prior in_dist or ood" if options.prior == "none"
-               else f"no judge has {options.prior} accuracies")
+        why = (
+            "needs judge accuracies: set prior in_dist or ood"
+            if options.prior == "none"
+            else f"no judge has {options.prior} accuracies"
+        )
         return _row(where, "bwrs", options.prior, "*", None, **common, status=why)
     k = [observed(votes.judge(n)) for n in names]
     r = bwrs(k, [q[n] for n in names], names, draws=options.draws, seed=options.seed, mass=options.mass)
     chance = sum(j.below_chance for j in r.judges)
     status = "ok" if r.summary else "every draw was dropped"
     if r.dropped:
-        status += f"; dropped {r.dropped} of {r.drawn} draws ({chance} with q0 + q1 <= 1, " \
-                  f"{r.dropped - chance} outside (0, 1))"
+        status += (
+            f"; dropped {r.dropped} of {r.drawn} draws ({chance} with q0 + q1 <= 1, "
+            f"{r.dropped - chance} outside (0, 1))"
+        )
     skipped = len(votes.judges) - len(names)
     if skipped:
         status += f"; {skipped} judge(s) without {options.prior} accuracies left out"
     # Labelled pairs behind the accuracies: those revealed (in_dist) or the other set's.
     n_gold = int(gold.sum()) if gold is not None else max(q[n].q0.n + q[n].q1.n for n in names)
-    return _row(where, "bwrs", options.prior, "*", r.summary,
-                **{**common, "n_judges": len(names), "n_gold": n_gold},
-                draws_kept=int(r.draws.size), draws_dropped=r.dropped, status=status)
+    return _row(
+        where,
+        "bwrs",
+        options.prior,
+        "*",
+        r.summary,
+        **{**common, "n_judges": len(names), "n_gold": n_gold},
+        draws_kept=int(r.draws.size),
+        draws_dropped=r.dropped,
+        status=status,
+    )
 
 
 def _dawid_skene_row(where, votes, q, gold, options, common):
@@ -192,17 +239,27 @@ def _dawid_skene_row(where, votes, q, gold, options, common):
     if options.prior == "ood":
         missing = [n for n in names if n not in q]
         if missing:
-            return None, _row(where, "dawid_skene", "ood", "*", None, **common,
-                              status=f"no ood accuracies for judges {missing}")
+            return None, _row(
+                where, "dawid_skene", "ood", "*", None, **common, status=f"no ood accuracies for judges {missing}"
+            )
         kwargs["ood"] = [q[n] for n in names]
     res = dawid_skene(votes.votes, names, prior=options.prior, seed=options.seed, mass=options.mass, **kwargs)
     status = "ok" if res.ok else f"refused: {res.reason}"
     bad = [j.judge for j in res.judges if j.below_chance]
     if bad:
         status += f"; below chance: {', '.join(bad)}"
-    return res, _row(where, "dawid_skene", options.prior, "*", res.estimate,
-                     **{**common, "n_judges": res.n_judges, "n_gold": res.n_gold},
-                     draws_kept=int(res.draws.size), rhat=res.rhat, ess_bulk=res.ess_bulk, status=status)
+    return res, _row(
+        where,
+        "dawid_skene",
+        options.prior,
+        "*",
+        res.estimate,
+        **{**common, "n_judges": res.n_judges, "n_gold": res.n_gold},
+        draws_kept=int(res.draws.size),
+        rhat=res.rhat,
+        ess_bulk=res.ess_bulk,
+        status=status,
+    )
 
 
 def _judge_rows(where: dict, votes: PairVotes, q: dict[str, Accuracy], ds) -> list[dict]:
@@ -215,18 +272,20 @@ def _judge_rows(where: dict, votes: PairVotes, q: dict[str, Accuracy], ds) -> li
             below = acc.below_chance
         else:
             below = bool(conf.below_chance) if conf is not None else False
-        out.append({
-            **where,
-            "judge": name,
-            "n_votes": c.n,
-            "n_ties": int(votes.ties[j]),
-            "k": c.rate,
-            "q0": acc.q0.rate if acc else None,
-            "q1": acc.q1.rate if acc else None,
-            "n_q0": acc.q0.n if acc else 0,
-            "n_q1": acc.q1.n if acc else 0,
-            "ds_q0": conf.q0 if conf else None,
-            "ds_q1": conf.q1 if conf else None,
-            "below_chance": below,
-        })
+        out.append(
+            {
+                **where,
+                "judge": name,
+                "n_votes": c.n,
+                "n_ties": int(votes.ties[j]),
+                "k": c.rate,
+                "q0": acc.q0.rate if acc else None,
+                "q1": acc.q1.rate if acc else None,
+                "n_q0": acc.q0.n if acc else 0,
+                "n_q1": acc.q1.n if acc else 0,
+                "ds_q0": conf.q0 if conf else None,
+                "ds_q1": conf.q1 if conf else None,
+                "below_chance": below,
+            }
+        )
     return out

@@ -34,7 +34,8 @@ import pyarrow.dataset as pads
 
 from pairank.storage import delta
 from pairank.storage.fs import CorruptFile, Location, StorageError, is_transient
-from pairank.storage.schemas import JUDGMENTS, TableError, validate
+from pairank.storage.schemas import JUDGMENTS
+from pairank.storage.validation import TableError, validate
 
 #: Context buckets of a store (a partition column): enough that a run of a few contexts reads a small share of
 #: a large store, few enough that a flush writes a handful of files per aspect.
@@ -90,8 +91,13 @@ class JudgmentCache:
     def exists(self) -> bool:
         return delta.is_table(self.folder)
 
-    def rows(self, aspects: Iterable[str] | None = None, contexts: Iterable[str] | None = None,
-             keys: Iterable[str] | None = None, version: int | None = None) -> pa.Table:  # fmt: skip
+    def rows(
+        self,
+        aspects: Iterable[str] | None = None,
+        contexts: Iterable[str] | None = None,
+        keys: Iterable[str] | None = None,
+        version: int | None = None,
+    ) -> pa.Table:
         """Every committed row in scope (none merged), validated against the cache's schema."""
         if not self.exists():
             self._check_not_former()
@@ -110,8 +116,13 @@ class JudgmentCache:
         except TableError as exc:
             raise self._corrupt(expression, version, exc) from exc
 
-    def read(self, aspects: Iterable[str] | None = None, contexts: Iterable[str] | None = None,
-             keys: Iterable[str] | None = None, version: int | None = None) -> pa.Table:  # fmt: skip
+    def read(
+        self,
+        aspects: Iterable[str] | None = None,
+        contexts: Iterable[str] | None = None,
+        keys: Iterable[str] | None = None,
+        version: int | None = None,
+    ) -> pa.Table:
         """One row per key in scope (all of the store when no scope is given); see :func:`latest_per_key`."""
         return latest_per_key(self.rows(aspects, contexts, keys, version))
 
@@ -189,12 +200,16 @@ class JudgmentCache:
         return exc if isinstance(exc, TableError) else StorageError(self.folder.uri, "read the Delta table", exc)
 
     def _hint(self, exc: CorruptFile) -> CorruptFile:
-        hint = f"`pairank store verify --root {self.root.uri} --quarantine` moves it aside and its comparisons are asked again"
+        hint = (
+            f"`pairank store verify --root {self.root.uri} --quarantine` moves it aside and its comparisons are "
+            "asked again"
+        )
         return CorruptFile(exc.uri, exc.reason, hint)
 
 
-def scope(aspects: Iterable[str] | None, contexts: Iterable[str] | None,
-          keys: Iterable[str] | None) -> pads.Expression | None:  # fmt: skip
+def scope(
+    aspects: Iterable[str] | None, contexts: Iterable[str] | None, keys: Iterable[str] | None
+) -> pads.Expression | None:
     """The filter of a read: partitions of the aspects and the contexts' buckets, then contexts and keys by row."""
     parts = []
     if aspects is not None:

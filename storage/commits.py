@@ -47,14 +47,16 @@ from pairank.storage import delta
 from pairank.storage.fs import Location
 
 #: One row per committed night; ``record`` holds the whole commit record as JSON.
-LOG = pa.schema([
-    pa.field("seq", pa.int64(), nullable=False),
-    pa.field("parent", pa.int64(), nullable=False),
-    pa.field("night", pa.string(), nullable=False),
-    pa.field("folder", pa.string(), nullable=False),
-    pa.field("committed_at", pa.timestamp("us", tz="UTC"), nullable=False),
-    pa.field("record", pa.string(), nullable=False),
-])  # fmt: skip
+LOG = pa.schema(
+    [
+        pa.field("seq", pa.int64(), nullable=False),
+        pa.field("parent", pa.int64(), nullable=False),
+        pa.field("night", pa.string(), nullable=False),
+        pa.field("folder", pa.string(), nullable=False),
+        pa.field("committed_at", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("record", pa.string(), nullable=False),
+    ]
+)
 
 
 class CommitConflict(RuntimeError):
@@ -152,17 +154,28 @@ class CommitLog:
         if (table.transaction_version(self.layout.app_id) or 0) != parent:
             raise self._conflict(seq, record)
         now = dt.datetime.now(dt.UTC)
-        row = pa.Table.from_pylist([{
-            "seq": seq, "parent": parent, "night": record["night"], "folder": record["folder"], "committed_at": now,
-            "record": json.dumps(record, sort_keys=True, default=str),
-        }], schema=LOG)  # fmt: skip
-        props = CommitProperties(app_transactions=[Transaction(self.layout.app_id, seq)],
-                                 custom_metadata={"pairank.job": f"nightly:{self.layout.name}",
-                                                  "pairank.night": str(record["night"])})  # fmt: skip
+        row = pa.Table.from_pylist(
+            [
+                {
+                    "seq": seq,
+                    "parent": parent,
+                    "night": record["night"],
+                    "folder": record["folder"],
+                    "committed_at": now,
+                    "record": json.dumps(record, sort_keys=True, default=str),
+                }
+            ],
+            schema=LOG,
+        )
+        props = CommitProperties(
+            app_transactions=[Transaction(self.layout.app_id, seq)],
+            custom_metadata={"pairank.job": f"nightly:{self.layout.name}", "pairank.night": str(record["night"])},
+        )
         for _ in range(20):
             try:
-                self.layout.log._retrying("commit the night", lambda t=table: write_deltalake(
-                    t, row, mode="append", commit_properties=props))  # fmt: skip
+                self.layout.log._retrying(
+                    "commit the night", lambda t=table: write_deltalake(t, row, mode="append", commit_properties=props)
+                )
                 break
             except CommitFailedError as exc:
                 table = delta.open_table(self.layout.log)
@@ -218,8 +231,10 @@ def migrate_log(layout: NightlyLayout) -> int:
     if not records:
         return 0
     if delta.is_table(layout.log):
-        raise ValueError(f"{layout.log.uri}: a Delta log is already there; migrate copies "
-                         f"{layout.former_commits.uri} only into a log that does not exist yet")  # fmt: skip
+        raise ValueError(
+            f"{layout.log.uri}: a Delta log is already there; migrate copies "
+            f"{layout.former_commits.uri} only into a log that does not exist yet"
+        )
     delta.ensure_table(layout.log, LOG, [])
     log = CommitLog(layout)
     for record in records:
@@ -242,11 +257,18 @@ class NightlyTable:
     merged into the table's schema by the next append (older nights read null there).
     """
 
-    def __init__(self, layout: NightlyLayout, table: str, schema: pa.Schema, night_column: str = "night",
-                 order: tuple[str, ...] = ("aspect", "rank", "system")):  # fmt: skip
+    def __init__(
+        self,
+        layout: NightlyLayout,
+        table: str,
+        schema: pa.Schema,
+        night_column: str = "night",
+        order: tuple[str, ...] = ("aspect", "rank", "system"),
+    ):
         self.layout, self.table, self.night_column, self.order = layout, table, night_column, order
         self.schema = schema.append(pa.field(night_column, pa.string(), nullable=False)).append(
-            pa.field("seq", pa.int64(), nullable=False))  # fmt: skip
+            pa.field("seq", pa.int64(), nullable=False)
+        )
 
     @property
     def folder(self) -> Location:
@@ -272,15 +294,20 @@ class NightlyTable:
                     break
                 if rows is None:
                     rows = snapshot(commit)
-                    rows = rows.append_column(self.schema.field(self.night_column),
-                                              pa.array([commit.night] * rows.num_rows, pa.string()))  # fmt: skip
-                    rows = rows.append_column(self.schema.field("seq"),
-                                              pa.array([commit.seq] * rows.num_rows, pa.int64()))  # fmt: skip
+                    rows = rows.append_column(
+                        self.schema.field(self.night_column), pa.array([commit.night] * rows.num_rows, pa.string())
+                    )
+                    rows = rows.append_column(
+                        self.schema.field("seq"), pa.array([commit.seq] * rows.num_rows, pa.int64())
+                    )
                 props = CommitProperties(app_transactions=[Transaction(self.app_id, commit.seq)])
                 try:
-                    self.folder._retrying("append a night to the history", lambda t=table, r=rows: write_deltalake(
-                        t, r.cast(self.schema), mode="append", schema_mode="merge",
-                        commit_properties=props))  # fmt: skip
+                    self.folder._retrying(
+                        "append a night to the history",
+                        lambda t=table, r=rows, props=props: write_deltalake(
+                            t, r.cast(self.schema), mode="append", schema_mode="merge", commit_properties=props
+                        ),
+                    )
                     added += 1
                     break
                 except CommitFailedError:  # another publisher got there first (this night, or the table's creation)

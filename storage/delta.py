@@ -71,8 +71,9 @@ def is_table(loc: Location) -> bool:
 
     if not loc.join("_delta_log").is_dir():  # also: a file, or nothing, at ``loc``
         return False
-    return bool(loc._retrying("look up its Delta log", lambda: DeltaTable.is_deltatable(table_uri(loc),
-                                                                                       storage_options(loc))))
+    return bool(
+        loc._retrying("look up its Delta log", lambda: DeltaTable.is_deltatable(table_uri(loc), storage_options(loc)))
+    )
 
 
 def open_table(loc: Location, version: int | None = None):
@@ -81,13 +82,16 @@ def open_table(loc: Location, version: int | None = None):
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        return loc._retrying("open the Delta table", lambda: DeltaTable(table_uri(loc), version=version,
-                                                                         storage_options=storage_options(loc)))
+        return loc._retrying(
+            "open the Delta table",
+            lambda: DeltaTable(table_uri(loc), version=version, storage_options=storage_options(loc)),
+        )
     except TableNotFoundError:
         raise FileNotFoundError(f"{loc.uri}: no Delta table here") from None
     except Exception as exc:  # delta-rs' DeltaError for a version that does not exist, a bad log
-        raise StorageError(loc.uri, f"open the Delta table{f' at version {version}' if version is not None else ''}",
-                           exc) from exc
+        raise StorageError(
+            loc.uri, f"open the Delta table{f' at version {version}' if version is not None else ''}", exc
+        ) from exc
 
 
 def ensure_table(loc: Location, schema: pa.Schema, partition_by: Sequence[str], wait_s: float = 30.0) -> None:
@@ -111,9 +115,16 @@ def ensure_table(loc: Location, schema: pa.Schema, partition_by: Sequence[str], 
                 return
             time.sleep(0.05)
     try:
-        loc._retrying("create the Delta table", lambda: DeltaTable.create(
-            table_uri(loc), schema=schema, partition_by=list(partition_by), mode="ignore",
-            storage_options=storage_options(loc)))  # fmt: skip
+        loc._retrying(
+            "create the Delta table",
+            lambda: DeltaTable.create(
+                table_uri(loc),
+                schema=schema,
+                partition_by=list(partition_by),
+                mode="ignore",
+                storage_options=storage_options(loc),
+            ),
+        )
     except CommitFailedError:  # another writer created it first
         if not is_table(loc):
             raise
@@ -129,9 +140,16 @@ def append(loc: Location, table: pa.Table, metadata: dict[str, str] | None = Non
     while True:
         dt = open_table(loc)
         try:
-            loc._retrying("append to the Delta table", lambda dt=dt: write_deltalake(
-                dt, table, mode="append", writer_properties=WriterProperties(compression="ZSTD"),
-                commit_properties=props))  # fmt: skip
+            loc._retrying(
+                "append to the Delta table",
+                lambda dt=dt: write_deltalake(
+                    dt,
+                    table,
+                    mode="append",
+                    writer_properties=WriterProperties(compression="ZSTD"),
+                    commit_properties=props,
+                ),
+            )
             return dt.version()  # the table object moved to the version its own commit made
         except CommitFailedError as exc:
             if time.monotonic() - start > COMMIT_RETRY_S:

@@ -45,15 +45,31 @@ log = logging.getLogger(__name__)
 
 #: Words of pyarrow's (AWS SDK's) and botocore's messages for errors worth retrying.
 TRANSIENT_MARKERS = (
-    "NETWORK_CONNECTION", "curlCode", "SLOW_DOWN", "SERVICE_UNAVAILABLE", "INTERNAL_FAILURE", "REQUEST_TIMEOUT",
-    "THROTTLING", "Timeout was reached", "timed out", "Connection reset", "Connection refused", "Broken pipe",
-    "HTTP status 5", "HTTP response code: 5",
-)  # fmt: skip
+    "NETWORK_CONNECTION",
+    "curlCode",
+    "SLOW_DOWN",
+    "SERVICE_UNAVAILABLE",
+    "INTERNAL_FAILURE",
+    "REQUEST_TIMEOUT",
+    "THROTTLING",
+    "Timeout was reached",
+    "timed out",
+    "Connection reset",
+    "Connection refused",
+    "Broken pipe",
+    "HTTP status 5",
+    "HTTP response code: 5",
+)
 #: botocore's exceptions for a connection that failed or stalled.
 TRANSIENT_BOTOCORE = {
-    "EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError", "ConnectTimeoutError",
-    "ConnectionError", "HTTPClientError", "ResponseStreamingError",
-}  # fmt: skip
+    "EndpointConnectionError",
+    "ConnectionClosedError",
+    "ReadTimeoutError",
+    "ConnectTimeoutError",
+    "ConnectionError",
+    "HTTPClientError",
+    "ResponseStreamingError",
+}
 TRANSIENT_CODES = {"SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling", "503", "500"}
 
 
@@ -171,7 +187,7 @@ class Location:
     uri: str
 
     @classmethod
-    def of(cls, uri: str) -> "Location":
+    def of(cls, uri: str) -> Location:
         """Resolve ``uri`` (``s3://bucket/key``, ``file:///abs``, or a local path)."""
         uri = str(uri)
         parsed = urlparse(uri)
@@ -188,7 +204,7 @@ class Location:
     def is_local(self) -> bool:
         return isinstance(self.fs, pafs.LocalFileSystem)
 
-    def join(self, *parts: str) -> "Location":
+    def join(self, *parts: str) -> Location:
         path = posixpath.join(self.path, *parts)
         uri = posixpath.join(self.uri, *parts)
         return Location(self.fs, path, uri)
@@ -210,7 +226,7 @@ class Location:
         selector = pafs.FileSelector(self.path, recursive=False, allow_not_found=True)
         return self._retrying("list it", lambda: self.fs.get_file_info(selector))
 
-    def files(self, suffix: str = "") -> list["Location"]:
+    def files(self, suffix: str = "") -> list[Location]:
         """Visible files directly under this folder (names starting '.' or '_' are skipped), sorted."""
         out = []
         for entry in self._listing():
@@ -220,7 +236,7 @@ class Location:
             out.append(self.join(name))
         return sorted(out, key=lambda loc: loc.path)
 
-    def folders(self) -> list["Location"]:
+    def folders(self) -> list[Location]:
         """Visible folders directly under this folder (names starting '.' or '_' are skipped), sorted."""
         names = [posixpath.basename(e.path) for e in self._listing() if e.type == pafs.FileType.Directory]
         return [self.join(n) for n in sorted(names) if not n.startswith((".", "_"))]
@@ -300,8 +316,9 @@ class Location:
                 return False
             raise
 
-    def move_to(self, target: "Location") -> None:
+    def move_to(self, target: Location) -> None:
         """Move this file to ``target`` on the same filesystem (on S3: a copy, then a delete)."""
+
         def move() -> None:
             if self.is_local:
                 self.fs.create_dir(posixpath.dirname(target.path), recursive=True)

@@ -15,14 +15,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from pairank.storage.fs import Location
-from pairank.storage.schemas import (
-    CANDIDATES,
-    HUMAN_SCORES,
-    PAIRWISE_LABELS,
-    TableError,
-    check_one_score,
-    validate,
-)
+from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS
+from pairank.storage.validation import TableError, check_one_score, validate
 
 
 def candidates_file(folder: Location) -> Location:
@@ -99,17 +93,23 @@ def read_prefix(prefix: Location) -> tuple[pa.Table, pa.Table, list[str]]:
             seen = contexts.setdefault(r["context_id"], (loc.uri, row, r["context"]))
             if seen[2] != r["context"]:
                 raise TableError(
-                    loc.uri, row, "context", f"the text of context {r['context_id']!r} in {seen[0]} row {seen[1]}",
+                    loc.uri,
+                    row,
+                    "context",
+                    f"the text of context {r['context_id']!r} in {seen[0]} row {seen[1]}",
                     "a different text (a context id must name one input in every drop)",
-                )  # fmt: skip
+                )
             if r["candidate_id"] in first:
                 where, at, other = first[r["candidate_id"]]
                 differs = [c for c in ("context_id", "system", "text") if other[c] != r[c]]
                 if differs:
                     raise TableError(
-                        loc.uri, row, differs[0], f"the {differs[0]} of candidate {r['candidate_id']!r} in {where} "
-                        f"row {at}", "a different value (an output that changed needs a new candidate_id)",
-                    )  # fmt: skip
+                        loc.uri,
+                        row,
+                        differs[0],
+                        f"the {differs[0]} of candidate {r['candidate_id']!r} in {where} row {at}",
+                        "a different value (an output that changed needs a new candidate_id)",
+                    )
                 continue
             first[r["candidate_id"]] = (loc.uri, row, r)
             keep.append(row)
@@ -122,8 +122,13 @@ def read_prefix(prefix: Location) -> tuple[pa.Table, pa.Table, list[str]]:
     for ctx, n in sorted(per_context.items()):
         if n < 2:
             where, row, _ = contexts[ctx]
-            raise TableError(where, row, "context_id", "at least 2 candidates per context over all drops",
-                             f"{ctx!r} with 1 candidate in {prefix.uri}")  # fmt: skip
+            raise TableError(
+                where,
+                row,
+                "context_id",
+                "at least 2 candidates per context over all drops",
+                f"{ctx!r} with 1 candidate in {prefix.uri}",
+            )
     return candidates, _union_scores(scores, folders), [f.uri for f in folders]
 
 

@@ -25,7 +25,7 @@ class RunLayout:
     name: str
 
     @classmethod
-    def of(cls, output: str, name: str) -> "RunLayout":
+    def of(cls, output: str, name: str) -> RunLayout:
         return cls(Location.of(output), name)
 
     @property

@@ -51,7 +51,7 @@ def lease_ttl() -> float:
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 class LeaseHeld(RuntimeError):
@@ -94,7 +94,7 @@ class Lease:
                     return
                 self.record["renewed_at"] = _now().isoformat()
                 self._write()
-            except Exception as exc:  # noqa: BLE001 - a failed renewal is retried at the next interval
+            except Exception as exc:
                 log.warning("%s: could not renew the lease: %s", self.file, exc)
 
     def start(self) -> Lease:
@@ -156,9 +156,14 @@ def take(root: Location, name: str, ttl: float | None = None) -> Lease:
         raise LeaseHeld(name, root.uri, record, age)
     now = _now().isoformat()
     mine = {
-        "holder": uuid.uuid4().hex, "host": socket.gethostname(), "pid": os.getpid(),
-        "taken_at": now, "renewed_at": now, "ttl_s": ttl or lease_ttl(), "released": False,
-    }  # fmt: skip
+        "holder": uuid.uuid4().hex,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "taken_at": now,
+        "renewed_at": now,
+        "ttl_s": ttl or lease_ttl(),
+        "released": False,
+    }
     if not folder.join(f"{seq + 1:06d}.json").create_exclusive(_encode(mine)):
         _, record2 = newest(folder)
         raise LeaseHeld(name, root.uri, record2 or {}, alive_for(record2) or 0.0)

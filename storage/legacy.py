@@ -15,7 +15,8 @@ import pyarrow as pa
 
 from pairank.storage.cache import latest_per_key
 from pairank.storage.fs import CorruptFile, Location
-from pairank.storage.schemas import JUDGMENTS, validate
+from pairank.storage.schemas import JUDGMENTS
+from pairank.storage.validation import validate
 
 
 class PartFolder:
@@ -33,8 +34,9 @@ class PartFolder:
             return validate(part.read_parquet(), self.schema, part.uri)
         except CorruptFile as exc:
             root = posixpath.dirname(self.folder.uri.rstrip("/"))
-            raise CorruptFile(exc.uri, exc.reason, f"`pairank store verify --root {root} --quarantine` moves it "
-                              "aside") from exc  # fmt: skip
+            raise CorruptFile(
+                exc.uri, exc.reason, f"`pairank store verify --root {root} --quarantine` moves it aside"
+            ) from exc
 
     def rows(self) -> pa.Table:
         """Every row of every part, none merged."""

@@ -70,8 +70,10 @@ def migrate(root: str | Location, progress=print) -> list[Migrated]:
             continue
         new = store(root, name)
         if new.exists():
-            raise ValueError(f"{new.folder.uri}: a Delta table is already there (version {new.version()}); "
-                             f"migrate copies {old.folder.uri} only into a store that does not exist yet")  # fmt: skip
+            raise ValueError(
+                f"{new.folder.uri}: a Delta table is already there (version {new.version()}); "
+                f"migrate copies {old.folder.uri} only into a store that does not exist yet"
+            )
         rows = old.rows()
         progress(f"{name}: {len(parts)} parts, {rows.num_rows} rows -> {new.folder.uri}")
         delta.ensure_table(new.folder, new.table_schema, PARTITIONS)  # the table exists: no former-store guard
@@ -79,15 +81,19 @@ def migrate(root: str | Location, progress=print) -> list[Migrated]:
         for start in range(0, rows.num_rows, 500_000):
             version = new.append(rows.slice(start, 500_000))
         check_same(old.folder.uri, rows, new)
-        out.append(Migrated(name, old.folder.uri, new.folder.uri, rows.num_rows,
-                            len(set(rows.column("key").to_pylist())), version))  # fmt: skip
+        out.append(
+            Migrated(
+                name, old.folder.uri, new.folder.uri, rows.num_rows, len(set(rows.column("key").to_pylist())), version
+            )
+        )
     for folder in root.join("nightly").folders():
         layout = NightlyLayout(root, folder.path.rsplit("/", 1)[-1])
         if layout.former_commits.files(suffix=".json") and not delta.is_table(layout.log):
             nights = migrate_log(layout)
             progress(f"nightly {layout.name}: {nights} commits -> {layout.log.uri}")
-            out.append(Migrated(f"nightly/{layout.name}", layout.former_commits.uri, layout.log.uri, nights, nights,
-                                nights))  # fmt: skip
+            out.append(
+                Migrated(f"nightly/{layout.name}", layout.former_commits.uri, layout.log.uri, nights, nights, nights)
+            )
     return out
 
 
@@ -119,10 +125,14 @@ def compact(root: str | Location, target_mb: int = 128) -> dict[str, dict]:
     """Merge each table's small files into files of about ``target_mb``; one commit a table. Metrics by store."""
     out = {}
     for name, cache, table in _tables(root):
-        metrics = cache.folder._retrying("compact the Delta table", lambda table=table: table.optimize.compact(
-            target_size=target_mb * 2**20))  # fmt: skip
-        out[name] = {"files_removed": metrics.get("numFilesRemoved", 0), "files_added": metrics.get("numFilesAdded", 0),
-                     "version": table.version()}  # fmt: skip
+        metrics = cache.folder._retrying(
+            "compact the Delta table", lambda table=table: table.optimize.compact(target_size=target_mb * 2**20)
+        )
+        out[name] = {
+            "files_removed": metrics.get("numFilesRemoved", 0),
+            "files_added": metrics.get("numFilesAdded", 0),
+            "version": table.version(),
+        }
     return out
 
 
@@ -132,8 +142,12 @@ def vacuum(root: str | Location, retention_hours: int = RETENTION_HOURS, dry_run
         raise ValueError(f"vacuum: retention of {retention_hours} hours: expected 0 or more")
     out = {}
     for name, cache, table in _tables(root):
-        out[name] = cache.folder._retrying("vacuum the Delta table", lambda table=table: table.vacuum(
-            retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=False))  # fmt: skip
+        out[name] = cache.folder._retrying(
+            "vacuum the Delta table",
+            lambda table=table: table.vacuum(
+                retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=False
+            ),
+        )
     return out
 
 
@@ -145,14 +159,16 @@ def history(root: str | Location, name: str = "judgments", limit: int | None = N
     out = []
     for h in delta.open_table(cache.folder).history(limit):
         metrics = h.get("operationMetrics") or {}
-        out.append({
-            "version": h.get("version"),
-            "time": dt.datetime.fromtimestamp(h["timestamp"] / 1000, dt.UTC).isoformat(timespec="seconds"),
-            "operation": h.get("operation"),
-            "writer": h.get("pairank.writer", ""),
-            "job": h.get("pairank.job", ""),
-            "rows_added": metrics.get("num_added_rows"),
-            "files_added": metrics.get("num_added_files", metrics.get("numFilesAdded")),
-            "files_removed": metrics.get("num_removed_files", metrics.get("numFilesRemoved")),
-        })  # fmt: skip
+        out.append(
+            {
+                "version": h.get("version"),
+                "time": dt.datetime.fromtimestamp(h["timestamp"] / 1000, dt.UTC).isoformat(timespec="seconds"),
+                "operation": h.get("operation"),
+                "writer": h.get("pairank.writer", ""),
+                "job": h.get("pairank.job", ""),
+                "rows_added": metrics.get("num_added_rows"),
+                "files_added": metrics.get("num_added_files", metrics.get("numFilesAdded")),
+                "files_removed": metrics.get("num_removed_files", metrics.get("numFilesRemoved")),
+            }
+        )
     return out

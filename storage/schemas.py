@@ -1,10 +1,11 @@
-"""Arrow schemas of every pairank table, defined once, and their validation.
+"""Arrow schemas of every pairank table, defined once.
 
 Every table that crosses a storage boundary has a schema here. A table read from
-outside is checked with :func:`validate`, which names the source, the row and the
-column of the first bad value::
+outside is checked against it by :func:`pairank.storage.validation.validate`, which
+names the source, the row and the column of the first bad value::
 
     >>> import pyarrow as pa
+    >>> from pairank.storage.validation import validate
     >>> t = pa.table({"candidate_id": ["c1"], "aspect": ["coherence"], "score": [7.0]})
     >>> validate(t, HUMAN_SCORES, "scores.parquet").num_rows
     1
@@ -12,11 +13,7 @@ column of the first bad value::
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import pyarrow as pa
-import pyarrow.compute as pc
 
 #: The verdict labels a judgment may carry. A verdict is ``p_a`` plus one of these.
 LABELS = ("A", "B", "tie")
@@ -28,20 +25,26 @@ def _field(name: str, type_: pa.DataType, doc: str, nullable: bool = False) -> p
 
 CANDIDATES = pa.schema(
     [
-        _field("context_id", pa.string(), "Identifier of the input (document, dialogue, prompt) the candidate answers."),
+        _field(
+            "context_id", pa.string(), "Identifier of the input (document, dialogue, prompt) the candidate answers."
+        ),
         _field("context", pa.string(), "The input text shown to the judge before the candidates."),
         _field("candidate_id", pa.string(), "Identifier of the candidate, unique in the table."),
         _field("system", pa.string(), "Name of the system (model, writer) that produced the candidate."),
         _field("text", pa.string(), "The candidate text."),
     ]
 )
+
+
 #: CANDIDATES' optional column: a table may carry it (after the schema's columns) or not.
 CATEGORY = _field(
-    "category", pa.string(),
+    "category",
+    pa.string(),
     "Category of the context (a task type, a domain); the same for every candidate of a context. "
     "`pairank leaderboard` adds one leaderboard per category. Null: the context has none.",
     nullable=True,
-)  # fmt: skip
+)
+
 
 HUMAN_SCORES = pa.schema(
     [
@@ -51,6 +54,7 @@ HUMAN_SCORES = pa.schema(
     ]
 )
 
+
 PAIRWISE_LABELS = pa.schema(
     [
         _field("context_id", pa.string(), "Input both candidates answer."),
@@ -59,6 +63,7 @@ PAIRWISE_LABELS = pa.schema(
         _field("preferred", pa.string(), "Human verdict: 'A' (candidate_a is better), 'B' or 'tie'."),
     ]
 )
+
 
 REQUESTS = pa.schema(
     [
@@ -71,6 +76,7 @@ REQUESTS = pa.schema(
         _field("prompt_hash", pa.string(), "Hash of the prompt template the prompt was rendered from."),
     ]
 )
+
 
 JUDGMENTS = pa.schema(
     [
@@ -97,6 +103,7 @@ JUDGMENTS = pa.schema(
     ]
 )
 
+
 PASS_REQUESTS = pa.schema(
     [
         _field("key", pa.string(), "Stable hash of everything that determines the pass's outcome."),
@@ -110,6 +117,7 @@ PASS_REQUESTS = pa.schema(
         _field("prompt_hash", pa.string(), "Hash of the template the prompt was rendered from."),
     ]
 )
+
 
 PASSES = pa.schema(
     [
@@ -135,8 +143,10 @@ PASSES = pa.schema(
     ]
 )
 
+
 #: The kinds of a pass row.
 PASS_KINDS = ("analysis", "analysis_pairwise", "score")
+
 
 RANKINGS = pa.schema(
     [
@@ -151,6 +161,7 @@ RANKINGS = pa.schema(
     ]
 )
 
+
 SPEARMAN = pa.schema(
     [
         _field("aspect", pa.string(), "Aspect compared with human scores."),
@@ -163,14 +174,18 @@ SPEARMAN = pa.schema(
     ]
 )
 
+
 POSITION_BIAS = pa.schema(
     [
         _field("aspect", pa.string(), "Aspect judged."),
         _field("n", pa.int64(), "Judgments with a verdict."),
-        _field("slot_a_win_fraction", pa.float64(), "Fraction of judgments won by the candidate in slot A.", nullable=True),
+        _field(
+            "slot_a_win_fraction", pa.float64(), "Fraction of judgments won by the candidate in slot A.", nullable=True
+        ),
         _field("mean_p_a", pa.float64(), "Mean p_a over the judgments.", nullable=True),
     ]
 )
+
 
 WINRATES = pa.schema(
     [
@@ -196,6 +211,7 @@ WINRATES = pa.schema(
         _field("status", pa.string(), "'ok', or why no estimate (or a caveat) is given."),
     ]
 )
+
 
 WINRATE_JUDGES = pa.schema(
     [
@@ -240,7 +256,8 @@ META_EVAL = pa.schema(
         _field("correct_both", pa.string(), "Right in both orders: 'n / total = x%'.", nullable=True),
         _field("equal", pa.string(), "Positional agreement (n_equal): 'n / total = x%'.", nullable=True),
         _field(
-            "kappa_False", pa.float64(),
+            "kappa_False",
+            pa.float64(),
             "LLMBar's kappa of the original order: Cohen's kappa of (picks output 1 ? 1 : 0) against the label "
             "(1 or 2), so only 'both say 1' agrees; not the usual verdict-vs-label kappa. Null where undefined.",
             nullable=True,
@@ -248,36 +265,43 @@ META_EVAL = pa.schema(
         _field("kappa_True", pa.float64(), "The same for the swapped order.", nullable=True),
         _field("kappa_average", pa.float64(), "(kappa_False + kappa_True) / 2.", nullable=True),
         _field(
-            "kappa_agreement", pa.float64(),
+            "kappa_agreement",
+            pa.float64(),
             "Cohen's kappa between the two orders' 'picks output 1' (a missing verdict counts as not 1).",
             nullable=True,
         ),
     ]
 )
 
+
 #: LEADERBOARD's style-controlled columns (added after the first boards: see :func:`later_fields`).
 STYLE_COLUMNS = [
     _field(
-        "style_strength", pa.float64(),
+        "style_strength",
+        pa.float64(),
         "Style-controlled Bradley-Terry strength (length and markdown held equal; operators.style_control), "
-        "centred to mean 0; null where not identified or without candidate texts.", nullable=True,
+        "centred to mean 0; null where not identified or without candidate texts.",
+        nullable=True,
     ),
     _field("style_low", pa.float64(), "Lower end of its 95% Wald interval.", nullable=True),
     _field("style_high", pa.float64(), "Upper end of its 95% Wald interval.", nullable=True),
     _field("style_rank", pa.int64(), "Rank by style-controlled strength (1 is best).", nullable=True),
     _field(
-        "lc_win_rate", pa.float64(),
+        "lc_win_rate",
+        pa.float64(),
         "Length-controlled win rate against the baseline (AlpacaEval 2's GLM per system; per aspect).",
         nullable=True,
     ),
     _field("lc_low", pa.float64(), "Lower end of its 95% interval.", nullable=True),
     _field("lc_high", pa.float64(), "Upper end of its 95% interval.", nullable=True),
     _field(
-        "style_status", pa.string(),
+        "style_status",
+        pa.string(),
         "'ok', or why the style-controlled columns are null (not identified, no candidate texts).",
         nullable=True,
     ),
 ]
+
 
 LEADERBOARD = pa.schema(
     [
@@ -285,7 +309,8 @@ LEADERBOARD = pa.schema(
         _field("system", pa.string(), "System ranked."),
         _field("rank", pa.int64(), "1 is best, by strength; equal strengths share the smallest rank."),
         _field(
-            "strength", pa.float64(),
+            "strength",
+            pa.float64(),
             "Bradley-Terry log-strength theta, centred to mean 0 over the aspect's systems: P(x beats y) = "
             "1 / (1 + exp(theta_y - theta_x)).",
         ),
@@ -308,7 +333,8 @@ LEADERBOARD = pa.schema(
         _field("judges", pa.list_(pa.string()), "Their names (operators.votes.judge_names)."),
         _field("winrate_baseline", pa.string(), "Baseline of the carried win rate; null without one.", nullable=True),
         _field(
-            "winrate_method", pa.string(),
+            "winrate_method",
+            pa.string(),
             "Win-rate method carried (first with an estimate of dawid_skene, bwrs, observed by default); null if none.",
             nullable=True,
         ),
@@ -320,7 +346,8 @@ LEADERBOARD = pa.schema(
         _field("winrate_n_pairs", pa.int64(), "Pairs behind the win rate.", nullable=True),
         _field("winrate_n_judges", pa.int64(), "Judges behind the win rate.", nullable=True),
         _field(
-            "winrate_status", pa.string(),
+            "winrate_status",
+            pa.string(),
             "'ok', 'baseline' for the baseline itself, or why no win rate is carried; null without win rates.",
             nullable=True,
         ),
@@ -342,243 +369,13 @@ NIGHTLY_STATE = pa.schema(
         _field("order", pa.int64(), "Its place in the context's seeded order (the within-gap tie-break)."),
         _field("rank", pa.int64(), "Its place in the context's ranking (1 is best)."),
         _field("night", pa.string(), "The night it was placed."),
-        _field("judge", pa.string(), "Hash of the judge identity and prompt variants that placed the context's candidates."),
+        _field(
+            "judge", pa.string(), "Hash of the judge identity and prompt variants that placed the context's candidates."
+        ),
         _field("text_hash", pa.string(), "Hash of its text when placed (a changed text is refused)."),
         _field("context_hash", pa.string(), "Hash of the context text when placed."),
     ]
 )
+
+
 NIGHTLY_ROLES = ("anchor", "inserted")
-
-
-@dataclass(eq=False)  # not frozen: Python (and contextlib) set __traceback__ on an exception as it propagates
-class TableError(ValueError):
-    """A value in a table read from outside is not what its schema expects."""
-
-    source: str
-    row: int | None
-    column: str | None
-    expected: str
-    found: str
-
-    def __str__(self) -> str:  # noqa: D105
-        where = self.source
-        if self.column is not None:
-            where = f"column `{self.column}` in {where}"
-        if self.row is not None:
-            where += f" row {self.row}"
-        return f"{where}: expected {self.expected}, found {self.found}"
-
-
-def later_fields(schema: pa.Schema) -> tuple[pa.Field, ...]:
-    """The columns added to ``schema`` after files were written without them (LEADERBOARD's style-controlled
-    columns): a table lacking them is read with nulls there, so former boards and nightly snapshots still validate.
-
-    >>> [f.name for f in later_fields(LEADERBOARD)][:2], later_fields(CANDIDATES)
-    (['style_strength', 'style_low'], ())
-    """
-    return tuple(STYLE_COLUMNS) if schema.equals(LEADERBOARD) else ()
-
-
-def optional_fields(schema: pa.Schema) -> tuple[pa.Field, ...]:
-    """The columns a table of ``schema`` may also carry, or not: CANDIDATES' ``category``, none elsewhere.
-
-    >>> [f.name for f in optional_fields(CANDIDATES)], optional_fields(HUMAN_SCORES)
-    (['category'], ())
-    """
-    return (CATEGORY,) if schema.equals(CANDIDATES) else ()
-
-
-def conform(table: pa.Table, schema: pa.Schema, source: str) -> pa.Table:
-    """Check the column set, then cast ``table`` to ``schema`` (column order too).
-
-    Extra and missing columns are errors that list what was expected. The schema's
-    optional columns (:func:`optional_fields`) the table has are kept, cast, after
-    the schema's own; those it lacks stay absent. Columns added later
-    (:func:`later_fields`) that the table lacks are filled with nulls.
-    """
-    for f in later_fields(schema):
-        if f.name not in table.column_names:
-            table = table.append_column(f, pa.nulls(table.num_rows, f.type))
-    have = list(table.column_names)
-    want = list(schema.names)
-    allowed = [f.name for f in optional_fields(schema)]
-    optional = [f for f in optional_fields(schema) if f.name in have]
-    missing = [c for c in want if c not in have]
-    extra = [c for c in have if c not in want and c not in allowed]
-    expected = f"columns {want}" + (f" (optional: {allowed})" if allowed else "")
-    if missing:
-        raise TableError(source, None, missing[0], expected, f"columns {have} (missing {missing})")
-    if extra:
-        raise TableError(source, None, extra[0], expected, f"unexpected columns {extra}")
-    schema = pa.schema([*schema, *optional])
-    columns = []
-    for field in schema:
-        col = table.column(field.name)
-        if pa.types.is_string(field.type) and not (
-            pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_null(col.type)
-            or pa.types.is_dictionary(col.type)
-        ):  # numbers are not silently made text ("0", "1", ...)
-            raise TableError(source, 0 if table.num_rows else None, field.name, f"a column of type {field.type}",
-                             f"a column of type {col.type}")  # fmt: skip
-        if not col.type.equals(field.type):
-            try:
-                col = col.cast(field.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-                row = _first_uncastable(col, field.type)
-                value = col[row].as_py() if row is not None else col.type
-                raise TableError(source, row, field.name, f"a value of type {field.type}", repr(value)) from None
-        columns.append(col)
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
-def _first_uncastable(col: pa.ChunkedArray, type_: pa.DataType) -> int | None:
-    for i, value in enumerate(col.to_pylist()):
-        try:
-            pa.array([value]).cast(type_)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            return i
-    return None
-
-
-def first_null(table: pa.Table, schema: pa.Schema) -> tuple[int, str] | None:
-    """(row, column) of the first null in a non-nullable column, or None."""
-    for field in schema:
-        if field.nullable:
-            continue
-        col = table.column(field.name)
-        if col.null_count:
-            mask = pc.is_null(col)
-            return int(pc.index(mask, True).as_py()), field.name
-    return None
-
-
-def validate(table: pa.Table, schema: pa.Schema, source: str, part: bool = False) -> pa.Table:
-    """Conform ``table`` to ``schema`` and check the value rules of that table.
-
-    ``part``: the table is one part of a larger one (a drop of a nightly input
-    prefix), so rules about the whole (at least 2 candidates per context) are left
-    to the caller. Raises :class:`TableError` naming source, row and column.
-    """
-    table = conform(table, schema, source)
-    hit = first_null(table, schema)
-    if hit is not None:
-        raise TableError(source, hit[0], hit[1], "a value", "null")
-    if schema.equals(CANDIDATES):
-        _check_candidates(table, source, 1 if part else 2)
-    elif schema.equals(NIGHTLY_STATE):
-        _check_in(table, "role", NIGHTLY_ROLES, source)
-        _check_finite(table, "mean_p", source)
-    elif schema.equals(HUMAN_SCORES):
-        _check_finite(table, "score", source)
-    elif schema.equals(PAIRWISE_LABELS):
-        _check_in(table, "preferred", LABELS, source)
-    elif schema.equals(JUDGMENTS):
-        _check_judgments(table, source)
-    elif schema.equals(PASSES):
-        _check_in(table, "kind", PASS_KINDS, source)
-        _check_finite(table, "score", source)
-    elif schema.equals(LEADERBOARD):
-        _check_leaderboard(table, source)
-    return table
-
-
-def check_one_score(table: pa.Table, source: str) -> None:
-    """A job's human scores: a (candidate, aspect) scored twice must have one score (the same value twice is kept).
-
-    (A SIMULATED judge's ``quality`` source may hold one row per annotator: it averages them.)
-    """
-    seen: dict[tuple[str, str], tuple[int, float]] = {}
-    cols = (table.column(c).to_pylist() for c in ("candidate_id", "aspect", "score"))
-    for row, (cid, aspect, score) in enumerate(zip(*cols)):
-        first = seen.setdefault((cid, aspect), (row, score))
-        if first[1] != score:
-            raise TableError(source, row, "score", f"one score of candidate {cid!r} for {aspect!r} (row {first[0]} "
-                             f"has {first[1]!r})", repr(score))  # fmt: skip
-
-
-def _check_candidates(table: pa.Table, source: str, per_context: int = 2) -> None:
-    if table.num_rows == 0:
-        raise TableError(source, None, "candidate_id", "at least one candidate", "an empty table")
-    ids = table.column("candidate_id").to_pylist()
-    seen: dict[str, int] = {}
-    for row, cid in enumerate(ids):
-        if cid in seen:
-            raise TableError(source, row, "candidate_id", "a unique candidate id", f"{cid!r} (also in row {seen[cid]})")
-        seen[cid] = row
-    for column in ("context_id", "candidate_id", "text", "context"):
-        for row, value in enumerate(table.column(column).to_pylist()):
-            if not value.strip():
-                raise TableError(source, row, column, "a non-empty text", repr(value))
-    if CATEGORY.name in table.column_names:
-        _check_categories(table, source)
-    texts: dict[str, tuple[int, str]] = {}
-    cols = (table.column(c).to_pylist() for c in ("context_id", "context"))
-    for row, (ctx, text) in enumerate(zip(*cols)):
-        first = texts.setdefault(ctx, (row, text))
-        if first[1] != text:
-            raise TableError(source, row, "context", f"the text of context {ctx!r} in row {first[0]}",
-                             "a different text (a context id names one input)")  # fmt: skip
-    counts: dict[str, list[int]] = {}
-    for row, ctx in enumerate(table.column("context_id").to_pylist()):
-        counts.setdefault(ctx, []).append(row)
-    for ctx, rows in counts.items():
-        if len(rows) < per_context:
-            raise TableError(
-                source, rows[0], "context_id", "at least 2 candidates per context", f"{ctx!r} with 1 candidate"
-            )
-
-
-def _check_categories(table: pa.Table, source: str) -> None:
-    """A category is a non-empty text or null, and one per context (every candidate of a context has the same)."""
-    first: dict[str, tuple[int, str | None]] = {}
-    cols = (table.column(c).to_pylist() for c in ("context_id", "category"))
-    for row, (ctx, category) in enumerate(zip(*cols)):
-        if category is not None and not category.strip():
-            raise TableError(source, row, "category", "a non-empty text or null", repr(category))
-        seen = first.setdefault(ctx, (row, category))
-        if seen[1] != category:
-            raise TableError(source, row, "category", f"the category of context {ctx!r} in row {seen[0]} "
-                             f"({seen[1]!r}; one category per context)", repr(category))  # fmt: skip
-
-
-def _check_finite(table: pa.Table, column: str, source: str) -> None:
-    for row, value in enumerate(table.column(column).to_pylist()):
-        if value is not None and not math.isfinite(value):
-            raise TableError(source, row, column, "a finite number", repr(value))
-
-
-def _check_in(table: pa.Table, column: str, allowed: tuple[str, ...], source: str) -> None:
-    for row, value in enumerate(table.column(column).to_pylist()):
-        if value is not None and value not in allowed:
-            raise TableError(source, row, column, f"one of {list(allowed)}", repr(value))
-
-
-def _check_judgments(table: pa.Table, source: str) -> None:
-    _check_in(table, "label", LABELS, source)
-    for row, (p, err) in enumerate(zip(table.column("p_a").to_pylist(), table.column("error").to_pylist())):
-        if err is None and (p is None or not 0.0 <= p <= 1.0 or math.isnan(p)):
-            raise TableError(source, row, "p_a", "a float in [0, 1]", repr(p))
-
-
-def empty(schema: pa.Schema) -> pa.Table:
-    """An empty table of ``schema``."""
-    return schema.empty_table()
-
-
-def _check_leaderboard(table: pa.Table, source: str) -> None:
-    for column in ("strength", "strength_low", "strength_high", "elo", "elo_low", "elo_high"):
-        _check_finite(table, column, source)
-    for column in ("win_ratio", "winrate_estimate", "winrate_low", "winrate_high"):
-        for row, value in enumerate(table.column(column).to_pylist()):
-            if value is not None and not 0.0 <= value <= 1.0:
-                raise TableError(source, row, column, "a value in [0, 1]", repr(value))
-    for row, (low, high) in enumerate(
-        zip(table.column("strength_low").to_pylist(), table.column("strength_high").to_pylist())
-    ):
-        if low is not None and high is not None and not low <= high:
-            raise TableError(source, row, "strength_low", f"at most strength_high ({high!r})", repr(low))
-    seen: dict[tuple[str, str], int] = {}
-    for row, key in enumerate(zip(table.column("aspect").to_pylist(), table.column("system").to_pylist())):
-        if key in seen:
-            raise TableError(source, row, "system", "one row per (aspect, system)", f"{key} (also in row {seen[key]})")
-        seen[key] = row

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pairank.storage import delta
 from pairank.storage.fs import CorruptFile, Location
 from pairank.storage.maintenance import STORES, store
-from pairank.storage.schemas import TableError
+from pairank.storage.validation import TableError
 
 
 @dataclass(frozen=True)
@@ -67,5 +67,7 @@ def verify_store(root: str | Location, quarantine: bool = False) -> Verified:
             bad.append(BadPart(uri, reason, moved))
         if moved_any:
             table = delta.open_table(cache.folder)
-            cache.folder._retrying("commit the table without the moved files", lambda table=table: table.repair(dry_run=False))
+            cache.folder._retrying(
+                "commit the table without the moved files", lambda table=table: table.repair(dry_run=False)
+            )
     return Verified(checked, bad)

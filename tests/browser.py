@@ -36,10 +36,19 @@ def render(page: Path, work: Path, timeout: float = 180) -> tuple[str, Path]:
     exe = chromium()
     work.mkdir(parents=True, exist_ok=True)
     common = [
-        exe, "--headless=new", "--no-sandbox", "--disable-gpu", f"--user-data-dir={work / 'profile'}",
-        "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
-        "--disable-sync", "--disable-component-update", "--mute-audio",
-    ]  # fmt: skip
+        exe,
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--user-data-dir={work / 'profile'}",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--disable-sync",
+        "--disable-component-update",
+        "--mute-audio",
+    ]
     shot = work / "leaderboard.png"
     _run([*common, f"--screenshot={shot}", f"--window-size={WINDOW}", page.resolve().as_uri()], timeout)
     dom = _run([*common, "--dump-dom", page.resolve().as_uri()], timeout).stdout
@@ -55,7 +64,7 @@ def check_screenshot(shot: Path, min_bytes: int = 20_000) -> None:
 
 def check_rows_in_dom(dom: str, rows: list[dict]) -> None:
     """Every row's system name and strength interval are text of the rendered page."""
-    from pairank.operators.leaderboard_html import strength_text, winrate_text
+    from pairank.operators.html_plots import strength_text, winrate_text
 
     assert "<svg" in dom and "</table>" in dom
     for r in rows:

@@ -23,7 +23,7 @@ from tests.helpers import (
     stop_process,
     wait_for_port,
     write_input,
-)  # fmt: skip
+)
 
 
 @pytest.fixture(scope="session")
@@ -45,17 +45,28 @@ def s3_server(tmp_path_factory):
         pytest.fail(f"127.0.0.1:{S3_PORT} is taken; stop the other S3 server first")
     data = tmp_path_factory.mktemp("seaweedfs")
     env = {**os.environ, **S3_ENV}
-    log = open(data / "weed.log", "wb")
+    log = open(data / "weed.log", "wb")  # noqa: SIM115 - a server's log, open for its life
     ports = dict(zip(["s3", "master", "volume", "filer", "admin"], zip(WEED_PORTS[::2], WEED_PORTS[1::2])))
     proc = subprocess.Popen(
         [
-            weed, "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-            "-master.telemetry=false", "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+            weed,
+            "mini",
+            f"-dir={data}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            "-master.telemetry=false",
+            "-webdav=false",
+            "-admin.ui=false",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
             *(f"-{name}.port={http}" for name, (http, _) in ports.items()),
             *(f"-{name}.port.grpc={grpc}" for name, (_, grpc) in ports.items()),
         ],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     old = {k: os.environ.get(k) for k in S3_ENV}
     os.environ.update(S3_ENV)
     try:

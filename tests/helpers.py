@@ -96,7 +96,6 @@ def stop_process(proc: subprocess.Popen, timeout: float = 30) -> None:
         proc.wait()
 
 
-
 def run_and_kill(spec: dict, tmp_path: Path, victim, first_part_s: float = 400, finish_s: float = 600) -> int:
     """``pairank run`` on ``spec`` in a process of its own; once its first judgment part is in the store,
     SIGKILL ``victim(run_pid)`` (a pid) and wait for the run, which must exit 0. Returns the pid killed."""
@@ -110,8 +109,13 @@ def run_and_kill(spec: dict, tmp_path: Path, victim, first_part_s: float = 400, 
     path.write_text(yaml.safe_dump(spec))
     log_path = tmp_path / "run.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "pairank.jobs.cli.main", "run", str(path)], cwd=ROOT, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(path)],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         parts = Path(spec["output"]) / "tables" / "judgments"
         try:
             deadline = time.monotonic() + first_part_s
@@ -173,9 +177,6 @@ def write_input(folder: Path, tables, contexts: int, per_context: int):
     out.join("candidates.parquet").write_parquet(small)
     out.join("human_scores.parquet").write_parquet(human)
     return out
-
-
-
 
 
 def cands(n: int) -> list[str]:
@@ -374,9 +375,12 @@ def spec_dict(input_uri: str, output: str, **over) -> dict:
 
 def compare_body(ctx: str, a: tuple[str, str], b: tuple[str, str], aspect: str = "coherence", **extra) -> dict:
     return {
-        "context": ctx, "candidate_a": {"id": a[0], "text": a[1]}, "candidate_b": {"id": b[0], "text": b[1]},
-        "aspect": aspect, **extra,
-    }  # fmt: skip
+        "context": ctx,
+        "candidate_a": {"id": a[0], "text": a[1]},
+        "candidate_b": {"id": b[0], "text": b[1]},
+        "aspect": aspect,
+        **extra,
+    }
 
 
 def rows_with_key(output: str, key: str) -> int:
@@ -391,10 +395,11 @@ KAPPAS = ("kappa_False", "kappa_True", "kappa_average", "kappa_agreement")
 def published(root: Path) -> dict[tuple[str, str, str], dict]:
     """(subset, LLM, mode) -> statistics.json of every evaluator folder with a result.json."""
     return {
-        (str(r.parents[3].relative_to(root)), r.parent.parent.name, r.parent.name):
-            json.loads((r.parent / "statistics.json").read_text())
+        (str(r.parents[3].relative_to(root)), r.parent.parent.name, r.parent.name): json.loads(
+            (r.parent / "statistics.json").read_text()
+        )
         for r in sorted(root.glob("**/evaluators/*/*/result.json"))
-    }  # fmt: skip
+    }
 
 
 def by_evaluator(table: pa.Table) -> dict[tuple[str, str, str], dict]:
@@ -404,11 +409,10 @@ def by_evaluator(table: pa.Table) -> dict[tuple[str, str, str], dict]:
 def mismatches(want: dict, got: dict) -> dict:
     """The published fields that differ: strings exactly, kappas as floats (to 1e-12)."""
     return {
-        k: (v, got[k]) for k, v in want.items()
+        k: (v, got[k])
+        for k, v in want.items()
         if not (got[k] == v or (k in KAPPAS and got[k] is not None and abs(got[k] - v) <= 1e-12))
-    }  # fmt: skip
-
-
+    }
 
 
 def spec_for(input_folder, output, **over) -> dict:
@@ -438,13 +442,19 @@ def write_json(path: Path, obj) -> Path:
 def topicalchat_rows() -> list[dict]:
     aspects = ("understandability", "naturalness", "coherence", "engagingness", "groundedness", "overall")
     return [
-        {"source": f"hi \n hello dialogue {d} \n", "context": f"fact {d}", "system_id": f"sys{k}",
-         "system_output": f"reply {d}.{k}", "scores": {a: 1.0 for a in aspects}}
-        for d in range(2) for k in range(2)
+        {
+            "source": f"hi \n hello dialogue {d} \n",
+            "context": f"fact {d}",
+            "system_id": f"sys{k}",
+            "system_output": f"reply {d}.{k}",
+            "scores": dict.fromkeys(aspects, 1.0),
+        }
+        for d in range(2)
+        for k in range(2)
     ]
 
 
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 LEADERBOARD_JUDGE = {"engine": "simulated", "model": "simulated", "revision": "r", "prompt_hash": "p", "sampling": "{}"}
@@ -455,19 +465,35 @@ def leaderboard_candidates(contexts, systems):
     import pyarrow as pa
 
     return pa.Table.from_pylist(
-        [{"context_id": c, "context": "doc", "candidate_id": f"{c}/{s}", "system": s, "text": "t"}
-         for c in contexts for s in systems]
-    )  # fmt: skip
+        [
+            {"context_id": c, "context": "doc", "candidate_id": f"{c}/{s}", "system": s, "text": "t"}
+            for c in contexts
+            for s in systems
+        ]
+    )
 
 
 def leaderboard_judgment(ctx, aspect, a, b, label, *, error=None, judge=LEADERBOARD_JUDGE, i=0) -> dict:
     """A judgment row whose verdict is ``label`` (A, B, tie, or None for an error row)."""
     p = {"A": 0.9, "B": 0.1, "tie": 0.5, None: None}[label]
     return {
-        "key": f"{ctx}|{aspect}|{a}|{b}|{i}|{judge['model']}", **judge, "context_id": ctx, "aspect": aspect,
-        "candidate_a": a, "candidate_b": b, "p_a": p, "logprob_a": None, "logprob_b": None, "label": label,
-        "raw_text": None, "input_tokens": 1, "output_tokens": 1, "seconds": 0.0, "error": error, "created_at": T0,
-    }  # fmt: skip
+        "key": f"{ctx}|{aspect}|{a}|{b}|{i}|{judge['model']}",
+        **judge,
+        "context_id": ctx,
+        "aspect": aspect,
+        "candidate_a": a,
+        "candidate_b": b,
+        "p_a": p,
+        "logprob_a": None,
+        "logprob_b": None,
+        "label": label,
+        "raw_text": None,
+        "input_tokens": 1,
+        "output_tokens": 1,
+        "seconds": 0.0,
+        "error": error,
+        "created_at": T0,
+    }
 
 
 def leaderboard_table(rows) -> pa.Table:

@@ -45,7 +45,12 @@ EXAMPLES = _examples()
 
 def test_every_subpackage_module_is_walked():
     names = _modules()
-    for module in ("pairank.jobs.specs.job", "pairank.operators.scores", "pairank.storage.schemas", "pairank.cluster.ray_jobs"):
+    for module in (
+        "pairank.jobs.specs.job",
+        "pairank.operators.scores",
+        "pairank.storage.schemas",
+        "pairank.cluster.ray_jobs",
+    ):
         assert module in names
     assert len(EXAMPLES) > 50, EXAMPLES
 

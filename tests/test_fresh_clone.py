@@ -29,8 +29,14 @@ def clone(tmp_path_factory) -> Path:
 
 
 def test_the_demo_runs_in_a_clone_with_nothing_beside_it(clone, default_model):
-    run = subprocess.run([sys.executable, "-m", "pairank.jobs.cli.main", "run", "configs/demo.yaml"], cwd=clone,
-                         capture_output=True, text=True, timeout=900, env=dict(os.environ))  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", "configs/demo.yaml"],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=dict(os.environ),
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     report = clone / "runs" / "store" / "runs" / "demo" / "report.md"
     assert run.stdout.strip() == str(report) and report.exists()
@@ -39,10 +45,24 @@ def test_the_demo_runs_in_a_clone_with_nothing_beside_it(clone, default_model):
 
 def test_the_tests_of_the_full_sets_skip_naming_the_folder(clone):
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/test_shipped_data.py",
-         "tests/storage/test_importers.py", "tests/storage/test_bad_inputs.py"],
-        cwd=clone, capture_output=True, text=True, timeout=600, env=dict(os.environ),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_shipped_data.py",
+            "tests/storage/test_importers.py",
+            "tests/storage/test_bad_inputs.py",
+        ],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ),
+    )
     assert run.returncode == 0, run.stdout[-3000:]
     skipped = [line for line in run.stdout.splitlines() if line.startswith("SKIPPED")]
     assert skipped and all(str(clone.parent / "shared" / "data") in line for line in skipped), skipped

@@ -31,15 +31,23 @@ def test_the_wheel_installs_pairank_alone_and_its_documented_example_runs(tmp_pa
     wheels = tmp_path / "wheels"
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr
     (wheel,) = wheels.glob("pairank-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
     assert {n.split("/")[0] for n in names} == {"pairank", f"{wheel.name.split('-py3')[0]}.dist-info"}
-    for module in ("pairank/__init__.py", "pairank/jobs/cli.py", "pairank/jobs/schedulers/pairs.py",
-                   "pairank/operators/judges/modes.py", "pairank/cluster/pools.py", "pairank/storage/schemas.py"):
+    for module in (
+        "pairank/__init__.py",
+        "pairank/jobs/cli.py",
+        "pairank/jobs/schedulers/pairs.py",
+        "pairank/operators/judges/modes.py",
+        "pairank/cluster/pools.py",
+        "pairank/storage/schemas.py",
+    ):
         assert module in names
     sources = {p.relative_to(ROOT).as_posix() for folder in PACKAGES for p in (ROOT / folder).rglob("*.py")}
     assert {f"pairank/{s}" for s in sources} <= set(names), "a module of the checkout is missing from the wheel"
@@ -49,12 +57,17 @@ def test_the_wheel_installs_pairank_alone_and_its_documented_example_runs(tmp_pa
     python = venv / "bin" / "python"
     installed = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert installed.returncode == 0, installed.stderr
     site = _site_packages(venv)
-    importable = {p.name.removesuffix(".py") for p in site.iterdir()
-                  if not p.name.endswith((".dist-info", ".pth")) and p.name != "__pycache__"}  # fmt: skip
+    importable = {
+        p.name.removesuffix(".py")
+        for p in site.iterdir()
+        if not p.name.endswith((".dist-info", ".pth")) and p.name != "__pycache__"
+    }
     assert importable == {"pairank"}, sorted(importable)
     assert (venv / "bin" / "pairank").is_file()
     # pairank's dependencies come from the test venv (a plain path entry: its .pth files, and with them the
@@ -62,13 +75,19 @@ def test_the_wheel_installs_pairank_alone_and_its_documented_example_runs(tmp_pa
     (site / "deps.pth").write_text(str(_site_packages(Path(sys.prefix))) + "\n")
     example = (
         "import doctest, pairank\n"
-        "assert pairank.__file__.startswith(%r), pairank.__file__\n"
+        f"assert pairank.__file__.startswith({str(site)!r}), pairank.__file__\n"
         "result = doctest.testmod(pairank)\n"
         "assert result.attempted >= 10 and result.failed == 0, result\n"
         "print('example ok', pairank.run.__module__)\n"
-    ) % str(site)
-    ran = subprocess.run([str(python), "-c", example], capture_output=True, text=True, cwd=tmp_path, timeout=600,
-                         env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})  # fmt: skip
+    )
+    ran = subprocess.run(
+        [str(python), "-c", example],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+        env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
+    )
     assert ran.returncode == 0 and "example ok pairank.jobs.run" in ran.stdout, ran.stdout + ran.stderr[-3000:]
     help_ = subprocess.run([str(venv / "bin" / "pairank"), "--help"], capture_output=True, text=True, timeout=120)
     assert help_.returncode == 0 and "submit" in help_.stdout

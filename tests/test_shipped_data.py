@@ -27,6 +27,8 @@ def test_the_shipped_data_is_small_and_every_spec_reads_it():
     from pairank.storage.inputs import read_candidates
 
     for spec_file in ("demo", "pairs_beam", "simulated", "winrate", "modes"):
-        spec = load_spec(ROOT / "configs" / f"{spec_file}.yaml", ["winrate.baseline=M0"] if spec_file == "simulated" else [])
+        spec = load_spec(
+            ROOT / "configs" / f"{spec_file}.yaml", ["winrate.baseline=M0"] if spec_file == "simulated" else []
+        )
         assert Location.of(spec.input).uri.startswith(str(SHIPPED_DATA)), spec_file
         assert read_candidates(Location.of(spec.input)).num_rows > 0

@@ -8,8 +8,12 @@ from pathlib import Path
 from tests.helpers import ROOT
 
 #: The checkout's folders and the subpackage each is installed as.
-SUBPACKAGES = {"jobs": "pairank.jobs", "operators": "pairank.operators", "cluster": "pairank.cluster",
-               "storage": "pairank.storage"}  # fmt: skip
+SUBPACKAGES = {
+    "jobs": "pairank.jobs",
+    "operators": "pairank.operators",
+    "cluster": "pairank.cluster",
+    "storage": "pairank.storage",
+}
 MAX_LINES = 600
 
 

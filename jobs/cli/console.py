@@ -35,7 +35,6 @@ from typing import TextIO
 from pairank.jobs.pipeline.progress import StageProgress
 from pairank.storage.fs import Location
 
-
 #: Seconds between two plain progress lines of one stage when the console is not a terminal.
 PLAIN_EVERY_S = 10.0
 
@@ -135,7 +134,7 @@ def run_log_file(output: str, name: str, now: dt.datetime | None = None, prefix:
     On a local output root the two are the same file; on ``s3://`` the log is
     written under ``~/.cache/pairank/logs/<name>/`` and copied to the root at the end.
     """
-    stamp = prefix + (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    stamp = prefix + (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
     kept = Location.of(output).join("runs", name, "logs", f"{stamp}.log")
     if kept.is_local and not Path(output).is_file():
         return Path(kept.path), kept

@@ -34,8 +34,9 @@ def cmd_store_migrate(args: argparse.Namespace) -> int:
         what = f"{m.rows} commits" if m.store.startswith("nightly/") else f"{m.rows} rows ({m.keys} keys)"
         print(f"{m.store}: {what} from {m.source} -> {m.target} (version {m.version}); checked")
     if not done:
-        _progress(f"{args.root}: no store in the former format (judgments/ or passes/ parts, nightly commits/); "
-                  "nothing to do")
+        _progress(
+            f"{args.root}: no store in the former format (judgments/ or passes/ parts, nightly commits/); nothing to do"
+        )
     return 0
 
 
@@ -78,9 +79,9 @@ def add_store_commands(sub) -> None:
     ver = ssub.add_parser(
         "verify",
         help="read every data file of the judgment and first-pass tables; list the unreadable ones",
-        description="Exit 0 when every data file reads (or every bad one was moved), 2 when bad files are left in place. "
-        "--quarantine moves each bad file to <root>/quarantine/<store>/ and commits a version without it; nothing is deleted, and the next run asks "
-        "the comparisons it held again.",
+        description="Exit 0 when every data file reads (or every bad one was moved), 2 when bad files are left in "
+        "place. --quarantine moves each bad file to <root>/quarantine/<store>/ and commits a version without it; "
+        "nothing is deleted, and the next run asks the comparisons it held again.",
     )
     ver.add_argument("--root", required=True, help="storage root (a runs' `output`), local or s3://")
     ver.add_argument("--quarantine", action="store_true", help="move the bad files aside")

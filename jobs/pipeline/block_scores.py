@@ -107,8 +107,9 @@ def with_system(judgments: pa.Table, candidates: pa.Table, system: str | None) -
     if system is None:
         return judgments.slice(0, 0)
     mine = candidates.filter(pc.equal(candidates.column("system"), system)).column("candidate_id")
-    return judgments.filter(pc.or_(pc.is_in(judgments.column("candidate_a"), mine),
-                                   pc.is_in(judgments.column("candidate_b"), mine)))  # fmt: skip
+    return judgments.filter(
+        pc.or_(pc.is_in(judgments.column("candidate_a"), mine), pc.is_in(judgments.column("candidate_b"), mine))
+    )
 
 
 def score_block(block: pa.Table, plan, settings: ScoreSettings) -> BlockScores:
@@ -116,8 +117,9 @@ def score_block(block: pa.Table, plan, settings: ScoreSettings) -> BlockScores:
     judgments = collect_judgments(block, plan)
     return BlockScores(
         comparisons=judgments.num_rows,
-        rankings={mode: _sorted(rank_table(judgments, block, mode, settings.decisive_weight))
-                  for mode in settings.modes},  # fmt: skip
+        rankings={
+            mode: _sorted(rank_table(judgments, block, mode, settings.decisive_weight)) for mode in settings.modes
+        },
         triads=_sorted(intransitive_triads(judgments)),
         counts={"position": position_counts(judgments), "totals": judgment_totals(judgments)},
         bias=judge_bias(judgments, block),
@@ -159,8 +161,8 @@ def _joined(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
 
 
 def score_streamed(run: Streamed, settings: ScoreSettings, progress: Callable[[str], None]) -> StreamScores:
-    """Score ``run`` block by block in Ray tasks (:data:`~pairank.jobs.pipeline.static_stream.TASKS` at a time) and add the
-    blocks' scores up; the judge-bias length slopes are fitted on the sample here."""
+    """Score ``run`` block by block in Ray tasks (:data:`~pairank.jobs.pipeline.static_stream.TASKS` at a time) and
+    add the blocks' scores up; the judge-bias length slopes are fitted on the sample here."""
     import ray
 
     progress(f"scoring the run's judgments where they are ({blocks_text(run.blocks)})")
@@ -178,8 +180,11 @@ def score_streamed(run: Streamed, settings: ScoreSettings, progress: Callable[[s
         add_counts(counts, part.counts)
     sample = pa.concat_tables([p.sample for p in parts]) if parts else run.plan.cache.schema.empty_table()
     kept = pa.concat_tables([p.kept for p in parts]) if parts else run.plan.cache.schema.empty_table()
-    candidates = (pa.concat_tables([p.candidates for p in parts], promote_options="default") if parts
-                  else CANDIDATES.empty_table())  # fmt: skip
+    candidates = (
+        pa.concat_tables([p.candidates for p in parts], promote_options="default")
+        if parts
+        else CANDIDATES.empty_table()
+    )
     empty = judgment_totals(run.plan.cache.schema.empty_table())
     return StreamScores(
         comparisons=sum(p.comparisons for p in parts),

@@ -126,12 +126,16 @@ class Driver:
         self.spec, self.judging, self.cache, self.pool, self.progress = spec, judging, cache, pool, progress
         self.maker = judging.maker
         sched = spec.scheduler
-        self.tasks = tasks if tasks is not None else [
-            Task(aspect, ctx, seed, sched.machine(ctx, ids, seed))
-            for aspect in spec.aspects
-            for ctx, ids in sorted(contexts_of(candidates).items())
-            for seed in range(sched.seed, sched.seed + sched.repeats)
-        ]
+        self.tasks = (
+            tasks
+            if tasks is not None
+            else [
+                Task(aspect, ctx, seed, sched.machine(ctx, ids, seed))
+                for aspect in spec.aspects
+                for ctx, ids in sorted(contexts_of(candidates).items())
+                for seed in range(sched.seed, sched.seed + sched.repeats)
+            ]
+        )
 
     def run(self) -> DriverResult:
         answered = self.cache.answered(

@@ -69,8 +69,8 @@ def judge_into_cache(
     requests (:func:`pairank.jobs.pipeline.render.rendered`); without it, ``todo`` holds the requests.
 
     (A stream of requests made in Ray Data tasks uses :class:`CacheWriter` directly:
-    :mod:`pairank.jobs.pipeline.static_stream`.) Whatever the pool has returned is written before an error propagates (a failing
-    stream flushes its buffer first), and a key is written once per call even if the
+    :mod:`pairank.jobs.pipeline.static_stream`.) Whatever the pool has returned is written before an error
+    propagates (a failing stream flushes its buffer first), and a key is written once per call even if the
     pool returned it twice (a batch sent again after a lost engine).
     """
     writer = CacheWriter(cache, flush_rows, progress, stage, getattr(pool, "losses", None), lambda: todo.num_rows)
@@ -87,8 +87,16 @@ class CacheWriter:
     """Appends a stage's judged batches to the cache, a commit every ``flush_rows``, each key once, with progress
     lines (done, errors, engines lost; rate and ETA while the total is known)."""
 
-    def __init__(self, cache: JudgmentCache, flush_rows: int, progress: Callable[[str], None], stage: str,
-                 losses: Callable[[], dict] | None, total: Callable[[], int | None], keep: bool = True):  # fmt: skip
+    def __init__(
+        self,
+        cache: JudgmentCache,
+        flush_rows: int,
+        progress: Callable[[str], None],
+        stage: str,
+        losses: Callable[[], dict] | None,
+        total: Callable[[], int | None],
+        keep: bool = True,
+    ):
         self.cache, self.flush_rows, self.progress, self.stage = cache, flush_rows, progress, stage
         self.losses, self.total, self.keep = losses, total, keep
         self.buffer: list[pa.Table] = []
@@ -117,8 +125,16 @@ class CacheWriter:
             line += f", {rate:.2f}/s, ETA {_clock(eta)}"
         elif not final:
             line += ", requests still being planned"
-        self.progress(StageProgress(line + ")", stage=self.stage, done=self.judged,
-                                    total=max(total or 0, self.judged), errors=self.errors, final=final))  # fmt: skip
+        self.progress(
+            StageProgress(
+                line + ")",
+                stage=self.stage,
+                done=self.judged,
+                total=max(total or 0, self.judged),
+                errors=self.errors,
+                final=final,
+            )
+        )
 
     def run(self, batches) -> None:
         schema = self.cache.schema
@@ -222,8 +238,9 @@ class Judging:
             parts.append(self._judge_ids(pool, request_ids(ready, analyses), cache, progress, analyses=said))
         return pa.concat_tables(parts)
 
-    def _judge_ids(self, pool, ids: pa.Table, cache: JudgmentCache, progress, stage: str = "pairwise",
-                   analyses=None) -> pa.Table:  # fmt: skip
+    def _judge_ids(
+        self, pool, ids: pa.Table, cache: JudgmentCache, progress, stage: str = "pairwise", analyses=None
+    ) -> pa.Table:
         """Judge REQUEST_IDS (PASS_IDS) rows on ``pool``, their prompts rendered by a Ray Data stage in front of
         the pool's; appended to ``cache`` as they come."""
         if self._texts_pool is None or self._texts_pool() is not pool:
@@ -246,15 +263,27 @@ class Judging:
         same = dict(context_id=ctx, aspect=aspect, kind=self.kind, variant=variant)
         if self.kind == "analysis_pairwise":
             return [
-                dict(key=judgment_key({**self.pass_identity, "focus": focus}, template.hash, aspect, ctx, context, a,
-                                      ta, b, tb), candidate_id=cid, other_id=other, focus=focus, **same)
+                dict(
+                    key=judgment_key(
+                        {**self.pass_identity, "focus": focus}, template.hash, aspect, ctx, context, a, ta, b, tb
+                    ),
+                    candidate_id=cid,
+                    other_id=other,
+                    focus=focus,
+                    **same,
+                )
                 for focus, cid, other in (("A", a, b), ("B", b, a))
-            ]  # fmt: skip
+            ]
         return [
-            dict(key=judgment_key(self.pass_identity, template.hash, aspect, ctx, context, cid, text, "", ""),
-                 candidate_id=cid, other_id="", focus="", **same)
+            dict(
+                key=judgment_key(self.pass_identity, template.hash, aspect, ctx, context, cid, text, "", ""),
+                candidate_id=cid,
+                other_id="",
+                focus="",
+                **same,
+            )
             for cid, text in ((a, ta), (b, tb))
-        ]  # fmt: skip
+        ]
 
     def _first_passes(self, pool, wanted: dict[str, Request], progress) -> dict[str, tuple[dict, dict]]:
         """Per judgment key, its two first-pass rows; the missing ones are run on the pool first."""
@@ -290,8 +319,11 @@ class Judging:
         rows = []
         for key, (aspect, ctx, a, b, *rest) in wanted.items():
             v = self.maker.variants[aspect][rest[0] if rest else 0]
-            rows.append(dict(key=key, context_id=ctx, aspect=aspect, candidate_a=a, candidate_b=b, prompt="",
-                             prompt_hash=v.hash))  # fmt: skip
+            rows.append(
+                dict(
+                    key=key, context_id=ctx, aspect=aspect, candidate_a=a, candidate_b=b, prompt="", prompt_hash=v.hash
+                )
+            )
         return pa.Table.from_pylist(rows)
 
     def _error_rows(self, wanted: dict[str, Request], errors: dict[str, str]) -> pa.Table:
@@ -321,7 +353,13 @@ def judgment_table_of(requests: pa.Table, identity: dict, p_a, label, raw_text, 
 
     n = requests.num_rows
     return judgment_table(
-        requests, identity, p_a=p_a, label=label, raw_text=raw_text, input_tokens=[0] * n, output_tokens=[0] * n,
-        seconds=[0.0] * n, error=error,
-    )  # fmt: skip
-
+        requests,
+        identity,
+        p_a=p_a,
+        label=label,
+        raw_text=raw_text,
+        input_tokens=[0] * n,
+        output_tokens=[0] * n,
+        seconds=[0.0] * n,
+        error=error,
+    )

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+#: What a step reports its progress to: one line at a time.
+Progress = Callable[[str], None]
+
 
 class StageProgress(str):
     """A judging stage's progress line that also carries its numbers; a ``str``, so any callback can print it."""

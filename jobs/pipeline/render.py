@@ -120,8 +120,13 @@ def request_ids(wanted: dict[str, tuple], analyses: dict[str, tuple[str, str]] |
     order = sorted(wanted, key=lambda k: prefix_key(*wanted[k][:4]))
     reqs = [wanted[k] for k in order]
     pairs = [analyses[k] for k in order] if analyses is not None else [(None, None)] * len(order)
-    columns = [order, *([r[i] for r in reqs] for i in (1, 0, 2, 3)), [r[4] if len(r) > 4 else 0 for r in reqs],
-               [p[0] for p in pairs], [p[1] for p in pairs]]  # fmt: skip
+    columns = [
+        order,
+        *([r[i] for r in reqs] for i in (1, 0, 2, 3)),
+        [r[4] if len(r) > 4 else 0 for r in reqs],
+        [p[0] for p in pairs],
+        [p[1] for p in pairs],
+    ]
     return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, REQUEST_IDS)], schema=REQUEST_IDS)
 
 
@@ -133,10 +138,17 @@ def render_requests(batch: pa.Table, texts: Texts, analyses=None) -> pa.Table:
     maker = maker_of(texts)
     said = ray.get(analyses) if analyses is not None else {}
     rows = [
-        maker.row(r["aspect"], r["context_id"], r["candidate_a"], r["candidate_b"], r["variant"], key=r["key"],
-                  analyses=None if r["analysis_a"] is None else (said[r["analysis_a"]], said[r["analysis_b"]]))
+        maker.row(
+            r["aspect"],
+            r["context_id"],
+            r["candidate_a"],
+            r["candidate_b"],
+            r["variant"],
+            key=r["key"],
+            analyses=None if r["analysis_a"] is None else (said[r["analysis_a"]], said[r["analysis_b"]]),
+        )
         for r in batch.to_pylist()
-    ]  # fmt: skip
+    ]
     return pa.Table.from_pylist(rows, schema=REQUESTS)
 
 
@@ -169,5 +181,10 @@ def rendered(ids: pa.Table, render, **kwargs):
 
     blocks = [ids.slice(off, ROWS_PER_TASK) for off in range(0, ids.num_rows, ROWS_PER_TASK)]
     return ray.data.from_arrow(blocks).map_batches(
-        render, fn_kwargs=kwargs, batch_size=None, batch_format="pyarrow", num_cpus=0,
-        concurrency=min(TASKS, len(blocks)))  # fmt: skip
+        render,
+        fn_kwargs=kwargs,
+        batch_size=None,
+        batch_format="pyarrow",
+        num_cpus=0,
+        concurrency=min(TASKS, len(blocks)),
+    )

@@ -152,7 +152,7 @@ def put_blocks(candidates: pa.Table, folder=None) -> list:
     """Object refs of the planning blocks of ``candidates``. A table with the texts is cut here; a table of ids
     (:func:`pairank.storage.inputs.read_candidate_ids`) is cut by a task that reads the whole of ``folder``'s
     candidates (:func:`read_blocks`), so the driver never holds the texts. A bad input table raises here, as a
-    driver-side read would (:class:`~pairank.storage.schemas.TableError` naming file, row and column)."""
+    driver-side read would (:class:`~pairank.storage.validation.TableError` naming file, row and column)."""
     import ray
 
     groups = plan_blocks(candidates)
@@ -165,8 +165,10 @@ def put_blocks(candidates: pa.Table, folder=None) -> list:
     except ray.exceptions.RayTaskError as exc:
         raise exc.cause from None  # the task's own error (a bad input table names its file, row and column)
     if kept != candidates.num_rows:
-        raise RuntimeError(f"{folder}: the candidates changed while the run read them ({candidates.num_rows} "
-                           f"ids read, {kept} rows found)")  # fmt: skip
+        raise RuntimeError(
+            f"{folder}: the candidates changed while the run read them ({candidates.num_rows} "
+            f"ids read, {kept} rows found)"
+        )
     return refs
 
 
@@ -226,8 +228,13 @@ class Streamed:
 
         progress(f"reading the run's judgments back from the store ({blocks_text(self.blocks)})")
         collected = ray.data.from_arrow_refs(self.blocks).map_batches(
-            collect_judgments, fn_kwargs={"plan": self.plan}, batch_size=None, batch_format="pyarrow", num_cpus=0,
-            concurrency=min(TASKS, len(self.blocks)))  # fmt: skip
+            collect_judgments,
+            fn_kwargs={"plan": self.plan},
+            batch_size=None,
+            batch_format="pyarrow",
+            num_cpus=0,
+            concurrency=min(TASKS, len(self.blocks)),
+        )
         parts = [b for b in collected.iter_batches(batch_size=None, batch_format="pyarrow") if b.num_rows]
         return pa.concat_tables(parts) if parts else self.plan.cache.schema.empty_table()
 
@@ -237,8 +244,9 @@ def blocks_text(blocks: list) -> str:
     return f"{len(blocks)} block{'s' * (len(blocks) != 1)}"
 
 
-def judge_streamed(plan: StaticPlan, blocks: list, pool: Callable, flush_rows: int,
-                   progress: Callable[[str], None]) -> Streamed:  # fmt: skip
+def judge_streamed(
+    plan: StaticPlan, blocks: list, pool: Callable, flush_rows: int, progress: Callable[[str], None]
+) -> Streamed:
     """Judge every comparison of ``plan`` the store lacks, streaming the requests made from the candidates'
     ``blocks`` (object refs, :func:`put_blocks`) by Ray Data tasks into the pool that ``pool()`` enters (only when
     something is left to judge). The run's judgments stay in the store: read them back
@@ -247,8 +255,13 @@ def judge_streamed(plan: StaticPlan, blocks: list, pool: Callable, flush_rows: i
 
     def requests(counter) -> ray.data.Dataset:
         return ray.data.from_arrow_refs(blocks).map_batches(
-            plan_requests, fn_kwargs={"plan": plan, "counter": counter}, batch_size=None, batch_format="pyarrow",
-            num_cpus=0, concurrency=min(TASKS, len(blocks)))  # fmt: skip
+            plan_requests,
+            fn_kwargs={"plan": plan, "counter": counter},
+            batch_size=None,
+            batch_format="pyarrow",
+            num_cpus=0,
+            concurrency=min(TASKS, len(blocks)),
+        )
 
     if not requests(None).take(1):  # anything to judge? (a run whose comparisons are all cached starts no engine)
         return Streamed(plan, blocks, None)

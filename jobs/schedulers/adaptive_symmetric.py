@@ -46,9 +46,14 @@ class AdaptiveSymmetricSettings(AdaptiveSettings):
     def machine(self, context_id: str, ids: list[str], seed: int) -> AdaptiveSymmetric:
         s = self.sampling
         return AdaptiveSymmetric(
-            context_id, ids, seed, budget=s.budget, pairs_per_round=s.pairs_per_round, patience=s.patience,
+            context_id,
+            ids,
+            seed,
+            budget=s.budget,
+            pairs_per_round=s.pairs_per_round,
+            patience=s.patience,
             confidence=s.confidence,
-        )  # fmt: skip
+        )
 
 
 def _both_orders(pairs: Iterable[Pair]) -> list[Pair]:

@@ -54,9 +54,18 @@ class PairsAnchorsSettings(AdaptiveSettings):
     def machine(self, context_id: str, ids: list[str], seed: int) -> AnchorInsertion:
         a = self.anchors
         return AnchorInsertion(
-            context_id, ids, seed, symmetric=self.symmetric, anchors=a.size, z=a.z, p=a.p, margin=a.margin,
-            deff=a.deff, inner=a.inner, **self.beam.options(),
-        )  # fmt: skip
+            context_id,
+            ids,
+            seed,
+            symmetric=self.symmetric,
+            anchors=a.size,
+            z=a.z,
+            p=a.p,
+            margin=a.margin,
+            deff=a.deff,
+            inner=a.inner,
+            **self.beam.options(),
+        )
 
 
 def sample_size(z: float = 1.96, p: float = 0.5, margin: float = 0.1, deff: float = 1.0) -> int:
@@ -236,9 +245,14 @@ class AnchorInsertion(_Ledger):
             self._inner = PairsGreedy(context_id, self.anchors, seed, symmetric=symmetric)
         else:
             self._inner = PairsBeam(
-                context_id, self.anchors, seed, beam_size=beam_size, entropy_threshold=entropy_threshold,
-                symmetric=symmetric, score=score,
-            )  # fmt: skip
+                context_id,
+                self.anchors,
+                seed,
+                beam_size=beam_size,
+                entropy_threshold=entropy_threshold,
+                symmetric=symmetric,
+                score=score,
+            )
         self._ids = set(ids)
         self._is_anchor = frozenset(self.anchors)
         self._pos = {c: k for k, c in enumerate(self.order)}
@@ -383,4 +397,3 @@ class AnchorInsertion(_Ledger):
             out += sorted(gap, key=lambda c: (-self._searches[c].mean_p, self._pos[c]))
             out += anchors[k : k + 1]
         return out
-

@@ -54,7 +54,7 @@ _P_FLOOR = 1e-300
 
 def rng(seed: int, context_id: str) -> np.random.Generator:
     """A generator for one context, stable across processes and Python versions."""
-    digest = hashlib.sha256(f"{seed}\x00{context_id}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{seed}\x00{context_id}".encode()).digest()
     return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 

@@ -120,8 +120,10 @@ def schedule(
         if baseline is None or systems is None:
             raise ValueError("scheduler one_vs_n needs a baseline system (scheduler.baseline)")
         if baseline not in set(systems.values()):
-            raise ValueError(f"scheduler one_vs_n: no candidate of baseline system {baseline!r}; "
-                             f"systems: {', '.join(sorted(set(systems.values())))}")
+            raise ValueError(
+                f"scheduler one_vs_n: no candidate of baseline system {baseline!r}; "
+                f"systems: {', '.join(sorted(set(systems.values())))}"
+            )
         return {ctx: one_vs_n({c: systems[c] for c in ids}, baseline) for ctx, ids in contexts.items()}
     fn = get_scheduler(name)
     if name != "full":
@@ -138,8 +140,9 @@ class StaticSettings(SchedulerSettings):
 
     def pairs(self, contexts: dict[str, Sequence[str]], systems: dict[str, str]) -> dict[str, list[Pair]]:
         """``{context_id: [(a, b), ...]}``; ``systems`` maps candidate id -> system."""
-        return schedule(self.name, contexts, getattr(self, "comparisons", None), self.seed, systems,
-                        getattr(self, "baseline", None))  # fmt: skip
+        return schedule(
+            self.name, contexts, getattr(self, "comparisons", None), self.seed, systems, getattr(self, "baseline", None)
+        )
 
 
 COMPARISONS = Field(..., ge=1, description="R, comparisons per context and aspect.")

@@ -21,6 +21,8 @@ from pydantic import (
     model_validator,
 )
 
+from pairank.jobs.schedulers import REGISTRY, FullSettings, SchedulerSpec
+from pairank.jobs.specs.base import Strict
 from pairank.jobs.specs.judges import (  # noqa: F401 - re-exported: the judge section
     HttpJudgeSpec,
     JudgeSpec,
@@ -29,8 +31,6 @@ from pairank.jobs.specs.judges import (  # noqa: F401 - re-exported: the judge s
     SimulatedJudgeSpec,
     VllmJudgeSpec,
 )
-from pairank.jobs.schedulers import REGISTRY, FullSettings, SchedulerSpec
-from pairank.jobs.specs.base import Strict
 from pairank.operators.scores import DECISIVE_WEIGHT
 
 
@@ -50,8 +50,9 @@ def pool_sizes(size: int | str) -> tuple[int, int]:
         found = re.fullmatch(r"\s*(\d+)\s*(?:\.\.\s*(\d+)\s*)?", size) if isinstance(size, str) else None
         low, high = (int(found[1]), int(found[2] or found[1])) if found else (0, 0)
     if not 1 <= low <= high:
-        raise ValueError(f"expected a number of actors (1 or more) or a range 'min..max' with 1 <= min <= max, "
-                         f"found {size!r}")  # fmt: skip
+        raise ValueError(
+            f"expected a number of actors (1 or more) or a range 'min..max' with 1 <= min <= max, found {size!r}"
+        )
     return low, high
 
 
@@ -150,23 +151,25 @@ class JudgingSpec(Strict):
     )
     samples: int = Field(5, ge=1, description="sample: generations per comparison.")
     sample_temperature: float = Field(1.0, gt=0, description="sample: sampling temperature.")
-    allow_ties: bool = Field(True, description="generate, sample: [[C]] is a tie; false makes it an unparseable answer.")
+    allow_ties: bool = Field(
+        True, description="generate, sample: [[C]] is a tie; false makes it an unparseable answer."
+    )
     verdict_scale: Literal[3, 5] = Field(
         3,
         description="generate: 3 levels ([[A]], [[B]], [[C]]) or Arena-Hard's 5 ([[A>>B]], [[A>B]], [[A=B]], "
         "[[B>A]], [[B>>A]]: label A, A, tie, B, B and p_a 1, 0.75, 0.5, 0.25, 0; templates modes/generate5/).",
     )
     decisive_weight: float = Field(
-        DECISIVE_WEIGHT, ge=1, description="verdict_scale 5: a decisive verdict ([[A>>B]], [[B>>A]]) counts this "
+        DECISIVE_WEIGHT,
+        ge=1,
+        description="verdict_scale 5: a decisive verdict ([[A>>B]], [[B>>A]]) counts this "
         "many times in the run's win ratios (Arena-Hard: 3); the judgments do not change, so neither do their keys.",
     )
     analysis_max_tokens: int = Field(192, ge=1, description="prepair modes: most tokens of one analysis.")
     scale: tuple[int, int] = Field(
         (1, 5), description="pointwise: lowest and highest score, single digits (each must be one token)."
     )
-    tie_margin: float = Field(
-        0.0, ge=0, description="pointwise: scores at most this far apart are a tie (p_a = 0.5)."
-    )
+    tie_margin: float = Field(0.0, ge=0, description="pointwise: scores at most this far apart are a tie (p_a = 0.5).")
 
     @model_validator(mode="after")
     def _scale(self) -> JudgingSpec:
@@ -185,8 +188,10 @@ class JudgingSpec(Strict):
     @classmethod
     def _score_range(cls, v):
         if isinstance(v, int) and not isinstance(v, bool):
-            raise ValueError(f"judging.scale is the pointwise score range [low, high], found {v}; the verdict levels "
-                             "of mode generate are judging.verdict_scale (3 or 5)")  # fmt: skip
+            raise ValueError(
+                f"judging.scale is the pointwise score range [low, high], found {v}; the verdict levels "
+                "of mode generate are judging.verdict_scale (3 or 5)"
+            )
         return v
 
     @property
@@ -245,7 +250,9 @@ class ScoringSpec(Strict):
 
 
 class DawidSkeneSpec(Strict):
-    draws: int = Field(4000, ge=10, description="Posterior draws per chain (4000 x 2 chains keeps bulk ESS above 1000).")
+    draws: int = Field(
+        4000, ge=10, description="Posterior draws per chain (4000 x 2 chains keeps bulk ESS above 1000)."
+    )
     tune: int = Field(1000, ge=10, description="Tuning steps per chain.")
     chains: int = Field(2, ge=1, description="Chains (r_hat needs at least 2).")
     cores: int = Field(2, ge=1, description="Processes sampling chains in parallel.")
@@ -334,8 +341,9 @@ def safe_segment(value: str) -> str:
     ValueError: expected one path segment (1 to 128 letters, digits, '.', '_' or '-'; not '.' or '..'), found '../x'
     """
     if not re.match(SAFE_NAME, value):
-        raise ValueError(f"expected one path segment (1 to 128 letters, digits, '.', '_' or '-'; not '.' or '..'), "
-                         f"found {value!r}")
+        raise ValueError(
+            f"expected one path segment (1 to 128 letters, digits, '.', '_' or '-'; not '.' or '..'), found {value!r}"
+        )
     return value
 
 
@@ -396,8 +404,10 @@ class JobSpec(Strict):
                 f"judging.mode {mode!r} needs an engine that generates (judge.engine: {' or '.join(ENGINE_MODES)}); "
                 f"the {self.judge.engine} engine answers pairwise requests in logprob mode only"
             )
-        if self.scoring.calibration == "batch" and self.judging.verdict_kind in ("generate", "sample") or (
-            self.scoring.calibration == "batch" and mode == "pointwise"
+        if (
+            self.scoring.calibration == "batch"
+            and self.judging.verdict_kind in ("generate", "sample")
+            or (self.scoring.calibration == "batch" and mode == "pointwise")
         ):
             raise ValueError(
                 f"scoring.calibration batch divides out a positional prior of label probabilities; judging.mode "
@@ -426,8 +436,9 @@ class JobSpec(Strict):
                 f"(found {s.name!r})"
             )
         if s.repeats != 1 or s.budget is not None:
-            raise ValueError("nightly jobs keep one placement per context: scheduler.repeats must be 1 and "
-                             "scheduler.budget unset")  # fmt: skip
+            raise ValueError(
+                "nightly jobs keep one placement per context: scheduler.repeats must be 1 and scheduler.budget unset"
+            )
         if self.subset.contexts is not None or self.subset.candidates is not None:
             raise ValueError("nightly jobs rank every candidate of the input prefix: remove subset")
         return self
@@ -451,10 +462,11 @@ class SpecError(ValueError):
 
 #: Discriminated unions of the spec: field -> (tag -> member model).
 UNIONS: dict[str, dict[str, type[BaseModel]]] = {
-    "judge": {m.model_fields["engine"].default: m for m in (VllmJudgeSpec, HttpJudgeSpec, ReplayJudgeSpec,
-                                                               SimulatedJudgeSpec)},
+    "judge": {
+        m.model_fields["engine"].default: m for m in (VllmJudgeSpec, HttpJudgeSpec, ReplayJudgeSpec, SimulatedJudgeSpec)
+    },
     "scheduler": dict(REGISTRY),
-}  # fmt: skip
+}
 
 
 def _walk(loc: tuple) -> tuple[str, list[str], str | None]:

@@ -5,7 +5,7 @@ Part of :mod:`pairank.jobs.specs.job`, which re-exports every name here.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -72,7 +72,7 @@ class ReplayJudgeSpec(Strict):
     model: str | None = Field(None, description="Use only the source's judgments of this model.")
     mode: str | None = Field(
         None,
-        description="Use only the source's judgments whose sampling JSON has this \"mode\" (e.g. an LLMBar "
+        description='Use only the source\'s judgments whose sampling JSON has this "mode" (e.g. an LLMBar '
         "prompting mode, as the llmbar importer records it: Vanilla, CoT, Swap, ...).",
     )
 
@@ -96,11 +96,13 @@ class SimulatedJudgeSpec(Strict):
         0.0, ge=0, description="Amplitude of a cyclic (rock-paper-scissors) logit term; 0 is perfectly transitive."
     )
     length_bias: float = Field(
-        0.0, description="Logit added per unit of log(len(text_a) / len(text_b)): a judge that prefers longer "
+        0.0,
+        description="Logit added per unit of log(len(text_a) / len(text_b)): a judge that prefers longer "
         "outputs (positive) or shorter ones; needs `lengths`.",
     )
     lengths: str | None = Field(
-        None, description="length_bias: a candidates table (or the folder holding candidates.parquet) giving each "
+        None,
+        description="length_bias: a candidates table (or the folder holding candidates.parquet) giving each "
         "candidate's text.",
     )
     seconds_per_comparison: float = Field(0.0, ge=0, description="Sleep per comparison, to mimic an engine's latency.")
@@ -119,5 +121,5 @@ class SimulatedJudgeSpec(Strict):
 
 
 JudgeSpec = Annotated[
-    Union[VllmJudgeSpec, HttpJudgeSpec, ReplayJudgeSpec, SimulatedJudgeSpec], Field(discriminator="engine")
+    VllmJudgeSpec | HttpJudgeSpec | ReplayJudgeSpec | SimulatedJudgeSpec, Field(discriminator="engine")
 ]

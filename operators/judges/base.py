@@ -125,8 +125,8 @@ class Judge(ABC):
     def judge(self, requests: pa.Table) -> pa.Table:
         """One judgment row per request row."""
 
-    def close(self) -> None:  # pragma: no cover - engines that hold resources override
-        pass
+    def close(self) -> None:  # pragma: no cover - a no-op unless the engine holds resources
+        return None
 
     def is_fatal(self, exc: BaseException) -> bool:
         """Whether ``exc`` means the engine is gone for good (its actor then ends and Ray restarts it with a
@@ -248,7 +248,7 @@ def judgment_table(requests: pa.Table, identity: dict, **values: list) -> pa.Tab
         "output_tokens": values["output_tokens"],
         "seconds": values["seconds"],
         "error": values["error"],
-        "created_at": [dt.datetime.now(dt.timezone.utc)] * n,
+        "created_at": [dt.datetime.now(dt.UTC)] * n,
     }
     return pa.table(columns, schema=JUDGMENTS)
 

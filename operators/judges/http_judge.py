@@ -73,7 +73,9 @@ class HttpJudge(GeneratingJudge):
         """vLLM's /tokenize of ``text``; None where the endpoint has no such route."""
         root = self.base[: -len("/v1")] if self.base.endswith("/v1") else self.base
         try:
-            answer = self._post(f"{root}/tokenize", {"model": self.spec.model, "prompt": text, "add_special_tokens": False})
+            answer = self._post(
+                f"{root}/tokenize", {"model": self.spec.model, "prompt": text, "add_special_tokens": False}
+            )
         except urllib.error.HTTPError as exc:
             if exc.code in (404, 405):
                 return None
@@ -90,7 +92,9 @@ class HttpJudge(GeneratingJudge):
                 if tokens is None:
                     return None
                 if len(tokens) != 1:
-                    raise ValueError(f"label {side.upper()} surface form {form!r} is {len(tokens)} tokens; expected one")
+                    raise ValueError(
+                        f"label {side.upper()} surface form {form!r} is {len(tokens)} tokens; expected one"
+                    )
                 ids.append(tokens[0])
             out[side] = ids
         return out
@@ -110,8 +114,13 @@ class HttpJudge(GeneratingJudge):
     def generate(self, prompts: list[str], params: GenerateParams, seeds: list[int]) -> list[Generated]:
         def one(prompt_seed: tuple[str, int]) -> Generated:
             prompt, seed = prompt_seed
-            body = {"prompt": prompt, "max_tokens": params.max_tokens, "temperature": params.temperature,
-                    "n": params.n, "seed": seed}  # fmt: skip
+            body = {
+                "prompt": prompt,
+                "max_tokens": params.max_tokens,
+                "temperature": params.temperature,
+                "n": params.n,
+                "seed": seed,
+            }
             answer, seconds, error = self._completion(body)
             if error is not None:
                 return Generated(seconds=seconds, error=error)

@@ -71,14 +71,23 @@ ANALYSIS_KINDS = ("analysis", "analysis_pairwise")
 def judging_settings(judging) -> dict:
     """The settings of a mode that change its verdicts (they go into the judge identity)."""
     j = judging
-    generate = {"max_tokens": j.max_tokens, "temperature": j.temperature, "retries": j.retries,
-                "retry_temperature": j.retry_temperature, "allow_ties": j.allow_ties}  # fmt: skip
+    generate = {
+        "max_tokens": j.max_tokens,
+        "temperature": j.temperature,
+        "retries": j.retries,
+        "retry_temperature": j.retry_temperature,
+        "allow_ties": j.allow_ties,
+    }
     if j.mode == "generate":
         # Five levels are another verdict; three add nothing, so the judgments made before scales existed stay valid.
         return {**generate, "verdict_scale": 5} if j.verdict_scale == 5 else generate
     if j.mode == "sample":
-        return {"max_tokens": j.max_tokens, "samples": j.samples, "temperature": j.sample_temperature,
-                "allow_ties": j.allow_ties}  # fmt: skip
+        return {
+            "max_tokens": j.max_tokens,
+            "samples": j.samples,
+            "temperature": j.sample_temperature,
+            "allow_ties": j.allow_ties,
+        }
     if j.mode in ("prepair", "prepair_pairwise"):
         out = {"analysis_max_tokens": j.analysis_max_tokens, "verdict": j.verdict}
         return {**out, **generate} if j.verdict == "generate" else out
@@ -148,12 +157,28 @@ def failure_rows(
     n = batch.num_rows
     share = [seconds / max(n, 1)] * n
     if stage == "pairwise":
-        return judgment_table(batch, judging_identity(engine_identity, judging), p_a=[None] * n, label=[None] * n,
-                              raw_text=[None] * n, input_tokens=[0] * n, output_tokens=[0] * n, seconds=share,
-                              error=[error] * n)  # fmt: skip
+        return judgment_table(
+            batch,
+            judging_identity(engine_identity, judging),
+            p_a=[None] * n,
+            label=[None] * n,
+            raw_text=[None] * n,
+            input_tokens=[0] * n,
+            output_tokens=[0] * n,
+            seconds=share,
+            error=[error] * n,
+        )
     identity = pass_identity(engine_identity, judging, stage)
-    return pass_table(batch, identity, text=[None] * n, score=[None] * n, input_tokens=[0] * n,
-                      output_tokens=[0] * n, seconds=share, error=[error] * n)  # fmt: skip
+    return pass_table(
+        batch,
+        identity,
+        text=[None] * n,
+        score=[None] * n,
+        input_tokens=[0] * n,
+        output_tokens=[0] * n,
+        seconds=share,
+        error=[error] * n,
+    )
 
 
 def build_runner(judge_spec, judging=None) -> ModeRunner:
@@ -184,11 +209,13 @@ class ModeRunner:
     def run(self, stage: str, batch: pa.Table) -> pa.Table:
         """Rows of one stage's batch; an engine failure becomes error rows (retried on the next run)."""
         if stage not in ("pairwise", "analysis", "analysis_pairwise", "score"):
-            raise ValueError(f"unknown judging stage {stage!r}; expected pairwise, analysis, analysis_pairwise or score")
+            raise ValueError(
+                f"unknown judging stage {stage!r}; expected pairwise, analysis, analysis_pairwise or score"
+            )
         started = time.perf_counter()
         try:
             return self.pairwise(batch) if stage == "pairwise" else self.first_pass(stage, batch)
-        except Exception as exc:  # noqa: BLE001 - the batch is answered, and the failure is in every row
+        except Exception as exc:
             if self.judge.is_fatal(exc):
                 raise  # the engine is gone: its actor ends and Ray restarts it (pairank.cluster.pools)
             if stage == "pairwise":
@@ -222,8 +249,9 @@ class ModeRunner:
         seeds = [request_seed(k, self.seed) for k in keys]
         answers = self.judge.generate(prompts, GenerateParams(j.max_tokens, j.temperature), seeds)
         scale = j.verdict_scale
-        verdicts = [None if a.error else parse_verdict(a.texts[0] if a.texts else "", j.allow_ties, scale)
-                    for a in answers]  # fmt: skip
+        verdicts = [
+            None if a.error else parse_verdict(a.texts[0] if a.texts else "", j.allow_ties, scale) for a in answers
+        ]
         out_tokens = [a.output_tokens for a in answers]
         seconds = [a.seconds for a in answers]
         attempts = [1] * len(prompts)
@@ -358,7 +386,7 @@ def pass_table(requests: pa.Table, identity: dict, **values: list) -> pa.Table:
         **identity_columns(requests, identity),
         **{c: requests.column(c) for c in ("context_id", "aspect", "kind", "candidate_id", "other_id", "focus")},
         **{c: values[c] for c in ("text", "score", "input_tokens", "output_tokens", "seconds", "error")},
-        "created_at": [dt.datetime.now(dt.timezone.utc)] * requests.num_rows,
+        "created_at": [dt.datetime.now(dt.UTC)] * requests.num_rows,
     }
     return pa.table(columns, schema=PASSES)
 

@@ -21,7 +21,8 @@ from pairank.storage.delta import is_table
 from pairank.storage.fs import Location
 from pairank.storage.keys import canonical_json, sampling_mode
 from pairank.storage.legacy import PartFolder
-from pairank.storage.schemas import JUDGMENTS, validate
+from pairank.storage.schemas import JUDGMENTS
+from pairank.storage.validation import validate
 
 
 def replay_identity(spec) -> dict:
@@ -70,7 +71,7 @@ class ReplayJudge(Judge):
 
     def judge(self, requests: pa.Table) -> pa.Table:
         check_columns(requests, REQUEST_COLUMNS, "ReplayJudge")
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         sampling = canonical_json(self.identity()["sampling"])
         rows = []
         for req in requests.to_pylist():

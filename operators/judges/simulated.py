@@ -52,7 +52,8 @@ from pairank.operators.judges.base import (
 )
 from pairank.storage.fs import Location
 from pairank.storage.keys import canonical_json
-from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, validate
+from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES
+from pairank.storage.validation import validate
 
 #: Columns of a request batch this judge reads (it never reads the prompt).
 COLUMNS = {
@@ -147,8 +148,15 @@ def simulated_p_a(q_a, q_b, *, scale, noise, position_bias, intransitivity, phas
     """
     return expit(
         simulated_logit(
-            q_a, q_b, scale=scale, noise=noise, position_bias=position_bias, intransitivity=intransitivity,
-            phase_a=phase_a, phase_b=phase_b, eps=eps,
+            q_a,
+            q_b,
+            scale=scale,
+            noise=noise,
+            position_bias=position_bias,
+            intransitivity=intransitivity,
+            phase_a=phase_a,
+            phase_b=phase_b,
+            eps=eps,
         )
     )
 
@@ -235,8 +243,9 @@ def text_lengths(uri: str) -> dict[str, int]:
     if not loc.exists():
         raise FileNotFoundError(f"simulated judge lengths: {loc}: no candidates table")
     table = validate(loc.read_parquet(), CANDIDATES, loc.uri)
-    return {c: max(1, len(t)) for c, t in zip(table.column("candidate_id").to_pylist(),
-                                              table.column("text").to_pylist())}  # fmt: skip
+    return {
+        c: max(1, len(t)) for c, t in zip(table.column("candidate_id").to_pylist(), table.column("text").to_pylist())
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -293,8 +302,12 @@ class SimulatedJudge(Judge):
         q_a, err_a = self._quality(ctx, aspect, a)
         q_b, err_b = self._quality(ctx, aspect, b)
         logit = simulated_logit(
-            q_a, q_b, phase_a=phases(seed, ctx, a), phase_b=phases(seed, ctx, b),
-            eps=comparison_noise(seed, ctx, aspect, a, b), **model_of(self.spec),
+            q_a,
+            q_b,
+            phase_a=phases(seed, ctx, a),
+            phase_b=phases(seed, ctx, b),
+            eps=comparison_noise(seed, ctx, aspect, a, b),
+            **model_of(self.spec),
         )
         if self.lengths is not None:
             logit = logit + self.spec.length_bias * self._log_length_ratio(a, b)

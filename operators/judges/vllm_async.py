@@ -94,8 +94,9 @@ def kill_when_gone(pids: list[int]) -> subprocess.Popen:
 
     It runs in a session of its own, so that a signal to the caller's process group does not end it first.
     """
-    return subprocess.Popen([sys.executable, "-c", _WATCHER, *map(str, pids)], stdin=subprocess.PIPE,
-                            start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-c", _WATCHER, *map(str, pids)], stdin=subprocess.PIPE, start_new_session=True
+    )
 
 
 def children(pid: int) -> list[int]:

@@ -119,9 +119,15 @@ class VllmJudge(GeneratingJudge):
             ) from exc
         from vllm.platforms import current_platform
 
-        engine_kwargs = dict(model=str(model), dtype=spec.dtype, max_model_len=spec.max_model_len,
-                             enable_prefix_caching=True, enforce_eager=spec.enforce_eager, seed=spec.seed,
-                             **spec.engine_kwargs)  # fmt: skip
+        engine_kwargs = dict(
+            model=str(model),
+            dtype=spec.dtype,
+            max_model_len=spec.max_model_len,
+            enable_prefix_caching=True,
+            enforce_eager=spec.enforce_eager,
+            seed=spec.seed,
+            **spec.engine_kwargs,
+        )
         # `auto` outside a pool (a pool decides it from the GPUs it reserves): what this machine has.
         self.async_engine = uses_async_engine(spec, 0 if current_platform.is_cpu() else 1)
         if self.async_engine:
@@ -209,7 +215,10 @@ class VllmJudge(GeneratingJudge):
         if key not in self._option_ids:
             tokenizer = self.llm.get_tokenizer()
             with self._tokenizing:
-                encode = lambda s: tokenizer.encode(s, add_special_tokens=False)
+
+                def encode(s):
+                    return tokenizer.encode(s, add_special_tokens=False)
+
                 self._option_ids[key] = single_token_forms(encode, options)
         ids = self._option_ids[key]
         flat = sorted({t for option in ids for t in option})
@@ -246,7 +255,10 @@ class VllmJudge(GeneratingJudge):
             else:
                 scores.append(
                     LabelScore(
-                        logprob_a=logprobs[0], logprob_b=logprobs[1], input_tokens=n_in, output_tokens=n_out,
+                        logprob_a=logprobs[0],
+                        logprob_b=logprobs[1],
+                        input_tokens=n_in,
+                        output_tokens=n_out,
                         seconds=share,
                     )
                 )

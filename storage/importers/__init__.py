@@ -4,7 +4,7 @@ Each importer reads one dataset folder laid out as in ``shared/data`` (see its
 README) and returns an :class:`ImportedSet` of CANDIDATES, HUMAN_SCORES and
 PAIRWISE_LABELS tables, and JUDGMENTS where the set publishes LLM verdicts (see
 :mod:`pairank.storage.schemas`); a table a set has none of is empty. A bad source record
-fails with a :class:`pairank.storage.schemas.TableError` that names the file, the row
+fails with a :class:`pairank.storage.validation.TableError` that names the file, the row
 (0-based record index) and the field.
 
     >>> counts = run_import("summeval", "/work/shared/data/summeval", "s3://bucket/sets/summeval")  # doctest: +SKIP
@@ -17,13 +17,8 @@ import posixpath
 from collections.abc import Callable
 
 from pairank.storage.fs import Location
-from pairank.storage.schemas import (
-    CANDIDATES,
-    HUMAN_SCORES,
-    JUDGMENTS,
-    PAIRWISE_LABELS,
-    validate,
-)
+from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, PAIRWISE_LABELS
+from pairank.storage.validation import validate
 
 from . import hanna, llmbar, newsroom, summeval, topicalchat
 from ._records import ImportedSet

@@ -3,7 +3,7 @@
 Every error names the source file, the row and the field. Rows are always the
 0-based record index: the position in a JSON array (or among a JSON object's
 keys), or the 0-based line index of a JSONL file (line number minus one); the
-source text in the message says so. Errors are :class:`pairank.storage.schemas.TableError`.
+source text in the message says so. Errors are :class:`pairank.storage.validation.TableError`.
 
 A record's expected shape is a mapping ``field -> kind`` where kind is
 :data:`TEXT` (a non-blank string), :data:`NUMBER` (a finite number; a numeric
@@ -24,15 +24,8 @@ import pyarrow as pa
 from pyarrow.fs import FileSelector, FileType
 
 from pairank.storage.fs import Location
-from pairank.storage.schemas import (
-    CANDIDATES,
-    HUMAN_SCORES,
-    JUDGMENTS,
-    PAIRWISE_LABELS,
-    TableError,
-    empty,
-    validate,
-)
+from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, PAIRWISE_LABELS
+from pairank.storage.validation import TableError, empty, validate
 
 TEXT = "a non-empty text"
 NUMBER = "a finite number"

@@ -36,7 +36,7 @@ import math
 import re
 
 from pairank.storage.fs import Location
-from pairank.storage.schemas import TableError
+from pairank.storage.validation import TableError
 
 from ._records import (
     NUMBER,
@@ -51,7 +51,7 @@ from ._records import (
 )
 
 ASPECTS = ("relevance", "coherence", "empathy", "surprise", "engagement", "complexity")
-SHAPE = {"prompt_id": TEXT, "story_id": TEXT, "prompt": TEXT, "story": TEXT} | {a: NUMBER for a in ASPECTS}
+SHAPE = {"prompt_id": TEXT, "story_id": TEXT, "prompt": TEXT, "story": TEXT} | dict.fromkeys(ASPECTS, NUMBER)
 LENGTH_COLUMN = "Text length"  # the CSV header carries a mis-encoded suffix: matched by prefix
 
 
@@ -65,13 +65,15 @@ def load(src: Location) -> ImportedSet:
     candidates, scores, origins = [], [], []
     for k, (prompt_id, stories) in enumerate(prompts.items()):
         for rec, writer in zip(stories, assign(stories, writers, k)):
-            candidates.append({
-                "context_id": prompt_id,
-                "context": rec.data["prompt"],
-                "candidate_id": f"{prompt_id}/{writer}",
-                "system": writer,
-                "text": rec.data["story"],
-            })
+            candidates.append(
+                {
+                    "context_id": prompt_id,
+                    "context": rec.data["prompt"],
+                    "candidate_id": f"{prompt_id}/{writer}",
+                    "system": writer,
+                    "text": rec.data["story"],
+                }
+            )
             scores.append({a: rec.data[a] for a in ASPECTS})
             origins.append((rec.source, rec.row))
     return scored_set(candidates, scores, origins)
@@ -96,9 +98,7 @@ def read_writers(loc: Location, n_prompts: int) -> dict[str, dict[str, list[floa
 
 def assign(stories: list[Record], writers: dict[str, dict[str, list[float]]], k: int) -> list[str]:
     """The writer of each story of the k-th prompt (see the module docstring)."""
-    options = [
-        {w for w, v in writers.items() if all(close(v[a][k], rec.data[a]) for a in ASPECTS)} for rec in stories
-    ]
+    options = [{w for w, v in writers.items() if all(close(v[a][k], rec.data[a]) for a in ASPECTS)} for rec in stories]
     for rec, opts in zip(stories, options):
         if not opts:
             raise rec.fail("story_id", f"a story whose scores match a writer's for prompt index {k}", "no writer")

@@ -58,14 +58,8 @@ import pyarrow as pa
 
 from pairank.storage.fs import Location
 from pairank.storage.keys import canonical_json, judgment_key, text_hash
-from pairank.storage.schemas import (
-    CANDIDATES,
-    HUMAN_SCORES,
-    JUDGMENTS,
-    PAIRWISE_LABELS,
-    TableError,
-    empty,
-)
+from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, PAIRWISE_LABELS
+from pairank.storage.validation import TableError, empty
 
 from ._records import (
     ANY,
@@ -87,7 +81,7 @@ PREFERRED = {1: "A", 2: "B", "1": "A", "2": "B"}
 ENGINE = "published"
 REVISION = "princeton-nlp/LLMBar@900616b"
 ASPECT = "instruction_following"
-CREATED_AT = dt.datetime(2024, 7, 8, 2, 21, 13, tzinfo=dt.timezone.utc)
+CREATED_AT = dt.datetime(2024, 7, 8, 2, 21, 13, tzinfo=dt.UTC)
 NO_WINNER = "published verdict has no winner"
 #: result side -> (candidate_a, candidate_b) systems.
 SLOTS = {"swap = False": ("output_1", "output_2"), "swap = True": ("output_2", "output_1")}
@@ -107,20 +101,24 @@ def load(src: Location, skip_invalid: bool = False) -> ImportedSet:
         for rec in records.values():
             context_id = f"{prefix}{rec.row}"
             for system in ("output_1", "output_2"):
-                candidates.append({
-                    "context_id": context_id,
-                    "context": rec.data["input"],
-                    "candidate_id": f"{context_id}/{system}",
-                    "system": system,
-                    "text": rec.data[system],
-                })
+                candidates.append(
+                    {
+                        "context_id": context_id,
+                        "context": rec.data["input"],
+                        "candidate_id": f"{context_id}/{system}",
+                        "system": system,
+                        "text": rec.data[system],
+                    }
+                )
                 cand_origins.append((rec.source, rec.row))
-            pairs.append({
-                "context_id": context_id,
-                "candidate_a": f"{context_id}/output_1",
-                "candidate_b": f"{context_id}/output_2",
-                "preferred": PREFERRED[rec.data["label"]],
-            })
+            pairs.append(
+                {
+                    "context_id": context_id,
+                    "candidate_a": f"{context_id}/output_1",
+                    "candidate_b": f"{context_id}/output_2",
+                    "preferred": PREFERRED[rec.data["label"]],
+                }
+            )
             pair_origins.append((rec.source, rec.row))
         for model, mode, result in find_results(folder):
             for verdicts in read_verdicts(result, records, n_records):
@@ -218,30 +216,32 @@ def judgment_rows(verdicts: Record, pair: Record, prefix: str, model: str, mode:
         else:
             raw_text = None
         id_a, id_b = f"{context_id}/{a}", f"{context_id}/{b}"
-        rows.append({
-            "key": judgment_key(
-                judge, prompt_hash, ASPECT, context_id, pair.data["input"], id_a, pair.data[a], id_b, pair.data[b]
-            ),
-            "engine": ENGINE,
-            "model": model,
-            "revision": REVISION,
-            "prompt_hash": prompt_hash,
-            "sampling": canonical_json(judge["sampling"]),
-            "context_id": context_id,
-            "aspect": ASPECT,
-            "candidate_a": id_a,
-            "candidate_b": id_b,
-            "p_a": None if label is None else float(label == "A"),
-            "logprob_a": None,
-            "logprob_b": None,
-            "label": label,
-            "raw_text": raw_text,
-            "input_tokens": 0,
-            "output_tokens": 0,
-            "seconds": 0.0,
-            "error": NO_WINNER if label is None else None,
-            "created_at": CREATED_AT,
-        })
+        rows.append(
+            {
+                "key": judgment_key(
+                    judge, prompt_hash, ASPECT, context_id, pair.data["input"], id_a, pair.data[a], id_b, pair.data[b]
+                ),
+                "engine": ENGINE,
+                "model": model,
+                "revision": REVISION,
+                "prompt_hash": prompt_hash,
+                "sampling": canonical_json(judge["sampling"]),
+                "context_id": context_id,
+                "aspect": ASPECT,
+                "candidate_a": id_a,
+                "candidate_b": id_b,
+                "p_a": None if label is None else float(label == "A"),
+                "logprob_a": None,
+                "logprob_b": None,
+                "label": label,
+                "raw_text": raw_text,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "seconds": 0.0,
+                "error": NO_WINNER if label is None else None,
+                "created_at": CREATED_AT,
+            }
+        )
     return rows
 
 
@@ -266,8 +266,9 @@ def attribute_generators(
     import numpy as np
 
     preferred = {}
-    for ctx, a, b, pref in zip(*(labels.column(c).to_pylist() for c in ("context_id", "candidate_a", "candidate_b",
-                                                                        "preferred"))):
+    for ctx, a, b, pref in zip(
+        *(labels.column(c).to_pylist() for c in ("context_id", "candidate_a", "candidate_b", "preferred"))
+    ):
         if pref in ("A", "B"):
             preferred[ctx] = (a, b) if pref == "A" else (b, a)
     contexts = sorted(preferred)
@@ -279,5 +280,6 @@ def attribute_generators(
         system[better], system[worse] = first, second
     ids = candidates.column("candidate_id").to_pylist()
     new = [system.get(cid, old) for cid, old in zip(ids, candidates.column("system").to_pylist())]
-    return candidates.set_column(candidates.schema.get_field_index("system"), candidates.schema.field("system"),
-                                 pa.array(new, pa.string()))
+    return candidates.set_column(
+        candidates.schema.get_field_index("system"), candidates.schema.field("system"), pa.array(new, pa.string())
+    )

@@ -29,7 +29,7 @@ import html
 import re
 
 from pairank.storage.fs import Location
-from pairank.storage.schemas import TableError
+from pairank.storage.validation import TableError
 
 from ._records import (
     ANY,
@@ -44,7 +44,7 @@ from ._records import (
 )
 
 ASPECTS = ("coherence", "fluency", "informativeness", "relevance")
-SCORES = {a: NUMBER for a in ASPECTS}
+SCORES = dict.fromkeys(ASPECTS, NUMBER)
 SHAPE = {"doc_id": TEXT, "source": TEXT, "system_output": TEXT, "scores": SCORES}
 SYSTEMS_SHAPE = {"src": TEXT, "ref_summ": ANY, "sys_summs": ANY}
 SYSTEM_SUMMARY = {"sys_summ": TEXT, "scores": SCORES}
@@ -82,13 +82,15 @@ def load(src: Location) -> ImportedSet:
                     f"the summary of {where} (up to tokenisation): the positional join does not hold",
                     repr(entry["sys_summ"][:80]),
                 )
-            candidates.append({
-                "context_id": doc_id,
-                "context": rec.data["source"],
-                "candidate_id": f"{doc_id}/{system}",
-                "system": system,
-                "text": rec.data["system_output"],
-            })
+            candidates.append(
+                {
+                    "context_id": doc_id,
+                    "context": rec.data["source"],
+                    "candidate_id": f"{doc_id}/{system}",
+                    "system": system,
+                    "text": rec.data["system_output"],
+                }
+            )
             scores.append(rec.data["scores"])
             origins.append((rec.source, rec.row))
     return scored_set(candidates, scores, origins)

@@ -22,7 +22,7 @@ Ids: ``context_id`` = article_id, ``candidate_id`` = ``{article_id}/{system}``.
 from __future__ import annotations
 
 from pairank.storage.fs import Location
-from pairank.storage.schemas import TableError
+from pairank.storage.validation import TableError
 
 from ._records import (
     ANY,
@@ -41,7 +41,7 @@ from ._records import (
 )
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
-SHAPE = {"article_id": TEXT, "summary_id": TEXT, "article": TEXT, "summary": TEXT} | {a: NUMBER for a in ASPECTS}
+SHAPE = {"article_id": TEXT, "summary_id": TEXT, "article": TEXT, "summary": TEXT} | dict.fromkeys(ASPECTS, NUMBER)
 SYSTEM_DOC = {"src": TEXT, "refs": ANY, "hypos": ANY}
 
 
@@ -74,18 +74,22 @@ def load(src: Location) -> ImportedSet:
                     raise TableError(sys_source, k, column, NUMBER, "no such field") from None
                 if not close(value, rec.data[aspect]):
                     raise TableError(
-                        sys_source, k, column,
+                        sys_source,
+                        k,
+                        column,
                         f"{rec.data[aspect]} (the {aspect} of summeval.jsonl row {rec.row}, "
                         f"{article_id}/{rec.data['summary_id']}): the positional join does not hold",
                         repr(value),
                     )
-            candidates.append({
-                "context_id": article_id,
-                "context": rec.data["article"],
-                "candidate_id": f"{article_id}/{system}",
-                "system": system,
-                "text": rec.data["summary"],
-            })
+            candidates.append(
+                {
+                    "context_id": article_id,
+                    "context": rec.data["article"],
+                    "candidate_id": f"{article_id}/{system}",
+                    "system": system,
+                    "text": rec.data["summary"],
+                }
+            )
             scores.append({a: rec.data[a] for a in ASPECTS})
             origins.append((rec.source, rec.row))
     return scored_set(candidates, scores, origins)

@@ -33,7 +33,7 @@ SHAPE = {
     "context": TEXT,
     "system_id": TEXT,
     "system_output": TEXT,
-    "scores": {a: NUMBER for a in ASPECTS},
+    "scores": dict.fromkeys(ASPECTS, NUMBER),
 }
 
 
@@ -45,13 +45,15 @@ def load(src: Location) -> ImportedSet:
     for rec in records:
         d = rec.data
         context_id = ids.setdefault((d["source"], d["context"]), f"D{len(ids)}")
-        candidates.append({
-            "context_id": context_id,
-            "context": render_context(d["context"], d["source"]),
-            "candidate_id": f"{context_id}/{d['system_id']}",
-            "system": d["system_id"],
-            "text": d["system_output"],
-        })
+        candidates.append(
+            {
+                "context_id": context_id,
+                "context": render_context(d["context"], d["source"]),
+                "candidate_id": f"{context_id}/{d['system_id']}",
+                "system": d["system_id"],
+                "text": d["system_output"],
+            }
+        )
         scores.append(d["scores"])
         origins.append((rec.source, rec.row))
     return scored_set(candidates, scores, origins)

@@ -78,9 +78,7 @@ def test_cluster_launcher_config_passes_rays_schema_with_a_gpu_worker_on_the_sam
     validate_config(prepare_config(copy.deepcopy(config)))  # Ray's own schema, with the provider's defaults
     image = config["docker"]["image"]
     assert image == pod_specs(rayjob_documents()["RayJob"])["head"]["containers"][0]["image"]
-    workers = {
-        name: t for name, t in config["available_node_types"].items() if name != config["head_node_type"]
-    }
+    workers = {name: t for name, t in config["available_node_types"].items() if name != config["head_node_type"]}
     gpu = [t for t in workers.values() if "--gpus all" in t.get("docker", {}).get("worker_run_options", [])]
     assert gpu and all(t["docker"]["worker_image"] == image for t in gpu)
     assert all(t["min_workers"] >= 1 for t in gpu)

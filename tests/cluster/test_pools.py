@@ -8,7 +8,8 @@ import threading
 import time
 from collections import Counter
 
-from pairank.cluster.pools import Gate, PoolMonitor
+from pairank.cluster.judge_actor import Gate
+from pairank.cluster.pool_monitor import PoolMonitor
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from tests.helpers import judge_actor_pids, run_and_kill, spec_for, write_input
@@ -71,10 +72,15 @@ def test_a_pool_with_batches_in_flight_judges_each_key_once_and_survives_a_sigki
     data = write_input(tmp_path / "input", summeval_tables, 8, 6)
     out = tmp_path / "out"
     spec = spec_for(
-        data, out, name="in-flight", scheduler={"name": "full"}, judge={"seconds_per_comparison": 0.1},
-        pool={"size": 1, "num_cpus": 1, "batch_size": 6, "max_batches_in_flight": 3}, cluster={"num_cpus": 2},
+        data,
+        out,
+        name="in-flight",
+        scheduler={"name": "full"},
+        judge={"seconds_per_comparison": 0.1},
+        pool={"size": 1, "num_cpus": 1, "batch_size": 6, "max_batches_in_flight": 3},
+        cluster={"num_cpus": 2},
         flush_rows=12,
-    )  # fmt: skip
+    )
     victim = run_and_kill(spec, tmp_path, only_actor, first_part_s=240, finish_s=300)
     total = 8 * 6 * 5
     cache = JudgmentCache(Location.of(str(out)).join("tables", "judgments"))

@@ -13,10 +13,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pairank.cluster.pools import PoolMonitor
+from pairank.cluster.pool_monitor import PoolMonitor
+from pairank.jobs.pipeline.pool import PoolRecord, judge_pool
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
-from pairank.jobs.pipeline.steps import PoolRecord, judge_pool
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from tests.helpers import spec_for, write_input
@@ -53,9 +53,15 @@ def test_the_monitor_routes_to_the_slot_unless_it_is_gone_or_full_and_lets_only_
 def range_spec(input_folder, output, **pool) -> dict:
     """A full matrix on a pool of 1..2 actors of 1 CPU each; 20 ms per comparison (about 5 s on one actor)."""
     return spec_for(
-        input_folder, output, name="scaled", scheduler={"name": "full"}, judge={"seconds_per_comparison": 0.02},
-        pool={"size": "1..2", "num_cpus": 1, "batch_size": 8, **pool}, cluster={"num_cpus": 2}, flush_rows=40,
-    )  # fmt: skip
+        input_folder,
+        output,
+        name="scaled",
+        scheduler={"name": "full"},
+        judge={"seconds_per_comparison": 0.02},
+        pool={"size": "1..2", "num_cpus": 1, "batch_size": 8, **pool},
+        cluster={"num_cpus": 2},
+        flush_rows=40,
+    )
 
 
 def stored_keys(output: Path) -> Counter:
@@ -77,9 +83,7 @@ def test_a_range_pool_grows_while_calls_wait_and_judges_each_key_once(ray_local,
     assert "actors: 2 at most, 2 at the end" in result.layout.report_md.read_text()
 
 
-def test_a_range_pool_stays_at_min_when_the_cluster_has_no_room_and_asks_the_autoscaler(
-    ray_local, input_8x6, tmp_path
-):
+def test_a_range_pool_stays_at_min_when_the_cluster_has_no_room_and_asks_the_autoscaler(ray_local, input_8x6, tmp_path):
     """A placement group holds the second CPU (the third stays Ray Data's): the pool keeps 1 actor, asks Ray's
     autoscaler for room for 2 (no autoscaler reads it here), withdraws the request at the end, and finishes."""
     import ray
@@ -106,11 +110,17 @@ def requests(contexts: int, n: int, first: int = 0) -> pa.Table:
     rows."""
     ids = [f"x{i}" for i in range(n)]
     pairs = [(f"ctx{c}", a, b) for c in range(first, first + contexts) for a, b in itertools.permutations(ids, 2)]
-    return pa.table({
-        "key": [f"{c}|{a}|{b}" for c, a, b in pairs], "context_id": [c for c, _, _ in pairs],
-        "aspect": ["coherence"] * len(pairs), "candidate_a": [a for _, a, _ in pairs],
-        "candidate_b": [b for _, _, b in pairs], "prompt": [""] * len(pairs), "prompt_hash": ["h"] * len(pairs),
-    })  # fmt: skip
+    return pa.table(
+        {
+            "key": [f"{c}|{a}|{b}" for c, a, b in pairs],
+            "context_id": [c for c, _, _ in pairs],
+            "aspect": ["coherence"] * len(pairs),
+            "candidate_a": [a for _, a, _ in pairs],
+            "candidate_b": [b for _, _, b in pairs],
+            "prompt": [""] * len(pairs),
+            "prompt_hash": ["h"] * len(pairs),
+        }
+    )
 
 
 def wait_for(condition, timeout: float = 20) -> bool:
@@ -155,8 +165,9 @@ def test_a_served_range_pool_is_a_serve_deployment_that_autoscales_between_its_e
     from tests.helpers import TOKEN, compare_body, free_port, request, spec_dict
 
     folder = write_input(tmp_path / "input", summeval_tables, 2, 3)
-    spec = parse_spec(spec_dict(folder.uri, str(tmp_path / "out"), pool={"size": "1..2", "num_cpus": 1,
-                                                                          "batch_size": 8}), "test")  # fmt: skip
+    spec = parse_spec(
+        spec_dict(folder.uri, str(tmp_path / "out"), pool={"size": "1..2", "num_cpus": 1, "batch_size": 8}), "test"
+    )
     try:
         url = start_server(spec, "127.0.0.1", free_port(), token_digest(TOKEN))
         body = compare_body("An article about owls.", ("owl-1", "Owls hunt at night."), ("owl-2", "Owls are birds."))

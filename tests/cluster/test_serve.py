@@ -12,12 +12,12 @@ import psutil
 import pytest
 
 from pairank.jobs.cli.main import main
-from pairank.jobs.serve import OnlineJudging, start_server, token_digest
 from pairank.jobs.leaderboard import build_leaderboard
 from pairank.jobs.pipeline.requests import RequestMaker
+from pairank.jobs.pipeline.setup import mode_prompts
 from pairank.jobs.run import run_job
+from pairank.jobs.serve import OnlineJudging, start_server, token_digest
 from pairank.jobs.specs.job import parse_spec
-from pairank.jobs.pipeline.steps import mode_prompts
 from pairank.operators.judges import judge_identity
 from pairank.operators.judges.modes import judging_identity
 from pairank.storage.layout import RunLayout
@@ -76,8 +76,9 @@ def test_keys_shared_with_batch_runs(server):
     a, b, c = [r for r in rows if r["context_id"] == ctx][:3]
     maker = RequestMaker(table, mode_prompts(spec), judging_identity(judge_identity(spec.judge), spec.judging))
 
-    body = compare_body(a["context"], (a["candidate_id"], a["text"]), (b["candidate_id"], b["text"]),
-                        aspect="fluency", context_id=ctx)  # fmt: skip
+    body = compare_body(
+        a["context"], (a["candidate_id"], a["text"]), (b["candidate_id"], b["text"]), aspect="fluency", context_id=ctx
+    )
     status, online, _ = request(f"{url}/compare", body)
     assert status == 200 and online["cached"] is False
     assert online["key"] == maker.key("fluency", ctx, a["candidate_id"], b["candidate_id"])
@@ -86,8 +87,7 @@ def test_keys_shared_with_batch_runs(server):
     assert result.cached >= 1 and result.errors == 0
     assert rows_with_key(spec.output, online["key"]) == 1  # the batch run reused the online judgment
 
-    body = compare_body(a["context"], (c["candidate_id"], c["text"]), (a["candidate_id"], a["text"]),
-                        context_id=ctx)  # fmt: skip
+    body = compare_body(a["context"], (c["candidate_id"], c["text"]), (a["candidate_id"], a["text"]), context_id=ctx)
     status, from_batch, _ = request(f"{url}/compare", body)
     assert status == 200 and from_batch["cached"] is True
     assert from_batch["key"] == maker.key("coherence", ctx, c["candidate_id"], a["candidate_id"])
@@ -158,9 +158,11 @@ def test_binds_loopback_only(server):
     listening = [c for c in psutil.net_connections("inet") if c.status == psutil.CONN_LISTEN and c.laddr.port == port]
     assert listening and {c.laddr.ip for c in listening} == {"127.0.0.1"}
     others = [
-        a.address for addrs in psutil.net_if_addrs().values() for a in addrs
+        a.address
+        for addrs in psutil.net_if_addrs().values()
+        for a in addrs
         if a.family == socket.AF_INET and not a.address.startswith("127.")
-    ]  # fmt: skip
+    ]
     for address in others:
         with socket.socket() as s:
             s.settimeout(2)
@@ -170,10 +172,14 @@ def test_binds_loopback_only(server):
 def test_multi_pass_mode_is_refused_clearly(tmp_path):
     """PRePair needs a first pass per output: POST /compare says so (501); no engine is needed to say it."""
     spec = parse_spec(
-        spec_dict(str(tmp_path / "in"), str(tmp_path / "store"), judging={"mode": "prepair"},
-                  judge={"engine": "http", "base_url": "http://127.0.0.1:9/v1", "model": "m"}),
+        spec_dict(
+            str(tmp_path / "in"),
+            str(tmp_path / "store"),
+            judging={"mode": "prepair"},
+            judge={"engine": "http", "base_url": "http://127.0.0.1:9/v1", "model": "m"},
+        ),
         "test",
-    )  # fmt: skip
+    )
     service = OnlineJudging(spec)
     body = json.dumps(compare_body("x", ("a", "ta"), ("b", "tb"))).encode()
     reply = asyncio.run(service.handle("POST", "/compare", {}, body, None))

@@ -87,8 +87,13 @@ def post_stream(port: int, send: int, declared: int | None = None, token: str | 
     head, _, body = raw.partition(b"\r\n\r\n")
     lines = head.decode().split("\r\n")
     headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-    return {"status": int(lines[0].split()[1]), "answer": json.loads(body), "headers": headers, "sent": sent,
-            "seconds": seconds}  # fmt: skip
+    return {
+        "status": int(lines[0].split()[1]),
+        "answer": json.loads(body),
+        "headers": headers,
+        "sent": sent,
+        "seconds": seconds,
+    }
 
 
 def _length(raw: bytes) -> int:
@@ -126,9 +131,23 @@ def test_the_token_reaches_no_process_the_server_starts(tmp_path, summeval_table
     env = {**os.environ, name: token, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pairank.jobs.cli.main", "serve", str(path), "--port", str(port), "--token-env", name],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "pairank.jobs.cli.main",
+                "serve",
+                str(path),
+                "--port",
+                str(port),
+                "--token-env",
+                name,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 240
         while f"http://127.0.0.1:{port}\n" not in log_path.read_text():
@@ -252,10 +271,11 @@ def depth_of(value) -> int:
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ ab\n\u00e9', max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(alphabet='[]{}"\\ a', max_size=4), inner,
-                                                                max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(alphabet='[]{}"\\ a', max_size=4), inner, max_size=4)
+    ),
     max_leaves=30,
-)  # fmt: skip
+)
 
 
 @settings(max_examples=300, deadline=None)

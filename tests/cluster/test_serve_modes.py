@@ -14,10 +14,10 @@ import pyarrow as pa
 import pytest
 
 from pairank.cluster.deployments import stop
-from pairank.jobs.serve import start_server
 from pairank.jobs.pipeline.requests import RequestMaker
+from pairank.jobs.pipeline.setup import mode_prompts
+from pairank.jobs.serve import start_server
 from pairank.jobs.specs.job import parse_spec
-from pairank.jobs.pipeline.steps import mode_prompts
 from pairank.operators.judges import judge_identity
 from pairank.operators.judges.modes import judging_identity
 from tests.helpers import (
@@ -39,7 +39,7 @@ GENERATED = "The second summary is more coherent.\n[[B]]"
 class Completions(BaseHTTPRequestHandler):
     calls: list[dict] = []
 
-    def do_POST(self):  # noqa: N802 - http.server's name
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if not self.path.endswith("/v1/completions"):
             self.send_error(404)  # no /tokenize: the judge reads labels by string
@@ -47,8 +47,10 @@ class Completions(BaseHTTPRequestHandler):
         Completions.calls.append(body)
         n = body.get("n", 1)
         texts = [GENERATED] if n == 1 else [SAMPLES[i % len(SAMPLES)] for i in range(n)]
-        answer = {"choices": [{"index": i, "text": t} for i, t in enumerate(texts)],
-                  "usage": {"prompt_tokens": 10, "completion_tokens": 5 * n}}  # fmt: skip
+        answer = {
+            "choices": [{"index": i, "text": t} for i, t in enumerate(texts)],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5 * n},
+        }
         reply_json(self, answer)
 
     def log_message(self, *args):
@@ -71,10 +73,14 @@ def endpoint():
 def test_generating_modes_online(tmp_path, ray_local, endpoint, judging, p_a, label):
     output = str(tmp_path / "store")
     spec = parse_spec(
-        spec_dict(str(tmp_path / "in"), output, judging=judging,
-                  judge={"engine": "http", "base_url": endpoint, "model": "scripted", "concurrency": 2}),
+        spec_dict(
+            str(tmp_path / "in"),
+            output,
+            judging=judging,
+            judge={"engine": "http", "base_url": endpoint, "model": "scripted", "concurrency": 2},
+        ),
         "test",
-    )  # fmt: skip
+    )
     try:
         url = start_server(spec, "127.0.0.1", free_port())
         body = compare_body("An article.", ("x", "A clear summary."), ("y", "Another summary."), context_id="doc-1")
@@ -90,12 +96,18 @@ def test_generating_modes_online(tmp_path, ray_local, endpoint, judging, p_a, la
         assert len(Completions.calls) == before + 1  # answered from the cache
         assert rows_with_key(output, first["key"]) == 1
 
-        candidates = pa.table({
-            "context_id": ["doc-1"] * 2, "context": ["An article."] * 2, "candidate_id": ["x", "y"],
-            "text": ["A clear summary.", "Another summary."],
-        })  # fmt: skip
+        candidates = pa.table(
+            {
+                "context_id": ["doc-1"] * 2,
+                "context": ["An article."] * 2,
+                "candidate_id": ["x", "y"],
+                "text": ["A clear summary.", "Another summary."],
+            }
+        )
         identity = judging_identity(judge_identity(spec.judge), spec.judging)
-        assert first["key"] == RequestMaker(candidates, mode_prompts(spec), identity).key("coherence", "doc-1", "x", "y")
+        assert first["key"] == RequestMaker(candidates, mode_prompts(spec), identity).key(
+            "coherence", "doc-1", "x", "y"
+        )
     finally:
         stop()
 
@@ -107,10 +119,14 @@ def test_the_cpu_vllm_judge_online(tmp_path, ray_local, default_model):
 
     output = str(tmp_path / "store")
     spec = parse_spec(
-        spec_dict(str(tmp_path / "in"), output, pool={"size": 1, "num_cpus": 2, "batch_size": 4},
-                  judge={"engine": "vllm", "model": "default", "env": CPU_ENGINE_ENV}),
+        spec_dict(
+            str(tmp_path / "in"),
+            output,
+            pool={"size": 1, "num_cpus": 2, "batch_size": 4},
+            judge={"engine": "vllm", "model": "default", "env": CPU_ENGINE_ENV},
+        ),
         "test",
-    )  # fmt: skip
+    )
     try:
         url = start_server(spec, "127.0.0.1", free_port())
         body = compare_body("The cat sat on the mat all day.", ("s1", "A cat sat on a mat."), ("s2", "Dogs bark."))

@@ -48,8 +48,10 @@ def pairank(*args: str, env: dict | None = None, timeout: float = 300) -> subpro
 def jobs_api_ready(address: str) -> bool:
     out = subprocess.run(
         [sys.executable, "-c", f"from ray.job_submission import JobSubmissionClient as C; C({address!r}).list_jobs()"],
-        capture_output=True, env=client_env(), timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        env=client_env(),
+        timeout=60,
+    )
     return out.returncode == 0
 
 
@@ -94,10 +96,14 @@ def ray_head():
     temp = Path(tempfile.mkdtemp(prefix="prk-head-", dir="/tmp"))  # short: Ray's socket paths are limited
     dashboard = free_port()
     ports = {
-        "--port": free_port(), "--dashboard-port": dashboard, "--dashboard-agent-listen-port": free_port(),
-        "--dashboard-agent-grpc-port": free_port(), "--runtime-env-agent-port": free_port(),
-        "--metrics-export-port": free_port(), "--ray-client-server-port": free_port(),
-    }  # fmt: skip
+        "--port": free_port(),
+        "--dashboard-port": dashboard,
+        "--dashboard-agent-listen-port": free_port(),
+        "--dashboard-agent-grpc-port": free_port(),
+        "--runtime-env-agent-port": free_port(),
+        "--metrics-export-port": free_port(),
+        "--ray-client-server-port": free_port(),
+    }
     env = client_env(
         RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
         RAY_USAGE_STATS_ENABLED="0",
@@ -105,16 +111,26 @@ def ray_head():
         # the job's entrypoint (python3 -m pairank.jobs.cli.main ...) finds this venv's interpreter
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     )
-    log = open(temp / "ray-start.log", "wb")
+    log = open(temp / "ray-start.log", "wb")  # noqa: SIM115 - a server's log, open for its life
     proc = subprocess.Popen(
         [
-            str(Path(sys.executable).parent / "ray"), "start", "--head", "--block",
-            "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1", "--include-dashboard=true",
-            "--num-cpus=3", "--object-store-memory=500000000", f"--temp-dir={temp}",
+            str(Path(sys.executable).parent / "ray"),
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            "--dashboard-host=127.0.0.1",
+            "--include-dashboard=true",
+            "--num-cpus=3",
+            "--object-store-memory=500000000",
+            f"--temp-dir={temp}",
             *(f"{flag}={port}" for flag, port in ports.items()),
         ],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     address = f"http://127.0.0.1:{dashboard}"
     try:
         deadline = time.monotonic() + 180
@@ -160,8 +176,8 @@ def test_a_spec_in_the_checkout_runs_from_its_own_path_with_the_overrides_on_the
     sub = prepare("configs/demo.yaml", ["output=s3://bucket/pairank", "scheduler.name=pairs_greedy"], environ={})
     assert sub.working_dir == ROOT and sub.staged is None and sub.env_vars == {}
     assert sub.entrypoint == (
-        "python3 -m pairank.jobs.cli.main run configs/demo.yaml --set output=s3://bucket/pairank --set scheduler.name=pairs_greedy "
-        "--set cluster.address=auto"
+        "python3 -m pairank.jobs.cli.main run configs/demo.yaml --set output=s3://bucket/pairank "
+        "--set scheduler.name=pairs_greedy --set cluster.address=auto"
     )
     assert sub.runtime_env() == {"working_dir": str(ROOT), "excludes": list(EXCLUDES)}
     # the code travels as the pairank package the submitting command runs
@@ -180,7 +196,9 @@ def test_a_spec_from_elsewhere_is_uploaded_as_a_validated_copy_that_finds_the_ch
     spec = simulated_spec(tmp_path, tmp_path / "input", "copied")
     environ = {"AWS_SECRET_ACCESS_KEY": SECRET, "AWS_PROFILE": "laptop", "HOME": "/home/x", "EXTRA": "1"}
     sub = prepare(str(spec), ["subset.contexts=2"], extra_env=["EXTRA"], environ=environ)
-    assert sub.entrypoint == "python3 -m pairank.jobs.cli.main run .pairank-submit/copied.yaml --set cluster.address=auto"
+    assert (
+        sub.entrypoint == "python3 -m pairank.jobs.cli.main run .pairank-submit/copied.yaml --set cluster.address=auto"
+    )
     assert sub.env_vars == {"AWS_SECRET_ACCESS_KEY": SECRET, "EXTRA": "1"}
     path, text = sub.staged
     copy = yaml.safe_load(text)
@@ -214,9 +232,7 @@ def test_an_unreachable_cluster_is_named_with_where_its_address_came_from(tmp_pa
     assert out.returncode == 2 and "pass --address" in out.stderr
 
 
-def test_submit_waits_streams_the_log_and_the_outputs_land_under_the_storage_root(
-    ray_head, tmp_path, summeval_tables
-):
+def test_submit_waits_streams_the_log_and_the_outputs_land_under_the_storage_root(ray_head, tmp_path, summeval_tables):
     input_dir = write_input(tmp_path / "input", summeval_tables, 2, 3).path
     spec = simulated_spec(tmp_path, input_dir, "submitted")
     env = client_env(AWS_SECRET_ACCESS_KEY=SECRET, AWS_ACCESS_KEY_ID="pairank-test", AWS_PROFILE="laptop")
@@ -257,9 +273,14 @@ def test_stop_stops_a_running_job_and_the_waiting_submit_exits_1(ray_head, tmp_p
     input_dir = write_input(tmp_path / "input", summeval_tables, 2, 3).path
     spec = simulated_spec(tmp_path, input_dir, "slow", seconds_per_comparison=30)  # 12 comparisons: 6 minutes
     submit = subprocess.Popen(
-        [*PAIRANK, "submit", str(spec), "--address", ray_head], cwd=ROOT, env=client_env(),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        [*PAIRANK, "submit", str(spec), "--address", ray_head],
+        cwd=ROOT,
+        env=client_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         job_id = submit.stdout.readline().strip()
         assert job_id.startswith("pairank-slow-"), submit.stderr.read() if submit.poll() is not None else job_id
@@ -285,9 +306,16 @@ def test_the_demo_spec_runs_on_the_cluster_with_the_cpu_judge(ray_head, tmp_path
     input_dir = write_input(tmp_path / "summeval", summeval_tables, 4, 4).path
     store = tmp_path / "store"
     out = pairank(
-        "submit", "configs/demo.yaml", "--address", ray_head, "--set", f"input={input_dir}", "--set", f"output={store}",
+        "submit",
+        "configs/demo.yaml",
+        "--address",
+        ray_head,
+        "--set",
+        f"input={input_dir}",
+        "--set",
+        f"output={store}",
         timeout=600,
-    )  # fmt: skip
+    )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-3000:]
     job_id = out.stdout.splitlines()[0]
     assert str(store / "runs" / "demo" / "report.md") in out.stdout
@@ -306,8 +334,10 @@ def test_a_nightly_spec_submitted_on_two_nights_commits_both(ray_head, tmp_path,
     contexts = sorted(set(candidates.column("context_id").to_pylist()))[:2]
 
     def drop(name: str, systems: list[str]) -> None:
-        mask = pc.and_(pc.is_in(candidates.column("context_id"), pa.array(contexts)),
-                       pc.is_in(candidates.column("system"), pa.array(systems)))  # fmt: skip
+        mask = pc.and_(
+            pc.is_in(candidates.column("context_id"), pa.array(contexts)),
+            pc.is_in(candidates.column("system"), pa.array(systems)),
+        )
         folder = tmp_path / "prefix" / name
         folder.mkdir(parents=True)
         pq.write_table(candidates.filter(mask), folder / "candidates.parquet")

@@ -57,42 +57,12 @@ NAMES = sorted(CONFIGS)
 GREEDY_LIKE = ["greedy", "greedy_sym"]
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def run_one(name: str, ids: list[str], seed: int, p_fn, ctx: str = "ctx"):
     return run_config(CONFIGS[name], ids, seed, p_fn, ctx)
 
 
 # ---------------------------------------------------------------------------
 # protocol checks every machine must pass (test_adaptive_more.py runs them on its machines too)
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def critical_path(n: int) -> int:
@@ -349,7 +319,7 @@ def test_beam_against_greedy_under_a_noisy_judge() -> None:
     n = 12
     ids = cands(n)
     rho = {"greedy": [], "beam_sum": [], "beam_mean": []}
-    asked = {key: 0 for key in rho}
+    asked = dict.fromkeys(rho, 0)
     for seed in range(30):
         z = [NormalDist().inv_cdf(_unit("score", seed, i)) for i in range(n)]
         scores = dict(zip(ids, z))

@@ -415,7 +415,7 @@ def test_adaptive_stopping_rules() -> None:
 
 def win_ratio_ranking(ids: list[str], p_fn) -> list[str]:
     """The full matrix (both orders of every pair), ranked by hard win ratio."""
-    wins = {x: 0 for x in ids}
+    wins = dict.fromkeys(ids, 0)
     for a, b in itertools.permutations(ids, 2):
         p = p_fn("ctx", a, b)
         if p != 0.5:

@@ -19,7 +19,8 @@ from pairank.operators.leaderboard import OVERALL
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
-from pairank.storage.schemas import LEADERBOARD, validate
+from pairank.storage.schemas import LEADERBOARD
+from pairank.storage.validation import validate
 from tests.browser import check_rows_in_dom, check_screenshot, render
 from tests.helpers import ROOT, write_input
 
@@ -35,16 +36,25 @@ def spec_for(input_folder, output, **over) -> dict:
         "aspects": ["coherence", "fluency"],
         "prompts": PROMPTS,
         "judge": {
-            "engine": "simulated", "seed": 5, "quality": input_folder.join("human_scores.parquet").uri,
-            "scale": 2.0, "noise": 0.5, "position_bias": 0.3,
+            "engine": "simulated",
+            "seed": 5,
+            "quality": input_folder.join("human_scores.parquet").uri,
+            "scale": 2.0,
+            "noise": 0.5,
+            "position_bias": 0.3,
         },
         "scheduler": {"name": "full"},
         "pool": {"size": 1, "num_cpus": 1, "batch_size": 64},
         "report": {"bootstrap": 50},
-        "winrate": {"baseline": "M0", "methods": ["observed", "bwrs"], "prior": "in_dist", "gold_fraction": 0.5,
-                    "draws": 1000},
+        "winrate": {
+            "baseline": "M0",
+            "methods": ["observed", "bwrs"],
+            "prior": "in_dist",
+            "gold_fraction": 0.5,
+            "draws": 1000,
+        },
         "flush_rows": 256,
-    }  # fmt: skip
+    }
     for key, value in over.items():
         spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
     return spec
@@ -83,8 +93,12 @@ def test_leaderboard_of_a_simulated_run(tmp_path, small_input, ray_local, capsys
             assert r["n_judgments"] > 0 and all(j.startswith("simulated@") for j in r["judges"])
             assert r["winrate_baseline"] == "M0"
             if aspect != OVERALL and r["system"] != "M0":  # carried: bwrs where it has an estimate, else observed
-                pooled = {w["method"]: w for w in rates if w["estimate"] is not None
-                          and (w["aspect"], w["system"], w["judge"]) == (aspect, r["system"], "*")}
+                pooled = {
+                    w["method"]: w
+                    for w in rates
+                    if w["estimate"] is not None
+                    and (w["aspect"], w["system"], w["judge"]) == (aspect, r["system"], "*")
+                }
                 want = pooled.get("bwrs") or pooled["observed"]
                 assert (r["winrate_method"], r["winrate_estimate"]) == (want["method"], want["estimate"])
                 assert r["winrate_low"] <= r["winrate_estimate"] <= r["winrate_high"]
@@ -112,8 +126,7 @@ def test_leaderboard_of_a_simulated_run(tmp_path, small_input, ray_local, capsys
 @pytest.mark.s3
 def test_leaderboard_under_an_s3_root(tmp_path, small_input, ray_local):
     root = f"s3://pairank/lb-{uuid.uuid4().hex[:8]}"
-    spec = spec_for(small_input, root, name="s3-night", aspects=["coherence"], winrate=None,
-                    subset={"contexts": 4})
+    spec = spec_for(small_input, root, name="s3-night", aspects=["coherence"], winrate=None, subset={"contexts": 4})
     run_job(parse_spec(spec, "test"), progress=lambda m: None)
     result = build_leaderboard(root, n_boot=20)
     assert result.table.uri == f"{root}/leaderboard/leaderboard.parquet"
@@ -130,8 +143,12 @@ def test_leaderboard_under_an_s3_root(tmp_path, small_input, ray_local):
 
 def fake_run(root: Location, name: str, input_folder: Location, aspects=("coherence",)) -> None:
     RunLayout(root, name).manifest.write_json(
-        {"name": name, "state": "done", "started_at": "2026-01-01T00:00:00+00:00",
-         "spec": {"input": input_folder.uri, "aspects": list(aspects), "subset": {}}}
+        {
+            "name": name,
+            "state": "done",
+            "started_at": "2026-01-01T00:00:00+00:00",
+            "spec": {"input": input_folder.uri, "aspects": list(aspects), "subset": {}},
+        }
     )
 
 
@@ -159,8 +176,10 @@ def test_a_judged_candidate_missing_from_the_inputs(tmp_path, small_input, capsy
     root = Location.of(str(tmp_path / "store"))
     fake_run(root, "night-1", small_input)
     ctx = small_input.join("candidates.parquet").read_parquet().column("context_id")[0].as_py()
-    rows = [judgment(ctx, "coherence", f"{ctx}/M0", f"{ctx}/M1", "A"),
-            judgment(ctx, "coherence", f"{ctx}/M0", f"{ctx}/M99", "B")]
+    rows = [
+        judgment(ctx, "coherence", f"{ctx}/M0", f"{ctx}/M1", "A"),
+        judgment(ctx, "coherence", f"{ctx}/M0", f"{ctx}/M99", "B"),
+    ]
     JudgmentCache(RunLayout(root, "").judgments).append(table(rows))
     assert main(["leaderboard", "--root", root.uri]) == 2
     err = capsys.readouterr().err
@@ -175,14 +194,20 @@ def test_the_json_and_table_agree_on_a_hand_made_root(tmp_path, small_input):
     fake_run(root, "night-1", small_input, aspects=("coherence",))
     cands = small_input.join("candidates.parquet").read_parquet()
     ctxs = sorted(set(cands.column("context_id").to_pylist()))
-    rows = [judgment(c, "coherence", f"{c}/{a}", f"{c}/{b}", "A" if a < b else "tie", i=0)
-            for c in ctxs for a in SYSTEMS for b in SYSTEMS if a != b]
+    rows = [
+        judgment(c, "coherence", f"{c}/{a}", f"{c}/{b}", "A" if a < b else "tie", i=0)
+        for c in ctxs
+        for a in SYSTEMS
+        for b in SYSTEMS
+        if a != b
+    ]
     rows += [judgment(ctxs[0], "relevance", f"{ctxs[0]}/M0", f"{ctxs[0]}/M1", "A")]  # not an aspect of the run
     JudgmentCache(RunLayout(root, "").judgments).append(table(rows))
     result = build_leaderboard(root.uri, n_boot=10, seed=1)
     assert result.meta["judgments"]["used"] == len(rows) - 1
-    saved = pa.Table.from_pylist(json.loads((tmp_path / "store/leaderboard/leaderboard.json").read_text())["rows"],
-                                 schema=LEADERBOARD)
+    saved = pa.Table.from_pylist(
+        json.loads((tmp_path / "store/leaderboard/leaderboard.json").read_text())["rows"], schema=LEADERBOARD
+    )
     assert saved.equals(pq.read_table(tmp_path / "store/leaderboard/leaderboard.parquet"))
     assert [r["system"] for r in saved.to_pylist() if r["aspect"] == "coherence"] == SYSTEMS  # "M0" beats all
 
@@ -205,7 +230,8 @@ def categorised_input(folder, summeval_tables, contexts=None) -> Location:
         cands = cands.filter(pc.is_in(cands.column("context_id"), pa.array(sorted(contexts))))
         human = out.join("human_scores.parquet").read_parquet()
         out.join("human_scores.parquet").write_parquet(
-            human.filter(pc.is_in(human.column("candidate_id"), cands.column("candidate_id"))))
+            human.filter(pc.is_in(human.column("candidate_id"), cands.column("candidate_id")))
+        )
     out.join("candidates.parquet").write_parquet(cands)
     return out
 
@@ -217,13 +243,22 @@ def simulated_judgments(input_folder: Location) -> pa.Table:
 
     cands = input_folder.join("candidates.parquet").read_parquet().to_pylist()
     requests = [
-        {"key": f"{a['context_id']}|{aspect}|{a['candidate_id']}|{b['candidate_id']}", "context_id": a["context_id"],
-         "aspect": aspect, "candidate_a": a["candidate_id"], "candidate_b": b["candidate_id"], "prompt_hash": "h"}
-        for aspect in ASPECTS for a in cands for b in cands
+        {
+            "key": f"{a['context_id']}|{aspect}|{a['candidate_id']}|{b['candidate_id']}",
+            "context_id": a["context_id"],
+            "aspect": aspect,
+            "candidate_a": a["candidate_id"],
+            "candidate_b": b["candidate_id"],
+            "prompt_hash": "h",
+        }
+        for aspect in ASPECTS
+        for a in cands
+        for b in cands
         if a["context_id"] == b["context_id"] and a["candidate_id"] != b["candidate_id"]
-    ]  # fmt: skip
-    spec = SimulatedJudgeSpec(seed=5, quality=input_folder.join("human_scores.parquet").uri, scale=2.0, noise=0.5,
-                              position_bias=0.3)  # fmt: skip
+    ]
+    spec = SimulatedJudgeSpec(
+        seed=5, quality=input_folder.join("human_scores.parquet").uri, scale=2.0, noise=0.5, position_bias=0.3
+    )
     return SimulatedJudge(spec).judge(pa.Table.from_pylist(requests))
 
 
@@ -243,20 +278,27 @@ def category_roots(tmp_path_factory, summeval_tables):
     judgments = simulated_judgments(full)
     whole = judged_root(Location.of(str(base / "whole")), "all", full, judgments)
     alone = judged_root(Location.of(str(base / "alone")), "news-only", news, judgments)
-    return (build_leaderboard(whole.uri, n_boot=30, seed=4), build_leaderboard(alone.uri, n_boot=30, seed=4),
-            base / "whole/leaderboard")  # fmt: skip
+    return (
+        build_leaderboard(whole.uri, n_boot=30, seed=4),
+        build_leaderboard(alone.uri, n_boot=30, seed=4),
+        base / "whole/leaderboard",
+    )
 
 
 def _figures(quality: dict) -> dict:
     """The quality figures without the references' sources (the two roots' inputs are different folders)."""
-    return {a: {**q, "references": [{k: v for k, v in r.items() if k != "source"} for r in q["references"]]}
-            for a, q in quality.items()}  # fmt: skip
+    return {
+        a: {**q, "references": [{k: v for k, v in r.items() if k != "source"} for r in q["references"]]}
+        for a, q in quality.items()
+    }
 
 
 def test_a_category_board_equals_the_board_of_a_run_restricted_to_its_contexts(category_roots):
     whole, alone, folder = category_roots
     assert [(c["category"], c["contexts"], c["folder"]) for c in whole.categories] == [
-        ("news", 4, "categories/news"), ("science", 3, "categories/science")]  # the 8th context has no category
+        ("news", 4, "categories/news"),
+        ("science", 3, "categories/science"),
+    ]  # the 8th context has no category
     assert json.loads((folder / "leaderboard.json").read_text())["categories"] == whole.categories
     news = validate(pq.read_table(folder / "categories/news/leaderboard.parquet"), LEADERBOARD, "news")
     assert news.equals(pq.read_table(alone.table.path))  # strengths, intervals, ranks, counts: every column
@@ -265,8 +307,10 @@ def test_a_category_board_equals_the_board_of_a_run_restricted_to_its_contexts(c
     assert _figures(meta["quality"]) == _figures(alone.meta["quality"])
     assert meta["judge_bias"] == alone.meta["judge_bias"]
     # the whole board has all 8 contexts, each category board its own
-    contexts = {c: json.loads((folder / f"categories/{c}/leaderboard.json").read_text())["counts"][OVERALL]["contexts"]
-                for c in ("news", "science")}  # fmt: skip
+    contexts = {
+        c: json.loads((folder / f"categories/{c}/leaderboard.json").read_text())["counts"][OVERALL]["contexts"]
+        for c in ("news", "science")
+    }
     assert contexts == {"news": 4, "science": 3} and whole.meta["counts"][OVERALL]["contexts"] == 8
     # quality: the human scores of the runs' inputs are the reference, per aspect and overall
     for aspect in (OVERALL, *ASPECTS):
@@ -300,8 +344,24 @@ def test_the_command_prints_the_quality_and_the_categories_and_compares_with_a_r
     (tmp_path / "ref.json").write_bytes((folder / "leaderboard.json").read_bytes())
     capsys.readouterr()
     # the board itself as a reference, as Parquet (its folder) and as JSON: Spearman 1, agreement 1
-    assert main(["leaderboard", "--root", root.uri, "--n-boot", "30", "--seed", "4",
-                 "--reference", str(folder), "--reference", str(tmp_path / "ref.json")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "leaderboard",
+                "--root",
+                root.uri,
+                "--n-boot",
+                "30",
+                "--seed",
+                "4",
+                "--reference",
+                str(folder),
+                "--reference",
+                str(tmp_path / "ref.json"),
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "quality: coherence: separability" in err and "held-out comparisons" in err
     assert "human scores: Spearman" in err and f"leaderboard {folder / 'leaderboard.parquet'}: Spearman +1.00" in err
@@ -315,11 +375,17 @@ def test_the_command_prints_the_quality_and_the_categories_and_compares_with_a_r
             assert own["agreement"] == 1.0 and own["pairs"] == meta["quality"][aspect]["separable_pairs"] > 0
     news = json.loads((folder / "categories/news/leaderboard.json").read_text())
     assert [r["reference"] for r in news["quality"][OVERALL]["references"]] == [
-        "human scores", f"leaderboard {folder / 'leaderboard.parquet'}", f"leaderboard {tmp_path / 'ref.json'}"]
+        "human scores",
+        f"leaderboard {folder / 'leaderboard.parquet'}",
+        f"leaderboard {tmp_path / 'ref.json'}",
+    ]
 
     (tmp_path / "bad.json").write_text('{"rows": [{"aspect": "coherence", "system": "M0"}]}')
-    for bad, message in [(tmp_path / "missing.parquet", "no such file"),
-                         (tmp_path / "bad.json", "column `rank` in"), (tmp_path / "input", "no such file")]:
+    for bad, message in [
+        (tmp_path / "missing.parquet", "no such file"),
+        (tmp_path / "bad.json", "column `rank` in"),
+        (tmp_path / "input", "no such file"),
+    ]:
         assert main(["leaderboard", "--root", root.uri, "--n-boot", "0", "--reference", str(bad)]) == 2
         assert message in capsys.readouterr().err, bad
     assert main(["leaderboard", "--root", root.uri, "--nightly", "n", "--as-of", "1", "--reference", str(folder)]) == 2

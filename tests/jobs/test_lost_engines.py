@@ -82,10 +82,15 @@ def ten_input(tmp_path, summeval_tables):
 def slow_spec(input_folder, output, **over) -> dict:
     """A full matrix on 2 simulated actors, slow enough (about 10 s of judging) to kill engines during it."""
     base = spec_for(
-        input_folder, output, name="lost", scheduler={"name": "full"},
-        judge={"seconds_per_comparison": 0.02}, pool={"size": 2, "num_cpus": 1, "batch_size": 16, "retries": 2},
-        cluster={"num_cpus": 2}, flush_rows=16,
-    )  # fmt: skip
+        input_folder,
+        output,
+        name="lost",
+        scheduler={"name": "full"},
+        judge={"seconds_per_comparison": 0.02},
+        pool={"size": 2, "num_cpus": 1, "batch_size": 16, "retries": 2},
+        cluster={"num_cpus": 2},
+        flush_rows=16,
+    )
     for key, value in over.items():
         base[key] = {**base.get(key, {}), **value} if isinstance(value, dict) else value
     return base
@@ -118,15 +123,22 @@ def test_a_comparison_that_kills_its_engine_every_time_is_an_error_row_and_the_j
     cands = pq.read_table(Path(ten_input.path) / "candidates.parquet").to_pylist()
     ctx = sorted({c["context_id"] for c in cands})[3]
     a, b = sorted(c["candidate_id"] for c in cands if c["context_id"] == ctx)[:2]
-    data = slow_spec(ten_input, out, judge={"seconds_per_comparison": 0.0, "crash_on": [[ctx, a, b]]},
-                     pool={"batch_size": 8, "retries": 2})  # fmt: skip
+    data = slow_spec(
+        ten_input,
+        out,
+        judge={"seconds_per_comparison": 0.0, "crash_on": [[ctx, a, b]]},
+        pool={"batch_size": 8, "retries": 2},
+    )
     spec = tmp_path / "poison.yaml"
     spec.write_text(yaml.safe_dump(data))
     started = time.monotonic()
     run = subprocess.run(
-        [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec)], capture_output=True, text=True, timeout=600,
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=600,
         cwd=ROOT,
-    )  # fmt: skip
+    )
     assert run.returncode == 3, run.stderr[-3000:]
     assert time.monotonic() - started < 300
     table = JudgmentCache(Location.of(str(out)).join("tables", "judgments")).read()
@@ -153,18 +165,36 @@ class FailingPool:
 
 def test_what_the_pool_returned_is_stored_before_a_failing_stream_propagates(tmp_path):
     rows = [
-        {"key": f"k{i}", "engine": "simulated", "model": "m", "revision": "r", "prompt_hash": "p", "sampling": "{}",
-         "context_id": "c", "aspect": "a", "candidate_a": "x", "candidate_b": "y", "p_a": 0.5, "label": "tie",
-         "logprob_a": None, "logprob_b": None, "raw_text": None, "input_tokens": 0, "output_tokens": 0,
-         "seconds": 0.0, "error": None, "created_at": dt.datetime(2026, 1, 1)}
+        {
+            "key": f"k{i}",
+            "engine": "simulated",
+            "model": "m",
+            "revision": "r",
+            "prompt_hash": "p",
+            "sampling": "{}",
+            "context_id": "c",
+            "aspect": "a",
+            "candidate_a": "x",
+            "candidate_b": "y",
+            "p_a": 0.5,
+            "label": "tie",
+            "logprob_a": None,
+            "logprob_b": None,
+            "raw_text": None,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "seconds": 0.0,
+            "error": None,
+            "created_at": dt.datetime(2026, 1, 1),
+        }
         for i in range(30)
-    ]  # fmt: skip
+    ]
     table = pa.Table.from_pylist(rows, schema=JUDGMENTS)
     cache = JudgmentCache(Location.of(str(tmp_path / "judgments")))
     batches = [table.slice(0, 10), table.slice(10, 10), table.slice(10, 10)]  # the last is a batch sent twice
     with pytest.raises(RuntimeError, match="abort"):
         judge_into_cache(FailingPool(batches), table, cache, flush_rows=8192, progress=lambda m: None)
-    keys = [k for k in cache.rows().column("key").to_pylist()]
+    keys = list(cache.rows().column("key").to_pylist())
     assert sorted(keys) == sorted(f"k{i}" for i in range(20))  # returned, stored once each, before the error
 
 
@@ -172,8 +202,14 @@ def test_what_the_pool_returned_is_stored_before_a_failing_stream_propagates(tmp
 def test_a_night_on_s3_with_an_engine_killed_mid_night_commits(ray_local, summeval_tables, tmp_path):
     prefix, out = "s3://pairank/lost-night/inputs", "s3://pairank/lost-night/store"
     write_input(prefix + "/2026-11-20", summeval_tables, 6, 8)
-    spec = slow_spec(Location.of(prefix), out, name="board", scheduler={"name": "pairs_anchors"},
-                     judge={"seconds_per_comparison": 0.03}, nightly={"night": "2026-11-20", "n_boot": 10})  # fmt: skip
+    spec = slow_spec(
+        Location.of(prefix),
+        out,
+        name="board",
+        scheduler={"name": "pairs_anchors"},
+        judge={"seconds_per_comparison": 0.03},
+        nightly={"night": "2026-11-20", "n_boot": 10},
+    )
     killer = Killer(out, times=1)
     killer.start()
     night = run_nightly(parse_spec(spec, "test"), progress=lambda m: None)

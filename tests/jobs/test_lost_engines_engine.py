@@ -93,8 +93,9 @@ def test_an_async_engine_whose_core_died_ends_its_actor_and_the_run_exits_0_with
         return pid
 
     try:
-        killed, cache, report = run_engine_and_kill(tmp_path, summeval_tables, core, judge={"async_engine": True},
-                                             pool={"max_batches_in_flight": 2})  # fmt: skip
+        killed, cache, report = run_engine_and_kill(
+            tmp_path, summeval_tables, core, judge={"async_engine": True}, pool={"max_batches_in_flight": 2}
+        )
     finally:
         done.set()
     assert_each_key_judged_once(cache, report)

@@ -24,7 +24,8 @@ from pairank.operators.prompts import PromptTemplate
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.importers import llmbar, run_import
-from pairank.storage.schemas import JUDGMENTS, META_EVAL, PAIRWISE_LABELS, TableError
+from pairank.storage.schemas import JUDGMENTS, META_EVAL, PAIRWISE_LABELS
+from pairank.storage.validation import TableError
 from tests.helpers import by_evaluator, mismatches, published
 
 TEMPLATE = PromptTemplate("llmbar", "{context}\n\nOutput (a):\n{candidate_a}\n\nOutput (b):\n{candidate_b}\n\nBetter:")
@@ -67,11 +68,13 @@ def test_replay_by_model_and_mode_gives_the_published_labels_and_statistics(
     want = {
         (r["candidate_a"], r["candidate_b"]): r["label"]
         for r in imported.judgments.filter(
-            pc.and_(pc.equal(imported.judgments.column("model"), model),
-                    pc.equal(imported.judgments.column("sampling"), sampling))
+            pc.and_(
+                pc.equal(imported.judgments.column("model"), model),
+                pc.equal(imported.judgments.column("sampling"), sampling),
+            )
         ).to_pylist()
         if r["context_id"].startswith(subset + "/")
-    }  # fmt: skip
+    }
     got = {(r["candidate_a"], r["candidate_b"]): r["label"] for r in out.to_pylist()}
     assert len(got) == out.num_rows == len(want) and got == want
     errors = [e for e in out.column("error").to_pylist() if e is not None]
@@ -79,8 +82,9 @@ def test_replay_by_model_and_mode_gives_the_published_labels_and_statistics(
     # one judge identity for answered and error rows: the source's model and revision, the mode in the sampling
     assert set(out.column("model").to_pylist()) == {model}
     assert set(out.column("revision").to_pylist()) == {llmbar.REVISION}
-    assert set(out.column("sampling").to_pylist()) == {json.dumps({"mode": mode, "source": source},
-                                                                  separators=(",", ":"))}
+    assert set(out.column("sampling").to_pylist()) == {
+        json.dumps({"mode": mode, "source": source}, separators=(",", ":"))
+    }
 
     [row] = evaluate(out, imported.pairwise_labels).to_pylist()
     assert (row["subset"], row["judge"], row["engine"]) == (subset, f"{model}/{mode}", "replay")
@@ -167,11 +171,16 @@ def test_job_errors_name_the_file(natural: Path, tmp_path: Path) -> None:
     (folder / "candidates.parquet").write_bytes((natural / "candidates.parquet").read_bytes())
     with pytest.raises(FileNotFoundError, match="no pairwise labels"):
         meta_eval(str(folder))
-    bad = pa.Table.from_pylist([{"context_id": "0", "candidate_a": "0/output_1", "candidate_b": "0/output_9",
-                                 "preferred": "A"}], schema=PAIRWISE_LABELS)
+    bad = pa.Table.from_pylist(
+        [{"context_id": "0", "candidate_a": "0/output_1", "candidate_b": "0/output_9", "preferred": "A"}],
+        schema=PAIRWISE_LABELS,
+    )
     Location.of(str(folder / "pairwise_labels.parquet")).write_parquet(bad)
-    with pytest.raises(TableError, match=r"column `candidate_b` in .*pairwise_labels.parquet row 0: expected a "
-                                         r"candidate_id of .*candidates.parquet, found '0/output_9'"):
+    with pytest.raises(
+        TableError,
+        match=r"column `candidate_b` in .*pairwise_labels.parquet row 0: expected a "
+        r"candidate_id of .*candidates.parquet, found '0/output_9'",
+    ):
         meta_eval(str(folder))
     Location.of(str(folder / "pairwise_labels.parquet")).write_parquet(PAIRWISE_LABELS.empty_table())
     with pytest.raises(FileNotFoundError, match="judgments.parquet: no judgments"):

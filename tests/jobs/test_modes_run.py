@@ -124,8 +124,15 @@ def test_prepair_analyses_each_output_once_per_job_and_reuses_them_later(
 
     # another job (adaptive, generated verdicts): new verdict keys, but every analysis comes from the cache
     second = run_job(
-        spec_for(small_input, store, "prepair-greedy", "prepair", contexts=2, judging={"verdict": "generate"},
-                 scheduler={"name": "pairs_greedy"})  # fmt: skip
+        spec_for(
+            small_input,
+            store,
+            "prepair-greedy",
+            "prepair",
+            contexts=2,
+            judging={"verdict": "generate"},
+            scheduler={"name": "pairs_greedy"},
+        )
     )
     assert calls(second)["analysis"] == 0 and calls(second)["pairwise"] == second.judged > 0
     assert second.report["first_passes"]["run"] == 0 and second.report["first_passes"]["cached"] >= 6

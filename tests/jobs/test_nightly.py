@@ -22,7 +22,8 @@ from pairank.storage.cache import JudgmentCache
 from pairank.storage.commits import CommitConflict, CommitLog, NightlyLayout
 from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
-from pairank.storage.schemas import NIGHTLY_STATE, validate
+from pairank.storage.schemas import NIGHTLY_STATE
+from pairank.storage.validation import validate
 from tests.browser import check_screenshot, render
 from tests.helpers import ROOT
 
@@ -33,8 +34,10 @@ NEW = "M12"  # "S5": the system that arrives on night 2
 def write_drop(prefix, name, tables, contexts, systems):
     """An input folder under the prefix: those systems' outputs for those contexts, with their human scores."""
     candidates, human = tables
-    mask = pc.and_(pc.is_in(candidates.column("context_id"), pa.array(contexts)),
-                   pc.is_in(candidates.column("system"), pa.array(systems)))  # fmt: skip
+    mask = pc.and_(
+        pc.is_in(candidates.column("context_id"), pa.array(contexts)),
+        pc.is_in(candidates.column("system"), pa.array(systems)),
+    )
     small = candidates.filter(mask)
     folder = Location.of(str(prefix)).join(name)
     folder.join("candidates.parquet").write_parquet(small)
@@ -95,8 +98,10 @@ def test_nights_insert_only_new_outputs(tmp_path, summeval_tables, contexts, ray
     assert len(night1) == c1["judged_now"]
     state1 = state_of(out, first.commit)
     assert len(state1) == 12 and {r["role"] for r in state1} == {"anchor"}  # 4 outputs < 97 anchors: all sorted
-    order1 = {ctx: [r["candidate_id"] for r in sorted(state1, key=lambda r: r["rank"]) if r["context_id"] == ctx]
-              for ctx in contexts[:3]}  # fmt: skip
+    order1 = {
+        ctx: [r["candidate_id"] for r in sorted(state1, key=lambda r: r["rank"]) if r["context_id"] == ctx]
+        for ctx in contexts[:3]
+    }
 
     # night 2: S5 for the old prompts, and two new prompts with all five systems
     s5 = write_drop(prefix, "2026-11-21-s5", summeval_tables, contexts[:3], [NEW])
@@ -123,12 +128,18 @@ def test_nights_insert_only_new_outputs(tmp_path, summeval_tables, contexts, ray
     # the latest leaderboard and its history: both nights, S5 from night 2 on
     folder = out / "leaderboard"
     history = pq.read_table(folder / "history.parquet").to_pylist()
-    by_night = {n: sorted(r["system"] for r in history if r["night"] == n and r["aspect"] == OVERALL)
-                for n in ("2026-11-20", "2026-11-21")}  # fmt: skip
+    by_night = {
+        n: sorted(r["system"] for r in history if r["night"] == n and r["aspect"] == OVERALL)
+        for n in ("2026-11-20", "2026-11-21")
+    }
     assert by_night == {"2026-11-20": sorted(OLD), "2026-11-21": sorted(OLD + [NEW])}
     doc = json.loads((folder / "leaderboard.json").read_text())
-    assert doc["nightly"] == {"name": "board", "night": "2026-11-21", "commit": 2,
-                              "nights": ["2026-11-20", "2026-11-21"]}  # fmt: skip
+    assert doc["nightly"] == {
+        "name": "board",
+        "night": "2026-11-21",
+        "commit": 2,
+        "nights": ["2026-11-20", "2026-11-21"],
+    }
     assert sorted(r["system"] for r in doc["rows"] if r["aspect"] == OVERALL) == sorted(OLD + [NEW])
     assert len(doc["history"]) == len(history)
     as_of_night2 = {name: (folder / name).read_bytes() for name in ("leaderboard.parquet", "history.parquet")}
@@ -177,9 +188,12 @@ def test_nights_insert_only_new_outputs(tmp_path, summeval_tables, contexts, ray
 
     placed = polars.read_delta(str(out / "nightly/board/state")).to_dicts()
     key = lambda r: (r["aspect"], r["context_id"], r["rank"])  # noqa: E731
-    night2 = sorted(({k: v for k, v in r.items() if k not in ("seq", "committed_night")} for r in placed
-                     if r["seq"] == 2), key=key)  # fmt: skip
-    assert night2 == sorted(state2, key=key) and {r["committed_night"] for r in placed if r["seq"] == 2} == {"2026-11-21"}
+    night2 = sorted(
+        ({k: v for k, v in r.items() if k not in ("seq", "committed_night")} for r in placed if r["seq"] == 2), key=key
+    )
+    assert night2 == sorted(state2, key=key) and {r["committed_night"] for r in placed if r["seq"] == 2} == {
+        "2026-11-21"
+    }
     assert {r["seq"] for r in placed} == {1, 2, 3, 4}
     boards = polars.read_delta(str(out / "nightly/board/history"))
     assert boards.filter(polars.col("seq") == 2).height == len([r for r in history if r["night"] == "2026-11-21"])

@@ -32,8 +32,10 @@ S5 = "M12"
 
 def drop(name, tables, contexts, systems) -> set[str]:
     candidates, human = tables
-    mask = pc.and_(pc.is_in(candidates.column("context_id"), pa.array(contexts)),
-                   pc.is_in(candidates.column("system"), pa.array(systems)))  # fmt: skip
+    mask = pc.and_(
+        pc.is_in(candidates.column("context_id"), pa.array(contexts)),
+        pc.is_in(candidates.column("system"), pa.array(systems)),
+    )
     small = candidates.filter(mask)
     folder = Location.of(PREFIX).join(name)
     folder.join("candidates.parquet").write_parquet(small)
@@ -88,8 +90,10 @@ def test_two_nights_on_s3_with_the_cpu_judge(tmp_path, summeval_tables, s3_serve
 
     board = Location.of(ROOT_URI).join("leaderboard")
     history = board.join("history.parquet").read_parquet().to_pylist()
-    nights = {n: sorted(r["system"] for r in history if r["night"] == n and r["aspect"] == OVERALL)
-              for n in ("2026-11-20", "2026-11-21")}  # fmt: skip
+    nights = {
+        n: sorted(r["system"] for r in history if r["night"] == n and r["aspect"] == OVERALL)
+        for n in ("2026-11-20", "2026-11-21")
+    }
     assert nights == {"2026-11-20": sorted(S1_S4), "2026-11-21": sorted(S1_S4 + [S5])}
     doc = board.join("leaderboard.json").read_json()
     assert doc["nightly"]["nights"] == ["2026-11-20", "2026-11-21"]

@@ -113,10 +113,17 @@ def test_compat_machine_ranks_and_asks_as_the_code(kind: str, symmetric: bool) -
         for k, u in enumerate(U_HS):
             seed = 7 * beam + k
             machines = {
-                n: PairsBeam(f"{kind}-{beam}-{k}-n{n}", cands(n), seed, beam_size=beam, entropy_threshold=u,
-                             symmetric=symmetric, compat="pairs-code")
+                n: PairsBeam(
+                    f"{kind}-{beam}-{k}-n{n}",
+                    cands(n),
+                    seed,
+                    beam_size=beam,
+                    entropy_threshold=u,
+                    symmetric=symmetric,
+                    compat="pairs-code",
+                )
                 for n in NS
-            }  # fmt: skip
+            }
             judge = Tracker(p_fn)  # fails on a pair asked twice
             run_lockstep(machines.values(), judge)
             for n, m in machines.items():

@@ -22,29 +22,54 @@ def four_input(tmp_path, summeval_tables):
 
 
 def test_static_schedules_judge_every_pair_once_per_variant(ray_local, four_input, tmp_path):
-    spec = parse_spec(spec_for(four_input, tmp_path / "out", scheduler={"name": "full"},
-                               judging={"variants": VARIANTS}), "test")  # fmt: skip
+    spec = parse_spec(
+        spec_for(four_input, tmp_path / "out", scheduler={"name": "full"}, judging={"variants": VARIANTS}), "test"
+    )
     result = run_job(spec, progress=lambda m: None)
     assert result.requests == result.judged == 3 * 2 * 12  # variants x contexts x ordered pairs
     table = JudgmentCache(result.layout.judgments).read()
     per_hash = Counter(table.column("prompt_hash").to_pylist())
     assert len(per_hash) == 3 and set(per_hash.values()) == {24}
     # the win ratios count every variant's verdict; ranking with one variant gives the same order here
-    single = run_job(parse_spec(spec_for(four_input, tmp_path / "one", name="one", scheduler={"name": "full"},
-                                         judging={"variants": ["v2"]}), "test"), progress=lambda m: None)  # fmt: skip
+    single = run_job(
+        parse_spec(
+            spec_for(
+                four_input, tmp_path / "one", name="one", scheduler={"name": "full"}, judging={"variants": ["v2"]}
+            ),
+            "test",
+        ),
+        progress=lambda m: None,
+    )
     assert single.judged == 24
-    ranks = lambda r: sorted((x["context_id"], x["candidate_id"], x["rank"]) for x in
-                             r.layout.rankings.read_parquet().to_pylist() if x["method"] == "win_ratio_hard")  # noqa: E731
+
+    def ranks(r):
+        return sorted(
+            (x["context_id"], x["candidate_id"], x["rank"])
+            for x in r.layout.rankings.read_parquet().to_pylist()
+            if x["method"] == "win_ratio_hard"
+        )
+
     assert ranks(result) == ranks(single)
 
 
 def test_adaptive_machines_are_answered_the_mean_of_the_variants(ray_local, four_input, tmp_path):
-    plain = run_job(parse_spec(spec_for(four_input, tmp_path / "a", judging={"variants": ["v1"]}), "t"),
-                    progress=lambda m: None)  # fmt: skip
-    three = run_job(parse_spec(spec_for(four_input, tmp_path / "b", judging={"variants": VARIANTS}), "t"),
-                    progress=lambda m: None)  # fmt: skip
+    plain = run_job(
+        parse_spec(spec_for(four_input, tmp_path / "a", judging={"variants": ["v1"]}), "t"), progress=lambda m: None
+    )
+    three = run_job(
+        parse_spec(spec_for(four_input, tmp_path / "b", judging={"variants": VARIANTS}), "t"), progress=lambda m: None
+    )
     assert three.requests == 3 * plain.requests  # each pair asked once per variant, in the same rounds
     assert len(three.report["adaptive"]["rounds"]) == len(plain.report["adaptive"]["rounds"])
-    order = lambda r: [x["candidate_id"] for x in sorted(r.layout.rankings.read_parquet().to_pylist(),  # noqa: E731
-                       key=lambda x: (x["context_id"], x["rank"])) if x["method"] == "pairs_greedy"]
+
+    def order(r):
+        return [
+            x["candidate_id"]
+            for x in sorted(
+                r.layout.rankings.read_parquet().to_pylist(),
+                key=lambda x: (x["context_id"], x["rank"]),
+            )
+            if x["method"] == "pairs_greedy"
+        ]
+
     assert order(three) == order(plain)

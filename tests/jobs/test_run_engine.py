@@ -55,14 +55,17 @@ def commits_on_s3(client) -> int:
 
 def all_rows() -> list[dict]:
     cache = JudgmentCache(Location.of("s3://pairank/killstore/tables/judgments"))
-    return [row for row in cache.rows().to_pylist()]
+    return list(cache.rows().to_pylist())
 
 
 def test_import_to_s3_with_the_cli(s3_server, shared_data):
     out = subprocess.run(
         [*PAIRANK, "import", "summeval", str(shared_data / "summeval"), "s3://pairank/data/summeval"],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["candidates"] == 1600
     keys = {o["Key"] for o in s3_server.list_objects_v2(Bucket="pairank", Prefix="data/summeval/")["Contents"]}
@@ -73,11 +76,15 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice(s3_server, defau
     assert parts_on_s3(s3_server) == []
     write_input("s3://pairank/killed-input", summeval_tables, 3, 4)  # the shipped SummEval, on S3
     spec = write_spec(tmp_path)
-    log = open(tmp_path / "run1.log", "wb")
+    log = open(tmp_path / "run1.log", "wb")  # noqa: SIM115 - a server's log, open for its life
     proc = subprocess.Popen(
-        [*PAIRANK, "run", str(spec)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [*PAIRANK, "run", str(spec)],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
         env={**os.environ, "PAIRANK_LEASE_TTL_S": "2"},
-    )  # fmt: skip
+    )
     try:
         deadline = time.monotonic() + 400
         while commits_on_s3(s3_server) < 1:
@@ -111,8 +118,9 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice(s3_server, defau
     # A quiet console (issue 17): the engine's and Ray's lines are in the run's log on S3, not on the console.
     lines = second.stderr.splitlines()
     assert lines and all(line.startswith("[pairank] ") for line in lines), [x for x in lines if "[pairank]" not in x]
-    (log,) = [loc for loc in Location.of("s3://pairank/killstore/runs/killed/logs").files(".log")
-              if loc.uri in lines[0]]  # fmt: skip
+    (log,) = [
+        loc for loc in Location.of("s3://pairank/killstore/runs/killed/logs").files(".log") if loc.uri in lines[0]
+    ]
     text = log.read_text()
     assert "vllm" in text.lower() and "JudgeActor" in text and "ray" in text.lower()
 

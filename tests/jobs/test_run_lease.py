@@ -33,14 +33,27 @@ def spec_file(tmp_path, name: str, folder: Location, out, **over) -> str:
 
 def start(spec: str) -> subprocess.Popen:
     env = {**os.environ, "PAIRANK_LEASE_TTL_S": TTL_S}
-    return subprocess.Popen([sys.executable, "-m", "pairank.jobs.cli.main", "run", spec], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def run(spec: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PAIRANK_LEASE_TTL_S": TTL_S}
-    return subprocess.run([sys.executable, "-m", "pairank.jobs.cli.main", "run", spec], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
@@ -91,8 +104,11 @@ def test_a_killed_run_is_flagged_on_the_leaderboard_until_a_later_run_finishes_i
     spec = spec_file(tmp_path, "big", folder, out, judge={"seconds_per_comparison": 0.1})
     big = start(spec)
     try:
-        wait_for(lambda: manifest_state(out, "big") == "judging" and len(stored_keys(out)) > small_keys + 8, 180,
-                 "the big run's first parts")  # fmt: skip
+        wait_for(
+            lambda: manifest_state(out, "big") == "judging" and len(stored_keys(out)) > small_keys + 8,
+            180,
+            "the big run's first parts",
+        )
     finally:
         os.killpg(big.pid, signal.SIGKILL)
         big.wait(timeout=60)

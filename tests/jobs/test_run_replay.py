@@ -34,7 +34,7 @@ def oracle_judgments(candidates: pa.Table, human: pa.Table, aspect: str, drop: i
     by_ctx: dict[str, list[str]] = {}
     for ctx, cid in zip(candidates.column("context_id").to_pylist(), candidates.column("candidate_id").to_pylist()):
         by_ctx.setdefault(ctx, []).append(cid)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     rows = []
     for ctx, ids in sorted(by_ctx.items()):
         for a in ids:
@@ -43,11 +43,29 @@ def oracle_judgments(candidates: pa.Table, human: pa.Table, aspect: str, drop: i
                     continue
                 p = 1 / (1 + math.exp(-(score[a] - score[b])))
                 rows.append(
-                    dict(key=f"src-{ctx}-{a}-{b}", engine="oracle", model="human-oracle", revision="", prompt_hash="",
-                         sampling="{}", context_id=ctx, aspect=aspect, candidate_a=a, candidate_b=b, p_a=p,
-                         logprob_a=math.log(p), logprob_b=math.log(1 - p), label="A" if p > 0.5 else "B" if p < 0.5 else "tie",
-                         raw_text=None, input_tokens=0, output_tokens=0, seconds=0.0, error=None, created_at=now)
-                )  # fmt: skip
+                    dict(
+                        key=f"src-{ctx}-{a}-{b}",
+                        engine="oracle",
+                        model="human-oracle",
+                        revision="",
+                        prompt_hash="",
+                        sampling="{}",
+                        context_id=ctx,
+                        aspect=aspect,
+                        candidate_a=a,
+                        candidate_b=b,
+                        p_a=p,
+                        logprob_a=math.log(p),
+                        logprob_b=math.log(1 - p),
+                        label="A" if p > 0.5 else "B" if p < 0.5 else "tie",
+                        raw_text=None,
+                        input_tokens=0,
+                        output_tokens=0,
+                        seconds=0.0,
+                        error=None,
+                        created_at=now,
+                    )
+                )
     return pa.Table.from_pylist(rows[drop:], schema=JUDGMENTS)
 
 

@@ -18,7 +18,8 @@ import psutil
 import pytest
 import yaml
 
-from pairank.jobs.cli.main import EXIT_CODES, main
+from pairank.jobs.cli.errors import EXIT_CODES
+from pairank.jobs.cli.main import main
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location, StorageError, StorageUnavailable, with_retries
 from tests.helpers import ROOT, S3_PORT, spec_for, write_input
@@ -28,15 +29,25 @@ STALL_S = 30
 
 def weed_process() -> psutil.Process:
     """This session's S3 server (other test sessions on the machine run their own)."""
-    (proc,) = [p for p in psutil.process_iter(["cmdline"])
-               if (p.info["cmdline"] or [""])[0].endswith("weed") and p.info["cmdline"][1:2] == ["mini"]
-               and f"-s3.port={S3_PORT}" in p.info["cmdline"]]  # fmt: skip
+    (proc,) = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if (p.info["cmdline"] or [""])[0].endswith("weed")
+        and p.info["cmdline"][1:2] == ["mini"]
+        and f"-s3.port={S3_PORT}" in p.info["cmdline"]
+    ]
     return proc
 
 
 def cli(args: list[str], env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pairank.jobs.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "pairank.jobs.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def error_line(stderr: str) -> str:
@@ -106,8 +117,13 @@ def test_an_engine_that_fails_to_start_is_exit_5_and_the_manifest_says_failed(tm
     folder = write_input(tmp_path / "input", summeval_tables, 1, 3)
     (tmp_path / "q" / "quality.parquet").parent.mkdir()
     (tmp_path / "q" / "quality.parquet").write_bytes(b"garbage")
-    data = spec_for(folder, tmp_path / "out", name="nostart", scheduler={"name": "full"},
-                    judge={"quality": str(tmp_path / "q" / "quality.parquet")})  # fmt: skip
+    data = spec_for(
+        folder,
+        tmp_path / "out",
+        name="nostart",
+        scheduler={"name": "full"},
+        judge={"quality": str(tmp_path / "q" / "quality.parquet")},
+    )
     run = cli(["run", spec_file(tmp_path, data)])
     assert run.returncode == 5, run.stderr[-3000:]
     last = error_line(run.stderr)

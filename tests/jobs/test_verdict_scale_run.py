@@ -43,7 +43,7 @@ def slot(prompt: str, name: str) -> str:
 class Completions(BaseHTTPRequestHandler):
     prompts: list[str] = []
 
-    def do_POST(self):  # noqa: N802 - http.server's name
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if not self.path.endswith("/v1/completions"):
             self.send_error(404)
@@ -70,20 +70,36 @@ def endpoint():
 @pytest.fixture
 def three_candidates(tmp_path):
     folder = Location.of(str(tmp_path / "input"))
-    folder.join("candidates.parquet").write_parquet(pa.table({
-        "context_id": ["doc"] * 3, "context": ["An article about the weather."] * 3, "candidate_id": list(TEXTS),
-        "system": [f"s{c}" for c in TEXTS], "text": list(TEXTS.values()),
-    }))  # fmt: skip
+    folder.join("candidates.parquet").write_parquet(
+        pa.table(
+            {
+                "context_id": ["doc"] * 3,
+                "context": ["An article about the weather."] * 3,
+                "candidate_id": list(TEXTS),
+                "system": [f"s{c}" for c in TEXTS],
+                "text": list(TEXTS.values()),
+            }
+        )
+    )
     return folder.uri
 
 
 def spec(input_uri: str, output: str, name: str, endpoint: str, **judging):
-    return parse_spec({
-        "name": name, "input": input_uri, "output": output, "aspects": ["coherence"], "prompts": PROMPTS,
-        "judge": {"engine": "http", "base_url": endpoint, "model": "scripted", "concurrency": 2},
-        "judging": {"mode": "generate", "max_tokens": 64, **judging}, "scheduler": {"name": "full"},
-        "pool": {"size": 1, "num_cpus": 1, "batch_size": 4}, "report": {"bootstrap": 0},
-    }, f"{name}.yaml")  # fmt: skip
+    return parse_spec(
+        {
+            "name": name,
+            "input": input_uri,
+            "output": output,
+            "aspects": ["coherence"],
+            "prompts": PROMPTS,
+            "judge": {"engine": "http", "base_url": endpoint, "model": "scripted", "concurrency": 2},
+            "judging": {"mode": "generate", "max_tokens": 64, **judging},
+            "scheduler": {"name": "full"},
+            "pool": {"size": 1, "num_cpus": 1, "batch_size": 4},
+            "report": {"bootstrap": 0},
+        },
+        f"{name}.yaml",
+    )
 
 
 def win_ratios(result, method: str) -> dict[str, float]:
@@ -131,6 +147,11 @@ def test_a_five_level_run_is_judged_stored_and_scored_with_the_decisive_weight(
     rows = JudgmentCache(Location.of(store).join("tables", "judgments")).read().to_pylist()
     assert len(rows) == 12 and len({r["key"] for r in rows}) == 12
     assert sorted((r["label"], r["p_a"]) for r in rows if "verdict_scale" not in r["sampling"]) == [
-        ("A", 1.0), ("A", 1.0), ("A", 1.0), ("B", 0.0), ("B", 0.0), ("B", 0.0)
-    ]  # fmt: skip
+        ("A", 1.0),
+        ("A", 1.0),
+        ("A", 1.0),
+        ("B", 0.0),
+        ("B", 0.0),
+        ("B", 0.0),
+    ]
     assert win_ratios(three, "win_ratio_hard") == {"x": 0.5, "y": 0.5, "z": 0.5}

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 from pairank.jobs.cli.main import main
 from pairank.storage.fs import Location
 from pairank.storage.importers.llmbar import attribute_generators
-from pairank.storage.schemas import WINRATES, validate
+from pairank.storage.schemas import WINRATES
+from pairank.storage.validation import validate
 
 
 def test_winrate_cli_corrects_the_published_judges_toward_the_true_rate(tmp_path, shared_data, capsys):
@@ -29,8 +30,25 @@ def test_winrate_cli_corrects_the_published_judges_toward_the_true_rate(tmp_path
     capsys.readouterr()
 
     out = tmp_path / "out"
-    argv = ["winrate", "--input", str(data), "--baseline", "B", "--prior", "in_dist", "--gold-fraction", "1.0",
-            "--methods", "human", "observed", "bwrs", "dawid_skene_em", "--out", str(out), "--json"]
+    argv = [
+        "winrate",
+        "--input",
+        str(data),
+        "--baseline",
+        "B",
+        "--prior",
+        "in_dist",
+        "--gold-fraction",
+        "1.0",
+        "--methods",
+        "human",
+        "observed",
+        "bwrs",
+        "dawid_skene_em",
+        "--out",
+        str(out),
+        "--json",
+    ]
     assert main(argv) == 0
     printed = json.loads(capsys.readouterr().out)
     rows = validate(pq.read_table(out / "winrates.parquet"), WINRATES, "winrates").to_pylist()
@@ -67,8 +85,21 @@ def test_winrate_cli_takes_ood_accuracies_from_another_labelled_set(tmp_path, sh
     assert main(["import", "llmbar", str(shared_data / "llmbar/LLMBar/Natural"), str(natural)]) == 0
     assert main(["import", "llmbar", str(shared_data / "llmbar/Processed/MT-Bench"), str(mt)]) == 0
     capsys.readouterr()
-    argv = ["winrate", "--input", str(natural), "--baseline", "output_2", "--prior", "ood", "--ood", str(mt),
-            "--methods", "human", "bwrs", "--json"]
+    argv = [
+        "winrate",
+        "--input",
+        str(natural),
+        "--baseline",
+        "output_2",
+        "--prior",
+        "ood",
+        "--ood",
+        str(mt),
+        "--methods",
+        "human",
+        "bwrs",
+        "--json",
+    ]
     assert main(argv) == 0
     rows = json.loads(capsys.readouterr().out)["winrates"]
     bwrs = next(r for r in rows if r["method"] == "bwrs")

@@ -12,7 +12,8 @@ import pytest
 
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import SpecError, parse_spec
-from pairank.storage.schemas import WINRATE_JUDGES, WINRATES, validate
+from pairank.storage.schemas import WINRATE_JUDGES, WINRATES
+from pairank.storage.validation import validate
 from tests.helpers import ROOT, write_input
 
 PROMPTS = str(ROOT / "configs/prompts/summarization")
@@ -67,8 +68,7 @@ def test_one_vs_n_run_writes_win_rates_for_every_method(tmp_path, summeval_table
         mine = {(r["method"], r["judge"]): r for r in rates if r["system"] == system}
         judge = judges[0]["judge"]
         assert judge.startswith("simulated@")
-        assert set(mine) == {("human", ""), ("observed", judge), ("observed", "*"), ("bwrs", "*"),
-                             ("dawid_skene", "*")}
+        assert set(mine) == {("human", ""), ("observed", judge), ("observed", "*"), ("bwrs", "*"), ("dawid_skene", "*")}
         human = mine[("human", "")]
         assert human["n_gold"] > 12 and human["status"] == "ok"
         bw = mine[("bwrs", "*")]
@@ -97,8 +97,14 @@ def test_one_vs_n_run_writes_win_rates_for_every_method(tmp_path, summeval_table
 
 def test_winrate_spec_errors_name_the_missing_baseline(tmp_path):
     folder = tmp_path / "in"
-    base = {"name": "x", "input": str(folder), "output": str(tmp_path), "aspects": ["coherence"],
-            "prompts": PROMPTS, "judge": {"engine": "simulated"}}
+    base = {
+        "name": "x",
+        "input": str(folder),
+        "output": str(tmp_path),
+        "aspects": ["coherence"],
+        "prompts": PROMPTS,
+        "judge": {"engine": "simulated"},
+    }
     with pytest.raises(SpecError, match="one_vs_n needs `baseline`"):
         parse_spec({**base, "scheduler": {"name": "one_vs_n"}}, "spec.yaml")
     with pytest.raises(SpecError, match="winrate needs a baseline"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def judgment(ctx: str, aspect: str, a: str, b: str, p: float | None, error: str | None = None) -> dict:

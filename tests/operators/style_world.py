@@ -21,7 +21,9 @@ def world(length_bias: float, seed: int, contexts: int = 150, markdown: bool = F
         for s in QUALITY:
             n = int(LENGTH[s] * rng.lognormal(0.0, 0.4))  # outputs of one system vary in length
             text = ("**bold** " * int(rng.integers(0, 4)) if markdown else "") + "x" * n
-            cands.append({"context_id": f"c{c}", "context": "q", "candidate_id": f"c{c}/{s}", "system": s, "text": text})
+            cands.append(
+                {"context_id": f"c{c}", "context": "q", "candidate_id": f"c{c}/{s}", "system": s, "text": text}
+            )
     text_of = {r["candidate_id"]: r["text"] for r in cands}
     for c in range(contexts):
         for a in QUALITY:
@@ -34,8 +36,17 @@ def world(length_bias: float, seed: int, contexts: int = 150, markdown: bool = F
                 if bold_a + bold_b:
                     logit += 0.8 * (bold_a - bold_b) / (bold_a + bold_b)
                 label = "A" if rng.random() < 1 / (1 + np.exp(-logit)) else "B"
-                rows.append({"context_id": f"c{c}", "aspect": "overall", "candidate_a": ia, "candidate_b": ib,
-                             "label": label, "p_a": 1.0 if label == "A" else 0.0, "error": None})  # fmt: skip
+                rows.append(
+                    {
+                        "context_id": f"c{c}",
+                        "aspect": "overall",
+                        "candidate_a": ia,
+                        "candidate_b": ib,
+                        "label": label,
+                        "p_a": 1.0 if label == "A" else 0.0,
+                        "error": None,
+                    }
+                )
     return pa.Table.from_pylist(cands), pa.Table.from_pylist(rows)
 
 

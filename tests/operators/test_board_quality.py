@@ -28,15 +28,22 @@ from tests.helpers import leaderboard_table as table
 # A hand-made board of five systems (aspect "coherence"): strength [interval]
 #   A  1.2 [ 0.9,  1.5]     B  0.8 [ 0.5,  1.1]     C  0.0 [-0.3, 0.3]
 #   D -0.5 [-0.8, -0.2]     E -1.5 [-1.9, -1.1]
-BOARD = {"A": (1.2, 0.9, 1.5), "B": (0.8, 0.5, 1.1), "C": (0.0, -0.3, 0.3), "D": (-0.5, -0.8, -0.2),
-         "E": (-1.5, -1.9, -1.1)}  # fmt: skip
+BOARD = {
+    "A": (1.2, 0.9, 1.5),
+    "B": (0.8, 0.5, 1.1),
+    "C": (0.0, -0.3, 0.3),
+    "D": (-0.5, -0.8, -0.2),
+    "E": (-1.5, -1.9, -1.1),
+}
 # A reference ranking (mean human scores); E has none, A and D tie.
 HUMAN = {"A": 4.0, "B": 4.5, "C": 4.2, "D": 4.0}
 
 
 def board_table() -> pa.Table:
-    rows = [{"aspect": "coherence", "system": s, "strength": v, "strength_low": lo, "strength_high": hi}
-            for s, (v, lo, hi) in BOARD.items()]  # fmt: skip
+    rows = [
+        {"aspect": "coherence", "system": s, "strength": v, "strength_low": lo, "strength_high": hi}
+        for s, (v, lo, hi) in BOARD.items()
+    ]
     return pa.Table.from_pylist(rows)
 
 
@@ -89,11 +96,16 @@ def test_the_brier_score_reproduces_the_hand_computation():
     #   X - Y tie: left out (counted);  X - Z: Z is not in the training contexts, left out (counted);
     #   an error row: skipped.
     # Brier = (1/9 + 4/9) / 2 = 5/18 = 0.2778; a coin scores 1/4, so skill = 1 - (5/18) / (1/4) = -1/9.
-    rows = [judgment("t1", "coherence", "t1/X", "t1/Y", "A"), judgment("t2", "coherence", "t2/Y", "t2/X", "B"),
-            judgment("t3", "coherence", "t3/X", "t3/Y", "B"),
-            judgment("h1", "coherence", "h1/X", "h1/Y", "A", i=1), judgment("h1", "coherence", "h1/Y", "h1/X", "A"),
-            judgment("h1", "coherence", "h1/X", "h1/Y", "tie", i=2), judgment("h1", "coherence", "h1/X", "h1/Z", "A"),
-            judgment("h1", "coherence", "h1/Y", "h1/X", None, error="timeout", i=3)]  # fmt: skip
+    rows = [
+        judgment("t1", "coherence", "t1/X", "t1/Y", "A"),
+        judgment("t2", "coherence", "t2/Y", "t2/X", "B"),
+        judgment("t3", "coherence", "t3/X", "t3/Y", "B"),
+        judgment("h1", "coherence", "h1/X", "h1/Y", "A", i=1),
+        judgment("h1", "coherence", "h1/Y", "h1/X", "A"),
+        judgment("h1", "coherence", "h1/X", "h1/Y", "tie", i=2),
+        judgment("h1", "coherence", "h1/X", "h1/Z", "A"),
+        judgment("h1", "coherence", "h1/Y", "h1/X", None, error="timeout", i=3),
+    ]
     cands = pa.concat_tables([candidates(["t1", "t2", "t3"], ["X", "Y"]), candidates(["h1"], ["X", "Y", "Z"])])
     out = brier(table(rows), cands, LeaderboardOptions(n_boot=0, prior_ties=0), held_out={"h1"})
     assert set(out) == {OVERALL, "coherence"}
@@ -121,7 +133,9 @@ def simulate(theta: dict[str, float], contexts: int, seed: int):
             for b, theta_b in theta.items():
                 if a != b:
                     p = 1 / (1 + math.exp(theta_b - theta_a))
-                    rows.append(judgment(ctx, "coherence", f"{ctx}/{a}", f"{ctx}/{b}", "A" if rng.random() < p else "B"))
+                    rows.append(
+                        judgment(ctx, "coherence", f"{ctx}/{a}", f"{ctx}/{b}", "A" if rng.random() < p else "B")
+                    )
     return table(rows), candidates(ctxs, list(theta))
 
 
@@ -152,9 +166,13 @@ def test_on_simulated_judgments_the_model_beats_a_coin_and_agrees_with_the_truth
 
 def test_human_and_leaderboard_references():
     cands = candidates(["c1", "c2"], ["x", "y"])
-    human = pa.table({"candidate_id": ["c1/x", "c2/x", "c1/y", "c2/y", "c1/x", "other/z"],
-                      "aspect": ["coherence", "coherence", "coherence", "coherence", "fluency", "coherence"],
-                      "score": [1.0, 2.0, 4.0, 5.0, 3.0, 9.0]})  # fmt: skip
+    human = pa.table(
+        {
+            "candidate_id": ["c1/x", "c2/x", "c1/y", "c2/y", "c1/x", "other/z"],
+            "aspect": ["coherence", "coherence", "coherence", "coherence", "fluency", "coherence"],
+            "score": [1.0, 2.0, 4.0, 5.0, 3.0, 9.0],
+        }
+    )
     ref = human_reference(human, cands, ["coherence"])  # fluency is not an aspect of the board
     # coherence: x (1 + 2) / 2 = 1.5, y (4 + 5) / 2 = 4.5; overall pools the board's aspects: the same here
     assert ref.scores == {("coherence", "x"): 1.5, ("coherence", "y"): 4.5, (OVERALL, "x"): 1.5, (OVERALL, "y"): 4.5}

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pairank.operators.calibration import batch_calibrate, calibrate_table
-from pairank.storage.schemas import JUDGMENTS, validate
+from pairank.storage.schemas import JUDGMENTS
+from pairank.storage.validation import validate
 from tests.operators.rows import judgment
 
 

@@ -91,7 +91,9 @@ def test_failed_diagnostics_refuse_to_report_an_estimate() -> None:
     votes, _ = simulate(N, Q0, Q1, P, 0)
     result = dawid_skene(votes, JUDGES, draws=30, tune=30, ess_min=100_000, rhat_max=10)
     assert not result.ok and result.estimate is None
-    assert result.reason.startswith("bulk ESS ") and "< 100000 (worst: " in result.reason and "r_hat" not in result.reason
+    assert (
+        result.reason.startswith("bulk ESS ") and "< 100000 (worst: " in result.reason and "r_hat" not in result.reason
+    )
     assert result.ess_bulk < 100_000 and result.draws.size == 60  # the draws stay inspectable
 
     strict = dawid_skene(votes, JUDGES, draws=30, tune=30, rhat_max=1.0, ess_min=0)

@@ -32,8 +32,17 @@ class Flaky(LabelProbabilityJudge):
 
 
 def requests() -> pa.Table:
-    return pa.table({"key": ["k"], "context_id": ["c"], "aspect": ["a"], "candidate_a": ["x"], "candidate_b": ["y"],
-                     "prompt": ["p"], "prompt_hash": ["h"]})  # fmt: skip
+    return pa.table(
+        {
+            "key": ["k"],
+            "context_id": ["c"],
+            "aspect": ["a"],
+            "candidate_a": ["x"],
+            "candidate_b": ["y"],
+            "prompt": ["p"],
+            "prompt_hash": ["h"],
+        }
+    )
 
 
 def test_a_dead_engine_propagates_in_the_default_mode_and_other_failures_are_error_rows():

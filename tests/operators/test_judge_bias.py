@@ -26,12 +26,26 @@ from pairank.operators.reports import render_markdown
 from tests.operators.rows import T0, judgment
 
 
-def row(ctx: str, a: str, b: str, label: str | None, aspect: str = "coherence", model: str = "m",
-        prompt_hash: str = "h", at: int = 0) -> dict:
+def row(
+    ctx: str,
+    a: str,
+    b: str,
+    label: str | None,
+    aspect: str = "coherence",
+    model: str = "m",
+    prompt_hash: str = "h",
+    at: int = 0,
+) -> dict:
     """A judgment with ``label`` (None: an error row), made ``at`` seconds after T0."""
     p = {"A": 0.9, "B": 0.1, "tie": 0.5, None: None}[label]
     r = judgment(ctx, aspect, a, b, p, error=None if label else "timeout")
-    return {**r, "model": model, "prompt_hash": prompt_hash, "label": label, "created_at": T0 + dt.timedelta(seconds=at)}
+    return {
+        **r,
+        "model": model,
+        "prompt_hash": prompt_hash,
+        "label": label,
+        "created_at": T0 + dt.timedelta(seconds=at),
+    }
 
 
 def table(rows: list[dict]) -> pa.Table:
@@ -40,8 +54,9 @@ def table(rows: list[dict]) -> pa.Table:
 
 def candidates(texts: dict[str, str], systems: dict[str, str] | None = None) -> pa.Table:
     ids = list(texts)
-    return pa.table({"candidate_id": ids, "system": [(systems or {}).get(c, c) for c in ids],
-                     "text": [texts[c] for c in ids]})  # fmt: skip
+    return pa.table(
+        {"candidate_id": ids, "system": [(systems or {}).get(c, c) for c in ids], "text": [texts[c] for c in ids]}
+    )
 
 
 # --- wilson ----------------------------------------------------------------------------------------
@@ -105,7 +120,10 @@ def test_length_preference_per_aspect_and_judge_and_a_missing_candidate_is_named
     rows = length_rows() + [row("c0", "y", "x", "A", aspect="fluency"), row("c0", "y", "x", "B", prompt_hash="h2")]
     out = length_preference(table(rows), candidates(TEXTS)).to_pylist()
     assert [(r["aspect"], r["judge"], r["n_decisive"]) for r in out] == [
-        ("coherence", "m@h", 10), ("coherence", "m@h2", 1), ("fluency", "m@h", 1)]  # fmt: skip
+        ("coherence", "m@h", 10),
+        ("coherence", "m@h2", 1),
+        ("fluency", "m@h", 1),
+    ]
     with pytest.raises(ValueError, match="candidate_a 'q' is not in the candidates table"):
         length_preference(table([row("c0", "q", "x", "A")]), candidates(TEXTS))
 
@@ -136,17 +154,31 @@ SELF_SYSTEMS = {"j1": "Judge-X", "j2": "Judge-X", "o1": "other", "o2": "other", 
 def test_self_preference_by_hand():
     own = {"model": "org/judge-x"}  # the judge model names system Judge-X (org prefix and case ignored)
     rows = [
-        row("c1", "j1", "o1", "A", **own), row("c2", "o2", "j2", "B", **own), row("c3", "j1", "t1", "A", **own),
-        row("c4", "t1", "j1", "B", **own), row("c5", "j2", "o2", "B", **own),  # Judge-X wins 4 of 5
-        row("c6", "j1", "o1", "tie", **own), row("c7", "j1", "o1", None, **own),  # a tie, an error: left out
+        row("c1", "j1", "o1", "A", **own),
+        row("c2", "o2", "j2", "B", **own),
+        row("c3", "j1", "t1", "A", **own),
+        row("c4", "t1", "j1", "B", **own),
+        row("c5", "j2", "o2", "B", **own),  # Judge-X wins 4 of 5
+        row("c6", "j1", "o1", "tie", **own),
+        row("c7", "j1", "o1", None, **own),  # a tie, an error: left out
         row("c8", "o1", "t1", "A", **own),  # Judge-X not in it
         row("c9", "j1", "j2", "A", **own),  # Judge-X against itself: not a comparison with another system
-    ]  # fmt: skip
+    ]
     other = {"model": "/m/another"}
-    rows += [row("c1", "j1", "o1", "A", **other), row("c2", "o1", "j1", "A", **other), row("c3", "o1", "j1", "A", **other),
-             row("c4", "j2", "o2", "B", **other)]  # Judge-X wins 1 of 4 under the other judge  # fmt: skip
+    rows += [
+        row("c1", "j1", "o1", "A", **other),
+        row("c2", "o1", "j1", "A", **other),
+        row("c3", "o1", "j1", "A", **other),
+        row("c4", "j2", "o2", "B", **other),
+    ]  # Judge-X wins 1 of 4 under the other judge
     [r] = self_preference(table(rows), candidates(SELF_TEXTS, SELF_SYSTEMS)).to_pylist()
-    assert (r["aspect"], r["system"], r["judge_model"], r["n"], r["wins"]) == ("coherence", "Judge-X", "org/judge-x", 5, 4)
+    assert (r["aspect"], r["system"], r["judge_model"], r["n"], r["wins"]) == (
+        "coherence",
+        "Judge-X",
+        "org/judge-x",
+        5,
+        4,
+    )
     assert r["share"] == 0.8
     # wilson(4, 5): centre (0.8 + 0.38415) / 1.76830 = 0.66966, half 1.10838 * sqrt(0.032 + 0.038415) = 0.29412
     assert (r["ci_low"], r["ci_high"]) == pytest.approx((0.37553, 0.96378), abs=1e-4)
@@ -164,16 +196,23 @@ def test_self_preference_is_not_applicable_when_no_judge_model_is_a_system():
 
 def flip_rows() -> list[dict]:
     return [
-        row("c", "p", "q", "A"), row("c", "q", "p", "B"),  # p wins both: consistent
-        row("c", "p", "r", "A"), row("c", "r", "p", "A"),  # slot A wins both: a flip
-        row("c", "q", "r", "B"), row("c", "r", "q", "tie"),  # both orders, not decisive in both
+        row("c", "p", "q", "A"),
+        row("c", "q", "p", "B"),  # p wins both: consistent
+        row("c", "p", "r", "A"),
+        row("c", "r", "p", "A"),  # slot A wins both: a flip
+        row("c", "q", "r", "B"),
+        row("c", "r", "q", "tie"),  # both orders, not decisive in both
         row("c", "p", "s", "A"),  # one order only
-        row("c", "q", "s", "A", at=1), row("c", "q", "s", "B", at=2), row("c", "s", "q", "A"),  # newest (q, s): B,
+        row("c", "q", "s", "A", at=1),
+        row("c", "q", "s", "B", at=2),
+        row("c", "s", "q", "A"),  # newest (q, s): B,
         # so s wins both: consistent (the older A would have been a flip)
-        row("c", "r", "s", None), row("c", "s", "r", "A"),  # an error row is no verdict: one order only
+        row("c", "r", "s", None),
+        row("c", "s", "r", "A"),  # an error row is no verdict: one order only
         row("c", "s", "p", "A", prompt_hash="h2"),  # another judge: never paired with m@h's (p, s)
-        row("c", "p", "q", "A", aspect="fluency"), row("c", "q", "p", "A", aspect="fluency"),  # a flip in fluency
-    ]  # fmt: skip
+        row("c", "p", "q", "A", aspect="fluency"),
+        row("c", "q", "p", "A", aspect="fluency"),  # a flip in fluency
+    ]
 
 
 def test_flips_by_hand():
@@ -190,11 +229,17 @@ def test_flips_by_hand():
 
 def simulated_full_matrix(spec: SimulatedJudgeSpec, ids: list[str], contexts: int) -> pa.Table:
     pairs = [(f"ctx{c}", a, b) for c in range(contexts) for a, b in itertools.permutations(ids, 2)]
-    requests = pa.table({
-        "key": [f"{c}|{a}|{b}" for c, a, b in pairs], "context_id": [c for c, _, _ in pairs],
-        "aspect": ["coherence"] * len(pairs), "candidate_a": [a for _, a, _ in pairs],
-        "candidate_b": [b for _, _, b in pairs], "prompt": [""] * len(pairs), "prompt_hash": ["h"] * len(pairs),
-    })  # fmt: skip
+    requests = pa.table(
+        {
+            "key": [f"{c}|{a}|{b}" for c, a, b in pairs],
+            "context_id": [c for c, _, _ in pairs],
+            "aspect": ["coherence"] * len(pairs),
+            "candidate_a": [a for _, a, _ in pairs],
+            "candidate_b": [b for _, _, b in pairs],
+            "prompt": [""] * len(pairs),
+            "prompt_hash": ["h"] * len(pairs),
+        }
+    )
     return SimulatedJudge(spec).judge(requests)
 
 
@@ -216,15 +261,34 @@ def test_flips_of_the_simulated_judge_follow_its_position_bias():
 
 
 def test_the_report_renders_the_judge_bias_section():
-    section = {**judge_bias(table(length_rows()), candidates(TEXTS)), "flips": slot_flips(table(flip_rows())).to_pylist()}
+    section = {
+        **judge_bias(table(length_rows()), candidates(TEXTS)),
+        "flips": slot_flips(table(flip_rows())).to_pylist(),
+    }
     report = {
-        "name": "bias", "settings": {"judge": {"engine": "replay", "model": "m"}, "aspects": ["coherence"],
-                                     "scheduler": {"name": "full"}, "scoring": {"verdicts": ["hard"]}, "input": "in"},
-        "counts": {"contexts": 1, "candidates": 7, "requests": 1, "cached": 0, "judged_now": 1, "judgments": 1,
-                   "with_verdict": 1},
+        "name": "bias",
+        "settings": {
+            "judge": {"engine": "replay", "model": "m"},
+            "aspects": ["coherence"],
+            "scheduler": {"name": "full"},
+            "scoring": {"verdicts": ["hard"]},
+            "input": "in",
+        },
+        "counts": {
+            "contexts": 1,
+            "candidates": 7,
+            "requests": 1,
+            "cached": 0,
+            "judged_now": 1,
+            "judgments": 1,
+            "with_verdict": 1,
+        },
         "cost": {"input_tokens": 0, "output_tokens": 0, "engine_seconds": 0.0, "wall_seconds": 0.0},
-        "spearman": [], "position_bias": [], "failures": [], "judge_bias": section,
-    }  # fmt: skip
+        "spearman": [],
+        "position_bias": [],
+        "failures": [],
+        "judge_bias": section,
+    }
     text = render_markdown(report)
     assert "## Judge bias" in text and "### Length preference" in text and "### Flips when the slots swap" in text
     assert "| m@h | coherence | 10 | 8 | 6 | 0.750 [0.409, 0.929] | +1.585 ± 1.178 | +0.000 |" in text

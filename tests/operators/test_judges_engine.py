@@ -21,7 +21,8 @@ from pairank.operators.judges.vllm_judge import label_token_ids
 from pairank.operators.prompts import Domain, load_mode_prompts, load_prompts
 from pairank.operators.verdicts import parse_verdict
 from pairank.storage.fs import Location
-from pairank.storage.schemas import JUDGMENTS, PASS_REQUESTS, PASSES, REQUESTS, validate
+from pairank.storage.schemas import JUDGMENTS, PASS_REQUESTS, PASSES, REQUESTS
+from pairank.storage.validation import validate
 from tests.helpers import CPU_ENGINE_ENV, ROOT, stop_process, wait_for_port
 
 pytestmark = pytest.mark.engine
@@ -96,15 +97,43 @@ def test_every_label_surface_form_is_one_token(vllm_judge):
 
 def test_http_judge_against_vllm_openai_server(vllm_judge, default_model, tmp_path):
     port = 8765
-    env = {**os.environ, **CPU_ENGINE_ENV, "VLLM_HOST_IP": "127.0.0.1", "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_LOGGING_LEVEL": "WARNING"}  # fmt: skip
-    log = open(tmp_path / "server.log", "wb")
+    env = {
+        **os.environ,
+        **CPU_ENGINE_ENV,
+        "VLLM_HOST_IP": "127.0.0.1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "VLLM_LOGGING_LEVEL": "WARNING",
+    }
+    log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 - a server's log, open for its life
     server = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1", "--port", str(port),
-         "--model", str(default_model), "--served-model-name", "gemma", "--dtype", "bfloat16",
-         "--max-model-len", "2048", "--enforce-eager", "--enable-prefix-caching", "--seed", "0"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--model",
+            str(default_model),
+            "--served-model-name",
+            "gemma",
+            "--dtype",
+            "bfloat16",
+            "--max-model-len",
+            "2048",
+            "--enforce-eager",
+            "--enable-prefix-caching",
+            "--seed",
+            "0",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         try:
             wait_for_port(port, 240, server)
@@ -183,16 +212,24 @@ def _mode_spec(mode: str, **over) -> JudgingSpec:
 
 def _templates(kind: str):
     domain = Domain.load(ROOT / "configs/prompts/summarization")
-    return load_mode_prompts(ROOT / "configs/prompts", ROOT / "configs/prompts/summarization", kind, ["fluency"],
-                             ["v1"])["fluency"][0], domain  # fmt: skip
+    return load_mode_prompts(
+        ROOT / "configs/prompts", ROOT / "configs/prompts/summarization", kind, ["fluency"], ["v1"]
+    )["fluency"][0], domain
 
 
 def _pairwise_requests(template) -> pa.Table:
     rows = [
-        {"key": f"{i:08x}" * 4, "context_id": "ctx", "aspect": "fluency", "candidate_a": a, "candidate_b": b,
-         "prompt": template.render(ARTICLE, ta, tb), "prompt_hash": template.hash}
+        {
+            "key": f"{i:08x}" * 4,
+            "context_id": "ctx",
+            "aspect": "fluency",
+            "candidate_a": a,
+            "candidate_b": b,
+            "prompt": template.render(ARTICLE, ta, tb),
+            "prompt_hash": template.hash,
+        }
         for i, (a, ta, b, tb) in enumerate(PAIRS)
-    ]  # fmt: skip
+    ]
     return pa.Table.from_pylist(rows, schema=REQUESTS)
 
 
@@ -231,11 +268,19 @@ def test_first_passes_analyse_and_score_one_output_each(vllm_judge):
     for kind, stage in (("analysis", "analysis"), ("pointwise", "score")):
         template, _ = _templates(kind)
         rows = [
-            {"key": f"{i:08x}" * 4, "context_id": "ctx", "aspect": "fluency", "kind": stage, "candidate_id": cid,
-             "other_id": "", "focus": "", "prompt": template.fill(context=ARTICLE, candidate=text),
-             "prompt_hash": template.hash}
+            {
+                "key": f"{i:08x}" * 4,
+                "context_id": "ctx",
+                "aspect": "fluency",
+                "kind": stage,
+                "candidate_id": cid,
+                "other_id": "",
+                "focus": "",
+                "prompt": template.fill(context=ARTICLE, candidate=text),
+                "prompt_hash": template.hash,
+            }
             for i, (cid, text) in enumerate([("good", GOOD), ("bad", BAD)])
-        ]  # fmt: skip
+        ]
         out = validate(runner.run(stage, pa.Table.from_pylist(rows, schema=PASS_REQUESTS)), PASSES, stage).to_pylist()
         assert [r["candidate_id"] for r in out] == ["good", "bad"] and all(r["error"] is None for r in out)
         if stage == "score":

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from pairank.operators.html_plots import strength_text, winrate_text
 from pairank.operators.judge_bias import judge_bias
 from pairank.operators.leaderboard import (
     OVERALL,
@@ -18,15 +19,9 @@ from pairank.operators.leaderboard import (
     bt_strengths,
     leaderboard,
 )
-from pairank.operators.leaderboard_html import render_html, strength_text, winrate_text
-from pairank.storage.schemas import (
-    LEADERBOARD,
-    POSITION_BIAS,
-    SPEARMAN,
-    WINRATES,
-    TableError,
-    validate,
-)
+from pairank.operators.leaderboard_html import render_html
+from pairank.storage.schemas import LEADERBOARD, POSITION_BIAS, SPEARMAN, WINRATES
+from pairank.storage.validation import TableError, validate
 from tests.browser import check_rows_in_dom, check_screenshot, render
 from tests.helpers import leaderboard_candidates as candidates
 from tests.helpers import leaderboard_judgment as judgment
@@ -113,8 +108,10 @@ def test_a_tie_counts_half_a_win_to_each_side():
 
 def test_error_rows_are_skipped_and_counted(simulated):
     judgments, cands, _ = simulated
-    errors = [judgment("c000", "coherence", "c000/S1", f"c000/{s}", None, error="engine died", i=9) for s in
-              ("S2", "S3", "S3")]
+    errors = [
+        judgment("c000", "coherence", "c000/S1", f"c000/{s}", None, error="engine died", i=9)
+        for s in ("S2", "S3", "S3")
+    ]
     errors = [{**e, "key": f"err{i}"} for i, e in enumerate(errors)]
     both = pa.concat_tables([judgments, table(errors)])
     opts = LeaderboardOptions(n_boot=20, seed=1)
@@ -139,8 +136,9 @@ def test_a_system_that_always_wins_stays_finite_and_ranks_first():
                     continue
                 label = "A" if a == "best" else "B" if b == "best" else rng.choice(["A", "B", "tie"])
                 rows.append(judgment(ctx, "fluency", f"{ctx}/{a}", f"{ctx}/{b}", label))
-    board = leaderboard(table(rows), candidates([f"c{k}" for k in range(30)], systems),
-                        options=LeaderboardOptions(n_boot=50))
+    board = leaderboard(
+        table(rows), candidates([f"c{k}" for k in range(30)], systems), options=LeaderboardOptions(n_boot=50)
+    )
     top = aspect_rows(board.table, "fluency").to_pylist()[0]
     assert top["system"] == "best" and top["win_ratio"] == 1.0 and top["rank"] == 1
     assert all(math.isfinite(top[c]) for c in ("strength", "strength_low", "strength_high", "elo"))
@@ -151,20 +149,30 @@ def test_a_system_that_always_wins_stays_finite_and_ranks_first():
 
 def test_aspects_pool_into_overall_and_same_system_pairs_are_skipped():
     cands = candidates(["c1", "c2"], ["x", "y", "z"])
-    extra = pa.Table.from_pylist([{"context_id": "c1", "context": "doc", "candidate_id": "c1/x2", "system": "x",
-                                   "text": "t"}])
+    extra = pa.Table.from_pylist(
+        [{"context_id": "c1", "context": "doc", "candidate_id": "c1/x2", "system": "x", "text": "t"}]
+    )
     cands = pa.concat_tables([cands, extra])
-    rows = [judgment(c, asp, f"{c}/{a}", f"{c}/{b}", lab, i=i)
-            for i, (c, asp, a, b, lab) in enumerate([
-                ("c1", "coherence", "x", "y", "A"), ("c1", "coherence", "y", "z", "A"),
-                ("c2", "fluency", "z", "x", "tie"), ("c2", "fluency", "y", "x", "B"),
+    rows = [
+        judgment(c, asp, f"{c}/{a}", f"{c}/{b}", lab, i=i)
+        for i, (c, asp, a, b, lab) in enumerate(
+            [
+                ("c1", "coherence", "x", "y", "A"),
+                ("c1", "coherence", "y", "z", "A"),
+                ("c2", "fluency", "z", "x", "tie"),
+                ("c2", "fluency", "y", "x", "B"),
                 ("c1", "fluency", "x", "x2", "A"),  # two candidates of system x: says nothing about systems
-            ])]
+            ]
+        )
+    ]
     board = leaderboard(table(rows), cands, options=LeaderboardOptions(n_boot=10))
     assert board.counts["fluency"]["same_system"] == 1 and board.counts[OVERALL]["same_system"] == 1
     per = {(r["aspect"], r["system"]): r for r in board.table.to_pylist()}
-    assert per[(OVERALL, "x")]["n_judgments"] == per[("coherence", "x")]["n_judgments"] + per[("fluency", "x")][
-        "n_judgments"] == 3
+    assert (
+        per[(OVERALL, "x")]["n_judgments"]
+        == per[("coherence", "x")]["n_judgments"] + per[("fluency", "x")]["n_judgments"]
+        == 3
+    )
     assert board.table.column("aspect").to_pylist()[:3] == [OVERALL] * 3
     assert sorted({a for a, _ in per}) == ["coherence", "fluency", OVERALL]
 
@@ -176,10 +184,28 @@ def test_a_candidate_missing_from_the_candidates_is_an_error():
 
 
 def winrate_row(aspect, system, method, estimate, low=None, high=None, judge="*", status="ok", baseline="S1"):
-    return {"aspect": aspect, "system": system, "baseline": baseline, "method": method, "prior": "in_dist",
-            "judge": judge, "estimate": estimate, "mode": estimate, "ci_low": low, "ci_high": high, "mass": 0.95,
-            "n_pairs": 120, "n_judges": 1, "n_gold": 10, "n_ties": 0, "draws_kept": None, "draws_dropped": None,
-            "rhat": None, "ess_bulk": None, "status": status}
+    return {
+        "aspect": aspect,
+        "system": system,
+        "baseline": baseline,
+        "method": method,
+        "prior": "in_dist",
+        "judge": judge,
+        "estimate": estimate,
+        "mode": estimate,
+        "ci_low": low,
+        "ci_high": high,
+        "mass": 0.95,
+        "n_pairs": 120,
+        "n_judges": 1,
+        "n_gold": 10,
+        "n_ties": 0,
+        "draws_kept": None,
+        "draws_dropped": None,
+        "rhat": None,
+        "ess_bulk": None,
+        "status": status,
+    }
 
 
 def winrates_table() -> pa.Table:
@@ -201,18 +227,29 @@ def test_win_rates_are_carried_not_recomputed(simulated):
     per = {(r["aspect"], r["system"]): r for r in board.table.to_pylist()}
     assert board.baseline == "S1"
     s2, s3, s4 = (per[("coherence", s)] for s in ("S2", "S3", "S4"))
-    assert (s2["winrate_method"], s2["winrate_estimate"], s2["winrate_low"], s2["winrate_high"]) == \
-        ("bwrs", 0.41, 0.30, 0.52)
+    assert (s2["winrate_method"], s2["winrate_estimate"], s2["winrate_low"], s2["winrate_high"]) == (
+        "bwrs",
+        0.41,
+        0.30,
+        0.52,
+    )
     assert (s3["winrate_method"], s3["winrate_estimate"]) == ("dawid_skene", 0.61)
     assert (s4["winrate_method"], s4["winrate_estimate"], s4["winrate_n_pairs"]) == ("observed", 0.70, 120)
     assert per[("coherence", "S1")]["winrate_status"] == "baseline"
     assert per[("coherence", "S5")]["winrate_estimate"] is None and per[("coherence", "S5")]["winrate_baseline"] == "S1"
     assert per[(OVERALL, "S2")]["winrate_estimate"] is None
-    only_observed = leaderboard(judgments, cands, winrates_table(),
-                                LeaderboardOptions(n_boot=0, winrate_methods=("observed",)))
+    only_observed = leaderboard(
+        judgments, cands, winrates_table(), LeaderboardOptions(n_boot=0, winrate_methods=("observed",))
+    )
     assert aspect_rows(only_observed.table, "coherence").to_pylist()[4]["winrate_method"] == "observed"
-    two = pa.concat_tables([winrates_table(), validate(pa.Table.from_pylist(
-        [winrate_row("coherence", "S3", "observed", 0.5, baseline="S2")]), WINRATES, "w")])
+    two = pa.concat_tables(
+        [
+            winrates_table(),
+            validate(
+                pa.Table.from_pylist([winrate_row("coherence", "S3", "observed", 0.5, baseline="S2")]), WINRATES, "w"
+            ),
+        ]
+    )
     with pytest.raises(ValueError, match="several baselines"):
         leaderboard(judgments, cands, two, LeaderboardOptions(n_boot=0))
     assert leaderboard(judgments, cands, two, LeaderboardOptions(n_boot=0, baseline="S2")).baseline == "S2"
@@ -249,15 +286,36 @@ def page_inputs(simulated):
     sysmap = {"S6": NASTY, "S5": SELF}
     cands = cands.set_column(3, "system", pa.array([sysmap.get(s, s) for s in cands.column("system").to_pylist()]))
     board = leaderboard(judgments, cands, winrates_table(), LeaderboardOptions(n_boot=50))
-    bias = pa.Table.from_pylist([{"run": "night-1", "aspect": "coherence", "n": 3600, "slot_a_win_fraction": 0.56,
-                                  "mean_p_a": 0.55}])
-    spear = pa.Table.from_pylist([{"run": "night-1", "aspect": "coherence", "method": "win_ratio_hard",
-                                   "level": "sample", "rho": 0.62, "ci_low": 0.48, "ci_high": 0.74, "n": 120}])
+    bias = pa.Table.from_pylist(
+        [{"run": "night-1", "aspect": "coherence", "n": 3600, "slot_a_win_fraction": 0.56, "mean_p_a": 0.55}]
+    )
+    spear = pa.Table.from_pylist(
+        [
+            {
+                "run": "night-1",
+                "aspect": "coherence",
+                "method": "win_ratio_hard",
+                "level": "sample",
+                "rho": 0.62,
+                "ci_low": 0.48,
+                "ci_high": 0.74,
+                "n": 120,
+            }
+        ]
+    )
     validate(bias.drop_columns(["run"]), POSITION_BIAS, "bias")
     validate(spear.drop_columns(["run"]), SPEARMAN, "spearman")
-    meta = {"generated_at": "2026-01-01T00:00:00+00:00", "runs": ["night-1"], "judges": board.judges, "n_boot": 50,
-            "seed": 0, "baseline": board.baseline, "counts": board.counts, "prior_ties": 1.0,
-            "judge_bias": judge_bias(judgments, cands)}
+    meta = {
+        "generated_at": "2026-01-01T00:00:00+00:00",
+        "runs": ["night-1"],
+        "judges": board.judges,
+        "n_boot": 50,
+        "seed": 0,
+        "baseline": board.baseline,
+        "counts": board.counts,
+        "prior_ties": 1.0,
+        "judge_bias": judge_bias(judgments, cands),
+    }
     return board, render_html(board.table, meta, bias, spear), meta
 
 
@@ -298,8 +356,12 @@ def test_page_renders_in_headless_chromium(simulated, tmp_path):
 HISTORY = LEADERBOARD.append(pa.field("night", pa.string())).append(pa.field("seq", pa.int64()))
 #: (seq, night, system, rank, strength, interval half-width or None); C has no interval on night 2.
 NIGHTS = [
-    (1, "2026-11-20", "A", 1, 0.4, 0.2), (1, "2026-11-20", "B", 2, 0.0, 0.2), (1, "2026-11-20", "C", 3, -0.4, 0.2),
-    (2, "2026-11-21", "D", 1, 0.9, 0.3), (2, "2026-11-21", "B", 2, 0.1, 0.2), (2, "2026-11-21", "A", 3, -0.2, 0.2),
+    (1, "2026-11-20", "A", 1, 0.4, 0.2),
+    (1, "2026-11-20", "B", 2, 0.0, 0.2),
+    (1, "2026-11-20", "C", 3, -0.4, 0.2),
+    (2, "2026-11-21", "D", 1, 0.9, 0.3),
+    (2, "2026-11-21", "B", 2, 0.1, 0.2),
+    (2, "2026-11-21", "A", 3, -0.2, 0.2),
     (2, "2026-11-21", "C", 4, -0.8, None),
 ]
 
@@ -310,10 +372,29 @@ def history_table(nights=NIGHTS, aspects=(OVERALL, "coherence")) -> pa.Table:
         for seq, night, system, rank, strength, half in nights:
             row = {f.name: None for f in HISTORY}
             low, high = (None, None) if half is None else (strength - half, strength + half)
-            row.update(aspect=aspect, system=system, rank=rank, strength=strength, strength_low=low,
-                       strength_high=high, elo=1000 + 400 / math.log(10) * strength, mass=0.95, n_boot=50,
-                       win_ratio=0.5, n_judgments=10, n_wins=5, n_losses=5, n_ties=0, n_errors=0, n_contexts=5,
-                       n_opponents=2, n_judges=1, judges=["simulated@p"], night=night, seq=seq)
+            row.update(
+                aspect=aspect,
+                system=system,
+                rank=rank,
+                strength=strength,
+                strength_low=low,
+                strength_high=high,
+                elo=1000 + 400 / math.log(10) * strength,
+                mass=0.95,
+                n_boot=50,
+                win_ratio=0.5,
+                n_judgments=10,
+                n_wins=5,
+                n_losses=5,
+                n_ties=0,
+                n_errors=0,
+                n_contexts=5,
+                n_opponents=2,
+                n_judges=1,
+                judges=["simulated@p"],
+                night=night,
+                seq=seq,
+            )
             rows.append(row)
     return pa.Table.from_pylist(rows, schema=HISTORY)
 
@@ -361,7 +442,7 @@ def test_history_section_charts_every_night_and_system():
         assert cells["D"] == ["", "1 (+0.900)"]  # not ranked on night 1: an empty cell
         assert cells["A"] == ["1 (+0.400)", "3 (-0.200)"]
         assert cells["C"] == ["3 (-0.400)", "4 (-0.800)"]
-    colours = [re.findall(r'background: (#[0-9a-f]{6})', legend) for legend in legends]
+    colours = [re.findall(r"background: (#[0-9a-f]{6})", legend) for legend in legends]
     assert colours[0] == colours[1] and len(set(colours[0])) == 4  # distinct, and the same on every chart
     d_night_2 = next(r for r in history.to_pylist() if r["system"] == "D" and r["aspect"] == OVERALL)
     assert f"<title>D (overall) 2026-11-21: θ {strength_text(d_night_2)}</title>" in svgs[0]
@@ -393,8 +474,13 @@ def test_history_with_two_labels_for_one_night_is_an_error():
 
 
 def test_history_line_breaks_where_a_system_is_absent():
-    gap = [(1, "n1", "A", 1, 0.1, None), (1, "n1", "B", 2, -0.1, None), (2, "n2", "B", 1, 0.0, None),
-           (3, "n3", "A", 1, 0.2, None), (3, "n3", "B", 2, -0.2, None)]
+    gap = [
+        (1, "n1", "A", 1, 0.1, None),
+        (1, "n1", "B", 2, -0.1, None),
+        (2, "n2", "B", 1, 0.0, None),
+        (3, "n3", "A", 1, 0.2, None),
+        (3, "n3", "B", 2, -0.2, None),
+    ]
     history = history_table(gap, aspects=("coherence",))
     (svg,), _, (tab,) = history_parts(render_html(latest_board(history), {}, history=history))
     assert svg.count("<polyline") == 1 and svg.count("<circle") == 5  # B's line only: A misses night n2

@@ -11,7 +11,8 @@ from pairank.operators.leaderboard import OVERALL, LeaderboardOptions, leaderboa
 from pairank.operators.leaderboard_html import render_html
 from pairank.operators.leaderboard_style_html import TOGGLE_ID
 from pairank.operators.style_control import length_controlled_winrates, style_controlled_bt
-from pairank.storage.schemas import LEADERBOARD, STYLE_COLUMNS, validate
+from pairank.storage.schemas import LEADERBOARD, STYLE_COLUMNS
+from pairank.storage.validation import validate
 from tests.browser import render
 from tests.operators.rows import judgment
 from tests.operators.style_world import rho, world
@@ -24,8 +25,16 @@ def biased():
     """Two aspects judged by a length-biased judge (the verbose systems are the weak ones), each on half of the
     contexts."""
     cands, judged = world(length_bias=1.5, seed=11, contexts=120, markdown=True)
-    rows = [judgment(r["context_id"], "helpfulness" if int(r["context_id"][1:]) < 60 else "clarity",
-                     r["candidate_a"], r["candidate_b"], r["p_a"]) for r in judged.to_pylist()]  # fmt: skip
+    rows = [
+        judgment(
+            r["context_id"],
+            "helpfulness" if int(r["context_id"][1:]) < 60 else "clarity",
+            r["candidate_a"],
+            r["candidate_b"],
+            r["p_a"],
+        )
+        for r in judged.to_pylist()
+    ]
     judgments = pa.Table.from_pylist(rows)
     board = leaderboard(judgments, cands, options=LeaderboardOptions(n_boot=0, baseline="S2"))
     return judgments, cands, board
@@ -45,16 +54,27 @@ def test_style_columns_are_the_style_controlled_fits_of_each_aspect_and_of_all(b
         for s in strengths.to_pylist():
             r = rows[s["system"]]
             assert (r["style_strength"], r["style_low"], r["style_high"], r["style_rank"], r["style_status"]) == (
-                pytest.approx(s["strength"]), pytest.approx(s["strength_low"]), pytest.approx(s["strength_high"]),
-                s["rank"], "ok")  # fmt: skip
+                pytest.approx(s["strength"]),
+                pytest.approx(s["strength_low"]),
+                pytest.approx(s["strength_high"]),
+                s["rank"],
+                "ok",
+            )
         lc = {x["system"]: x for x in length_controlled_winrates(mine, cands, "S2").to_pylist()}
         assert rows["S2"]["lc_win_rate"] is None  # the baseline itself
         for system, x in lc.items():
             assert (rows[system]["lc_win_rate"], rows[system]["lc_low"], rows[system]["lc_high"]) == (
-                pytest.approx(x["lc_win_rate"]), pytest.approx(x["lc_low"]), pytest.approx(x["lc_high"]))
+                pytest.approx(x["lc_win_rate"]),
+                pytest.approx(x["lc_low"]),
+                pytest.approx(x["lc_high"]),
+            )
         # the plain strengths reward verbosity; the style-controlled ones see through it
-        assert rho({s: r["strength"] for s, r in rows.items()}) < 0 < 0.8 < rho(
-            {s: -r["style_rank"] for s, r in rows.items()})
+        assert (
+            rho({s: r["strength"] for s, r in rows.items()})
+            < 0
+            < 0.8
+            < rho({s: -r["style_rank"] for s, r in rows.items()})
+        )
 
 
 def test_without_texts_or_with_a_separated_fit_the_columns_are_null_and_say_why(biased):
@@ -63,8 +83,9 @@ def test_without_texts_or_with_a_separated_fit_the_columns_are_null_and_say_why(
     assert plain.table.drop_columns(STYLE).equals(board.table.drop_columns(STYLE))  # the rest is unchanged
     assert set(plain.table.column("style_status").to_pylist()) == {"no candidate texts"}
     assert plain.table.column("style_strength").null_count == plain.table.num_rows
-    slot_a = judgments.set_column(judgments.schema.get_field_index("label"), "label",
-                                  pa.array(["A"] * judgments.num_rows))  # a judge that always picks slot A
+    slot_a = judgments.set_column(
+        judgments.schema.get_field_index("label"), "label", pa.array(["A"] * judgments.num_rows)
+    )  # a judge that always picks slot A
     stuck = leaderboard(slot_a, cands, options=LeaderboardOptions(n_boot=0))
     assert set(stuck.table.column("style_status").to_pylist()) == {"not identified (separated outcomes)"}
     assert stuck.table.column("style_rank").null_count == stuck.table.num_rows

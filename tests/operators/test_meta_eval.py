@@ -15,7 +15,8 @@ from pairank.operators.meta_eval import cohen_kappa, markdown, meta_eval
 from pairank.storage.fs import Location
 from pairank.storage.importers import llmbar
 from pairank.storage.importers._records import Record
-from pairank.storage.schemas import JUDGMENTS, META_EVAL, PAIRWISE_LABELS, TableError
+from pairank.storage.schemas import JUDGMENTS, META_EVAL, PAIRWISE_LABELS
+from pairank.storage.validation import TableError
 from tests.helpers import KAPPAS, by_evaluator, mismatches, published
 from tests.operators.rows import T0, judgment
 
@@ -23,9 +24,8 @@ from tests.operators.rows import T0, judgment
 def table(*rows: dict) -> pa.Table:
     return pa.Table.from_pylist(list(rows), schema=JUDGMENTS)
 
+
 BLANK = ("Processed/LLMEval^2", 169)  # blank output_2: the import skips it, LLMBar's statistics count it
-
-
 
 
 def blank_record(root: Path) -> tuple[pa.Table, pa.Table]:
@@ -37,17 +37,17 @@ def blank_record(root: Path) -> tuple[pa.Table, pa.Table]:
     subset, row = BLANK
     folder = root / subset
     pair = Record("dataset.json", row, json.loads((folder / "dataset.json").read_text())[row])
-    label = {"context_id": f"{subset}/{row}", "candidate_a": f"{subset}/{row}/output_1",
-             "candidate_b": f"{subset}/{row}/output_2", "preferred": llmbar.PREFERRED[pair.data["label"]]}
+    label = {
+        "context_id": f"{subset}/{row}",
+        "candidate_a": f"{subset}/{row}/output_1",
+        "candidate_b": f"{subset}/{row}/output_2",
+        "preferred": llmbar.PREFERRED[pair.data["label"]],
+    }
     judgments = []
     for result in sorted(folder.glob("evaluators/*/*/result.json")):
         verdict = Record(result.name, row, json.loads(result.read_text())[row]["results"][-1])
         judgments += llmbar.judgment_rows(verdict, pair, subset + "/", result.parent.parent.name, result.parent.name)
     return pa.Table.from_pylist([label], schema=PAIRWISE_LABELS), pa.Table.from_pylist(judgments, schema=JUDGMENTS)
-
-
-
-
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +59,7 @@ def imported(shared_data: Path) -> llmbar.ImportedSet:
 def complete(imported, shared_data: Path) -> tuple[pa.Table, pa.Table]:
     """(judgments, labels) of every LLMBar record, the skipped blank one included."""
     labels, judgments = blank_record(shared_data / "llmbar")
-    return (pa.concat_tables([imported.judgments, judgments]),
-            pa.concat_tables([imported.pairwise_labels, labels]))
+    return (pa.concat_tables([imported.judgments, judgments]), pa.concat_tables([imported.pairwise_labels, labels]))
 
 
 def test_every_published_statistics_json_is_reproduced(complete, shared_data: Path) -> None:
@@ -135,21 +134,25 @@ def vote(ctx: str, a: str, b: str, label: str | None, model: str = "m", at: int 
     return row | {"model": model, "label": label, "key": f"{row['key']}/{at}", "created_at": T0 + dt.timedelta(0, at)}
 
 
-
-
 LABELS3 = labels(("s/1", "s/1/a", "s/1/b", "A"), ("s/2", "s/2/a", "s/2/b", "B"), ("s/3", "s/3/a", "s/3/b", "A"))
 
 
 def test_hand_computed_statistics() -> None:
     rows = [
-        vote("s/1", "s/1/a", "s/1/b", "A"), vote("s/1", "s/1/b", "s/1/a", "B"),  # right twice
-        vote("s/2", "s/2/a", "s/2/b", "A"), vote("s/2", "s/2/b", "s/2/a", "A"),  # wrong, right: slot A both times
-        vote("s/3", "s/3/a", "s/3/b", None), vote("s/3", "s/3/b", "s/3/a", None),  # no verdict twice: "equal"
+        vote("s/1", "s/1/a", "s/1/b", "A"),
+        vote("s/1", "s/1/b", "s/1/a", "B"),  # right twice
+        vote("s/2", "s/2/a", "s/2/b", "A"),
+        vote("s/2", "s/2/b", "s/2/a", "A"),  # wrong, right: slot A both times
+        vote("s/3", "s/3/a", "s/3/b", None),
+        vote("s/3", "s/3/b", "s/3/a", None),  # no verdict twice: "equal"
     ]
     [r] = meta_eval(table(*rows), LABELS3).to_pylist()
     assert (r["subset"], r["judge"], r["n_pairs"], r["n_original"], r["n_swapped"]) == ("s", "m@h", 3, 3, 3)
     assert (r["correct_False"], r["correct_True"], r["correct_both"]) == (
-        "1 / 3 = 33.33333333333333%", "2 / 3 = 66.66666666666666%", "1 / 3 = 33.33333333333333%")
+        "1 / 3 = 33.33333333333333%",
+        "2 / 3 = 66.66666666666666%",
+        "1 / 3 = 33.33333333333333%",
+    )
     assert (r["equal"], r["correct_average"]) == ("2 / 3 = 66.66666666666666%", "50.0%")
     # picks output 1: original [1, 1, 0], swapped [1, 0, 0]; labels [1, 2, 1]
     assert r["kappa_False"] == cohen_kappa([1, 1, 0], [1, 2, 1]) == pytest.approx(-1 / 5)
@@ -164,8 +167,18 @@ def test_a_judge_with_one_order_only() -> None:
     assert (r["n_pairs"], r["n_original"], r["n_swapped"]) == (2, 2, 0)
     assert r["correct_False"] == "1 / 2 = 50.0%" and r["n_correct_False"] == 1
     assert r["kappa_False"] is not None
-    swapped = ("correct_True", "n_correct_True", "kappa_True", "correct_average", "correct_both", "n_correct_both",
-               "equal", "n_equal", "kappa_average", "kappa_agreement")
+    swapped = (
+        "correct_True",
+        "n_correct_True",
+        "kappa_True",
+        "correct_average",
+        "correct_both",
+        "n_correct_both",
+        "equal",
+        "n_equal",
+        "kappa_average",
+        "kappa_agreement",
+    )
     assert all(r[c] is None for c in swapped)
 
     # only the swapped order: the mirror image
@@ -192,14 +205,20 @@ def test_empty_tables() -> None:
 def test_unknown_labels_and_unlabelled_pairs_are_left_out() -> None:
     with_tie = labels(("s/1", "s/1/a", "s/1/b", "A"), ("s/2", "s/2/a", "s/2/b", "tie"))
     rows = [
-        vote("s/1", "s/1/a", "s/1/b", "A"), vote("s/1", "s/1/b", "s/1/a", "tie"),  # a tie verdict is never right
-        vote("s/2", "s/2/a", "s/2/b", "A"), vote("s/2", "s/2/b", "s/2/a", "B"),  # a human tie: no truth
+        vote("s/1", "s/1/a", "s/1/b", "A"),
+        vote("s/1", "s/1/b", "s/1/a", "tie"),  # a tie verdict is never right
+        vote("s/2", "s/2/a", "s/2/b", "A"),
+        vote("s/2", "s/2/b", "s/2/a", "B"),  # a human tie: no truth
         vote("s/9", "s/9/a", "s/9/b", "A"),  # no label at all
         vote("t/1", "t/1/a", "t/1/b", "A", model="other"),  # a judge without any labelled pair: no row
     ]
     [r] = meta_eval(table(*rows), with_tie).to_pylist()
     assert (r["n_pairs"], r["correct_False"], r["correct_True"], r["equal"]) == (
-        1, "1 / 1 = 100.0%", "0 / 1 = 0.0%", "0 / 1 = 0.0%")
+        1,
+        "1 / 1 = 100.0%",
+        "0 / 1 = 0.0%",
+        "0 / 1 = 0.0%",
+    )
 
 
 def test_a_judgment_label_outside_the_schema_is_an_error() -> None:
@@ -225,7 +244,8 @@ def test_missing_columns_are_named() -> None:
 
 def test_newest_verdict_of_an_order_wins_over_older_and_over_errors() -> None:
     rows = [
-        vote("s/1", "s/1/a", "s/1/b", "B", at=0), vote("s/1", "s/1/a", "s/1/b", "A", at=5),
+        vote("s/1", "s/1/a", "s/1/b", "B", at=0),
+        vote("s/1", "s/1/a", "s/1/b", "A", at=5),
         vote("s/1", "s/1/a", "s/1/b", None, at=9),  # a later failed retry does not hide the verdict
     ]
     [r] = meta_eval(table(*rows), LABELS3).to_pylist()
@@ -238,7 +258,11 @@ def test_judges_aspects_and_subsets_get_a_row_each() -> None:
     rows += [vote("u/v/1", "u/v/1/a", "u/v/1/b", "B")]
     t = meta_eval(table(*rows), pa.concat_tables([LABELS3, labels(("u/v/1", "u/v/1/a", "u/v/1/b", "B"))]))
     assert [(r["subset"], r["aspect"], r["judge"]) for r in t.to_pylist()] == [
-        ("s", "x", "m1@h"), ("s", "x", "m2@h"), ("s", "y", "m@h"), ("u/v", "x", "m@h")]
+        ("s", "x", "m1@h"),
+        ("s", "x", "m2@h"),
+        ("s", "y", "m@h"),
+        ("u/v", "x", "m@h"),
+    ]
 
 
 def test_markdown_lists_every_row(complete) -> None:
@@ -254,8 +278,13 @@ def test_the_markdown_says_when_the_judge_is_the_embedded_demo_model():
     from pairank.operators.meta_eval import markdown
     from pairank.storage.schemas import META_EVAL
 
-    row = dict.fromkeys(META_EVAL.names) | {"subset": "", "aspect": "x", "judge": "j", "n_pairs": 2,
-                                            "model": "gemma-3-270m (embedded default)"}  # fmt: skip
+    row = dict.fromkeys(META_EVAL.names) | {
+        "subset": "",
+        "aspect": "x",
+        "judge": "j",
+        "n_pairs": 2,
+        "model": "gemma-3-270m (embedded default)",
+    }
     assert "not a quality claim" in markdown(pa.Table.from_pylist([row], schema=META_EVAL))
     row["model"] = "GPT-4"
     assert "not a quality claim" not in markdown(pa.Table.from_pylist([row], schema=META_EVAL))

@@ -37,8 +37,13 @@ def test_every_other_mode_and_its_settings_are_in_the_identity(mode):
     assert ident["sampling"]["mode"] == mode and ident["model"] == "m"
     assert ident != ENGINE
     # a setting the mode uses changes the identity; one it ignores does not
-    used = {"generate": {"retries": 3}, "sample": {"samples": 9}, "prepair": {"verdict": "generate"},
-            "prepair_pairwise": {"analysis_max_tokens": 7}, "pointwise": {"tie_margin": 0.25}}[mode]  # fmt: skip
+    used = {
+        "generate": {"retries": 3},
+        "sample": {"samples": 9},
+        "prepair": {"verdict": "generate"},
+        "prepair_pairwise": {"analysis_max_tokens": 7},
+        "pointwise": {"tie_margin": 0.25},
+    }[mode]
     assert judging_identity(ENGINE, JudgingSpec(mode=mode, **used)) != ident
     unused = {"scale": (1, 9)} if mode != "pointwise" else {"samples": 2}
     assert judging_identity(ENGINE, JudgingSpec(mode=mode, **unused)) == ident
@@ -83,8 +88,14 @@ def test_request_seeds_differ_per_key_and_attempt():
 
 
 def _spec(**over):
-    data = {"name": "x", "input": "/in", "output": "/out", "aspects": ["coherence"], "prompts": "/p",
-            "judge": {"engine": "vllm"}}  # fmt: skip
+    data = {
+        "name": "x",
+        "input": "/in",
+        "output": "/out",
+        "aspects": ["coherence"],
+        "prompts": "/p",
+        "judge": {"engine": "vllm"},
+    }
     data.update(over)
     return data
 
@@ -92,7 +103,10 @@ def _spec(**over):
 @pytest.mark.parametrize(
     "over, message",
     [
-        ({"judge": {"engine": "replay", "source": "/x"}, "judging": {"mode": "generate"}}, "needs an engine that generates"),
+        (
+            {"judge": {"engine": "replay", "source": "/x"}, "judging": {"mode": "generate"}},
+            "needs an engine that generates",
+        ),
         ({"judge": {"engine": "simulated"}, "judging": {"mode": "prepair"}}, "needs an engine that generates"),
         ({"judging": {"mode": "generate"}, "scoring": {"calibration": "batch"}}, "use calibration none"),
         ({"judging": {"mode": "pointwise"}, "scoring": {"calibration": "batch"}}, "use calibration none"),
@@ -173,10 +187,17 @@ def test_generate_mode_stores_the_five_levels_as_labels_and_probabilities():
         "p7": ["[[A>B]] or [[A>>B]]", "[[B]]"],  # conflicting, then no verdict: an error row, never a guess
     }
     prompts = list(answers)
-    requests = pa.table({"key": [f"{i:08x}" for i in range(len(prompts))], "context_id": ["c"] * len(prompts),
-                         "aspect": ["a"] * len(prompts), "candidate_a": ["x"] * len(prompts),
-                         "candidate_b": ["y"] * len(prompts), "prompt": prompts,
-                         "prompt_hash": ["h"] * len(prompts)})  # fmt: skip
+    requests = pa.table(
+        {
+            "key": [f"{i:08x}" for i in range(len(prompts))],
+            "context_id": ["c"] * len(prompts),
+            "aspect": ["a"] * len(prompts),
+            "candidate_a": ["x"] * len(prompts),
+            "candidate_b": ["y"] * len(prompts),
+            "prompt": prompts,
+            "prompt_hash": ["h"] * len(prompts),
+        }
+    )
     judge = Scripted(answers)
     runner = ModeRunner(judge, JudgingSpec(mode="generate", verdict_scale=5, retries=1))
     rows = runner.run("pairwise", requests)

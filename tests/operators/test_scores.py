@@ -93,12 +93,7 @@ def test_noiseless_full_matrix_recovers_latent_order(order, data) -> None:
     position = {c: i for i, c in enumerate(order)}
     above = st.floats(min_value=0.5, max_value=1.0, exclude_min=True)
     below = st.floats(min_value=0.0, max_value=0.5, exclude_max=True)
-    comps = [
-        (a, b, data.draw(above if position[a] < position[b] else below))
-        for a in order
-        for b in order
-        if a != b
-    ]
+    comps = [(a, b, data.draw(above if position[a] < position[b] else below)) for a in order for b in order if a != b]
     scores = win_ratios(comps, "hard")
     ranks = min_ranks(scores)
     assert sorted(scores, key=lambda k: ranks[k]) == list(order)
@@ -193,7 +188,7 @@ def test_rank_table_one_row_per_candidate_with_system(mode: str) -> None:
     system = dict(
         zip(candidates_table().column("candidate_id").to_pylist(), candidates_table().column("system").to_pylist())
     )
-    for (ctx, aspect, cid), r in by_key.items():
+    for (_ctx, _aspect, cid), r in by_key.items():
         assert r["system"] == system[cid]
         assert r["method"] == f"win_ratio_{mode}"
 

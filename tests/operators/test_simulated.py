@@ -20,7 +20,8 @@ from pairank.operators.judges.simulated import (
 )
 from pairank.operators.scores import win_ratios
 from pairank.storage.fs import Location
-from pairank.storage.schemas import JUDGMENTS, validate
+from pairank.storage.schemas import JUDGMENTS
+from pairank.storage.validation import validate
 
 IDS = [f"x{i}" for i in range(8)]
 
@@ -193,12 +194,21 @@ def test_human_score_quality_without_candidates_table_fails_at_construction(tmp_
 def test_length_bias_prefers_the_longer_text_by_the_log_length_ratio(tmp_path):
     texts = {"short": "a" * 100, "long": "b" * 300, "other": "c" * 100}
     folder = Location.of(str(tmp_path))
-    folder.join("candidates.parquet").write_parquet(pa.table({
-        "context_id": ["d1"] * 3, "context": ["article"] * 3, "candidate_id": list(texts),
-        "system": ["S1", "S2", "S3"], "text": list(texts.values()),
-    }))  # fmt: skip
+    folder.join("candidates.parquet").write_parquet(
+        pa.table(
+            {
+                "context_id": ["d1"] * 3,
+                "context": ["article"] * 3,
+                "candidate_id": list(texts),
+                "system": ["S1", "S2", "S3"],
+                "text": list(texts.values()),
+            }
+        )
+    )
     spec = SimulatedJudgeSpec(scale=0.0, noise=0.0, length_bias=1.0, lengths=folder.uri)
-    out = SimulatedJudge(spec).judge(requests([("d1", "long", "short"), ("d1", "short", "long"), ("d1", "short", "other")]))
+    out = SimulatedJudge(spec).judge(
+        requests([("d1", "long", "short"), ("d1", "short", "long"), ("d1", "short", "other")])
+    )
     # logit = 1.0 * log(300 / 100), so p_a = 300 / (300 + 100); equal lengths: 0.5
     assert np.allclose(out.column("p_a").to_pylist(), [0.75, 0.25, 0.5])
     # the length settings are part of the identity only when used: judges without them keep their keys

@@ -97,17 +97,42 @@ def test_pairank_winrate_prints_and_writes_the_style_control(tmp_path, capsys):
     folder.join("candidates.parquet").write_parquet(cands.select(CANDIDATES.names).cast(CANDIDATES))
     n = judged.num_rows
     full = {name: judged.column(name) if name in judged.column_names else None for name in JUDGMENTS.names}
-    rows = pa.table({
-        **{k: v for k, v in full.items() if v is not None},
-        "key": [f"k{i}" for i in range(n)], "engine": ["replay"] * n, "model": ["m"] * n, "revision": [""] * n,
-        "prompt_hash": ["h"] * n, "sampling": ["{}"] * n, "logprob_a": pa.nulls(n, pa.float64()),
-        "logprob_b": pa.nulls(n, pa.float64()), "raw_text": pa.nulls(n, pa.string()), "input_tokens": [0] * n,
-        "output_tokens": [0] * n, "seconds": [0.0] * n, "error": pa.nulls(n, pa.string()),
-        "created_at": pa.array([0] * n, pa.timestamp("us", tz="UTC")),
-    })  # fmt: skip
+    rows = pa.table(
+        {
+            **{k: v for k, v in full.items() if v is not None},
+            "key": [f"k{i}" for i in range(n)],
+            "engine": ["replay"] * n,
+            "model": ["m"] * n,
+            "revision": [""] * n,
+            "prompt_hash": ["h"] * n,
+            "sampling": ["{}"] * n,
+            "logprob_a": pa.nulls(n, pa.float64()),
+            "logprob_b": pa.nulls(n, pa.float64()),
+            "raw_text": pa.nulls(n, pa.string()),
+            "input_tokens": [0] * n,
+            "output_tokens": [0] * n,
+            "seconds": [0.0] * n,
+            "error": pa.nulls(n, pa.string()),
+            "created_at": pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+        }
+    )
     folder.join("judgments.parquet").write_parquet(rows.select(JUDGMENTS.names).cast(JUDGMENTS))
-    assert main(["winrate", "--input", folder.uri, "--baseline", "S2", "--methods", "observed",
-                 "--out", str(tmp_path / "out")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "winrate",
+                "--input",
+                folder.uri,
+                "--baseline",
+                "S2",
+                "--methods",
+                "observed",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "## Style control" in printed and "length-controlled" in printed
     written = json.loads((tmp_path / "out" / "style_control.json").read_text())

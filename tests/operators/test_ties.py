@@ -61,10 +61,13 @@ def scores(ranked: pa.Table) -> dict[str, float]:
 
 def test_hard_win_ratios_count_a_tie_half() -> None:
     rows = [
-        row("d", "x", "y", "tie"), row("d", "y", "x", "tie"),  # x ~ y twice: 1/2 + 1/2 each
-        row("d", "x", "z", "A"), row("d", "z", "x", "tie"),  # x beats z, then a tie: x 1 + 1/2, z 0 + 1/2
-        row("d", "y", "z", "B"), row("d", "z", "y", "A"),  # z beats y in both orders
-    ]  # fmt: skip
+        row("d", "x", "y", "tie"),
+        row("d", "y", "x", "tie"),  # x ~ y twice: 1/2 + 1/2 each
+        row("d", "x", "z", "A"),
+        row("d", "z", "x", "tie"),  # x beats z, then a tie: x 1 + 1/2, z 0 + 1/2
+        row("d", "y", "z", "B"),
+        row("d", "z", "y", "A"),  # z beats y in both orders
+    ]
     hard = scores(rank_table(table(rows), candidates({"d": ["x", "y", "z"]}), "hard"))
     # x: (1/2 + 1/2 + 1 + 1/2) / 4; y: (1/2 + 1/2 + 0 + 0) / 4; z: (0 + 1/2 + 1 + 1) / 4
     assert hard == {"x": 0.625, "y": 0.25, "z": 0.625}
@@ -88,8 +91,11 @@ def test_a_tie_label_is_a_tie_even_when_p_a_is_a_hair_off() -> None:
 
 def test_hard_verdict_rule_and_unknown_labels() -> None:
     assert [hard_verdict(p, label) for p, label in [(1.0, "A"), (0.0, "B"), (0.5, "tie"), (NOISY, "tie")]] == [
-        1.0, 0.0, 0.5, 0.5
-    ]  # fmt: skip
+        1.0,
+        0.0,
+        0.5,
+        0.5,
+    ]
     assert [hard_verdict(p) for p in (0.9, 0.1, 0.5, NOISY)] == [1.0, 0.0, 0.5, 1.0]
     with pytest.raises(ValueError, match=r"label: expected one of \['A', 'B', 'tie'\].*'C'"):
         hard_verdict(0.5, "C")
@@ -108,10 +114,13 @@ def triads(rows: list[dict], mode: str = "symmetric") -> int:
 def cycle_but_c_vs_a(c_a: str, a_c: str) -> list[dict]:
     """a beats b and b beats c in both orders; (c, a) and (a, c) are judged ``c_a`` and ``a_c``."""
     return [
-        row("d", "a", "b", "A"), row("d", "b", "a", "B"),
-        row("d", "b", "c", "A"), row("d", "c", "b", "B"),
-        row("d", "c", "a", c_a), row("d", "a", "c", a_c),
-    ]  # fmt: skip
+        row("d", "a", "b", "A"),
+        row("d", "b", "a", "B"),
+        row("d", "b", "c", "A"),
+        row("d", "c", "b", "B"),
+        row("d", "c", "a", c_a),
+        row("d", "a", "c", a_c),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -132,10 +141,13 @@ def test_intransitive_triads_ignore_tied_pairs(c_a: str, a_c: str, cycles: int) 
 def test_a_tie_closes_no_cycle_whichever_way_the_chain_runs(c_a: str, a_c: str) -> None:
     # c beats b, b beats a: a tie of a and c read as "a beats c" (or, above, as "c beats a") would close a cycle
     rows = [
-        row("d", "b", "a", "A"), row("d", "a", "b", "B"),
-        row("d", "c", "b", "A"), row("d", "b", "c", "B"),
-        row("d", "c", "a", c_a), row("d", "a", "c", a_c),
-    ]  # fmt: skip
+        row("d", "b", "a", "A"),
+        row("d", "a", "b", "B"),
+        row("d", "c", "b", "A"),
+        row("d", "b", "c", "B"),
+        row("d", "c", "a", c_a),
+        row("d", "a", "c", a_c),
+    ]
     assert triads(rows) == 0
     rows[-2:] = [row("d", "c", "a", "B"), row("d", "a", "c", "A")]  # a beats c: the cycle a > c > b > a
     assert triads(rows) == 1
@@ -161,11 +173,14 @@ def test_ties_among_four_candidates_are_enumerated() -> None:
 
 def test_position_bias_counts_a_tie_half() -> None:
     rows = [
-        row("d", "x", "y", "A", aspect="one"), row("d", "y", "x", "tie", aspect="one"),
-        row("d", "x", "z", "tie", p=NOISY, aspect="one"), row("d", "z", "x", "B", aspect="one"),
-        row("d", "x", "y", "tie", aspect="two"), row("d", "y", "x", "tie", aspect="two"),
+        row("d", "x", "y", "A", aspect="one"),
+        row("d", "y", "x", "tie", aspect="one"),
+        row("d", "x", "z", "tie", p=NOISY, aspect="one"),
+        row("d", "z", "x", "B", aspect="one"),
+        row("d", "x", "y", "tie", aspect="two"),
+        row("d", "y", "x", "tie", aspect="two"),
         {**judgment("d", "two", "x", "z", None, error="timeout")},  # not a verdict
-    ]  # fmt: skip
+    ]
     out = {r["aspect"]: r for r in position_bias(table(rows)).to_pylist()}
     assert out["one"]["slot_a_win_fraction"] == (1 + 0.5 + 0.5 + 0) / 4
     assert out["one"]["mean_p_a"] == pytest.approx((1 + 0.5 + NOISY + 0) / 4)
@@ -242,16 +257,22 @@ def test_a_noisy_tie_label_is_half_a_point_in_votes_too() -> None:
 def test_calibrate_table_relabels_ties_from_the_calibrated_p() -> None:
     rows = [
         # aspect "up": A, A, tie, B -> prior 0.625; the tie goes to 0.375, a "B"
-        row("d", "x", "y", "A", aspect="up"), row("d", "y", "x", "A", aspect="up"),
-        row("d", "x", "z", "tie", aspect="up"), row("d", "z", "x", "B", aspect="up"),
+        row("d", "x", "y", "A", aspect="up"),
+        row("d", "y", "x", "A", aspect="up"),
+        row("d", "x", "z", "tie", aspect="up"),
+        row("d", "z", "x", "B", aspect="up"),
         # aspect "down": B, B, tie, A -> prior 0.375; the tie goes to 0.625, an "A"
-        row("d", "x", "y", "B", aspect="down"), row("d", "y", "x", "B", aspect="down"),
-        row("d", "x", "z", "tie", aspect="down"), row("d", "z", "x", "A", aspect="down"),
+        row("d", "x", "y", "B", aspect="down"),
+        row("d", "y", "x", "B", aspect="down"),
+        row("d", "x", "z", "tie", aspect="down"),
+        row("d", "z", "x", "A", aspect="down"),
         # aspect "even": prior 0.5, the ties stay ties
-        row("d", "x", "y", "tie", aspect="even"), row("d", "y", "x", "tie", aspect="even"),
-        row("d", "x", "z", "A", aspect="even"), row("d", "z", "x", "B", aspect="even"),
+        row("d", "x", "y", "tie", aspect="even"),
+        row("d", "y", "x", "tie", aspect="even"),
+        row("d", "x", "z", "A", aspect="even"),
+        row("d", "z", "x", "B", aspect="even"),
         judgment("d", "even", "y", "z", None, error="timeout"),
-    ]  # fmt: skip
+    ]
     out = calibrate_table(table(rows)).to_pylist()
     got = [(r["aspect"], r["label"], r["p_a"]) for r in out]
     assert got[2] == ("up", "B", pytest.approx(0.375)) and got[6] == ("down", "A", pytest.approx(0.625))
@@ -269,10 +290,12 @@ def test_calibrate_table_relabels_ties_from_the_calibrated_p() -> None:
 
 def test_meta_eval_counts_a_tie_as_wrong_and_two_ties_as_agreeing() -> None:
     labels = pa.Table.from_pylist(
-        [{"context_id": f"S/{k}", "candidate_a": f"o1_{k}", "candidate_b": f"o2_{k}", "preferred": "A"}
-         for k in range(4)],
+        [
+            {"context_id": f"S/{k}", "candidate_a": f"o1_{k}", "candidate_b": f"o2_{k}", "preferred": "A"}
+            for k in range(4)
+        ],
         schema=PAIRWISE_LABELS,
-    )  # fmt: skip
+    )
     verdicts = [("tie", "tie"), ("tie", "B"), ("A", "tie"), ("A", "B")]  # original order, swapped order
     rows = []
     for k, (original, swapped) in enumerate(verdicts):
@@ -315,7 +338,7 @@ def test_all_tie_answers_finish_with_the_stated_ranking(name: str, symmetric: bo
     elif name == "pairs_anchors":
         assert isinstance(m, AnchorInsertion)
         # every other candidate falls below the last anchor, in seeded order
-        assert ranking == m._inner.ranking() + m.order[len(m.anchors):]
+        assert ranking == m._inner.ranking() + m.order[len(m.anchors) :]
     else:
         assert ranking == sorted(ids)  # posterior means all 0: by id
         assert m.stop_reason == ("all_pairs" if n <= 3 else "stable")  # round 0's cycle is every pair up to 3

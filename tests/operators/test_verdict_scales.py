@@ -16,23 +16,54 @@ from pairank.storage.schemas import JUDGMENTS
 
 FIVE = json.dumps({"judging": {"verdict_scale": 5}, "mode": "generate"}, sort_keys=True, separators=(",", ":"))
 THREE = json.dumps({"judging": {}, "mode": "generate"}, sort_keys=True, separators=(",", ":"))
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 # One context, three candidates of three systems, both slot orders of each pair (as the full scheduler asks):
 # x is much better than y, y slightly better than z, z slightly better than x. Counted once each, the hard
 # verdicts are a cycle (every win ratio 1/2); counted Arena-Hard's way, x's decisive wins put it first.
-VERDICTS = {("x", "y"): "A>>B", ("y", "x"): "B>>A", ("y", "z"): "A>B", ("z", "y"): "B>A", ("z", "x"): "A>B",
-            ("x", "z"): "B>A"}  # fmt: skip
-CANDIDATES = pa.table({"context_id": ["c"] * 3, "context": ["doc"] * 3, "candidate_id": ["x", "y", "z"],
-                       "system": ["sx", "sy", "sz"], "text": ["tx", "ty", "tz"]})  # fmt: skip
+VERDICTS = {
+    ("x", "y"): "A>>B",
+    ("y", "x"): "B>>A",
+    ("y", "z"): "A>B",
+    ("z", "y"): "B>A",
+    ("z", "x"): "A>B",
+    ("x", "z"): "B>A",
+}
+CANDIDATES = pa.table(
+    {
+        "context_id": ["c"] * 3,
+        "context": ["doc"] * 3,
+        "candidate_id": ["x", "y", "z"],
+        "system": ["sx", "sy", "sz"],
+        "text": ["tx", "ty", "tz"],
+    }
+)
 
 
 def row(a: str, b: str, level: str | None, sampling: str = FIVE, error: str | None = None, i: int = 0) -> dict:
     label, p = LEVELS[level] if level else (None, None)
-    return {"key": f"{a}{b}{i}{sampling}", "engine": "http", "model": "m", "revision": "r", "prompt_hash": "h",
-            "sampling": sampling, "context_id": "c", "aspect": "coherence", "candidate_a": a, "candidate_b": b,
-            "p_a": p, "logprob_a": None, "logprob_b": None, "label": label, "raw_text": f"[[{level}]]",
-            "input_tokens": 1, "output_tokens": 1, "seconds": 0.0, "error": error, "created_at": T0}  # fmt: skip
+    return {
+        "key": f"{a}{b}{i}{sampling}",
+        "engine": "http",
+        "model": "m",
+        "revision": "r",
+        "prompt_hash": "h",
+        "sampling": sampling,
+        "context_id": "c",
+        "aspect": "coherence",
+        "candidate_a": a,
+        "candidate_b": b,
+        "p_a": p,
+        "logprob_a": None,
+        "logprob_b": None,
+        "label": label,
+        "raw_text": f"[[{level}]]",
+        "input_tokens": 1,
+        "output_tokens": 1,
+        "seconds": 0.0,
+        "error": error,
+        "created_at": T0,
+    }
 
 
 def judgments(sampling: str = FIVE) -> pa.Table:

@@ -158,8 +158,13 @@ CASES5 = [
     # conflicts: two levels, even of the same side, are never reconciled
     ("conflict-sides", "[[A>B]] ... on reflection [[B>A]]", True, None, "conflicting verdicts: [[A>B]] and [[B>A]]"),
     ("conflict-same-side", "[[A>B]] no, [[A>>B]]", True, None, "conflicting verdicts: [[A>>B]] and [[A>B]]"),
-    ("conflict-all", "[[B>>A]] [[B>A]] [[A=B]] [[A>B]] [[A>>B]]", True, None,
-     "conflicting verdicts: [[A>>B]], [[A>B]], [[A=B]], [[B>A]] and [[B>>A]]"),
+    (
+        "conflict-all",
+        "[[B>>A]] [[B>A]] [[A=B]] [[A>B]] [[A>>B]]",
+        True,
+        None,
+        "conflicting verdicts: [[A>>B]], [[A>B]], [[A=B]], [[B>A]] and [[B>>A]]",
+    ),
     ("conflict-with-tie-no-ties", "[[A>B]] or [[A=B]]", False, None, "conflicting verdicts: [[A>B]] and [[A=B]]"),
     ("conflict-lookalike", "[[A>B]] and [[\u0412>\u0410]]", True, None, "conflicting verdicts: [[A>B]] and [[B>A]]"),
     ("other-scale-ignored", "[[A]] means nothing here; [[B>A]]", True, "B>A", None),
@@ -185,7 +190,13 @@ CASES5 = [
     ("blockquote-only", "> [[A>>B]]", True, None, QUOTED5),
     ("unclosed-fence-hides-verdict", "```\n[[B>A]]\nthen [[A>B]]", True, None, QUOTED5),
     ("unclosed-quote-runs-to-end-of-line", 'A 12" pizza is better. [[A>B]]', True, None, QUOTED5),
-    ("quoted-and-conflict-outside", '"[[A=B]]" [[A>B]] [[B>A]]', True, None, "conflicting verdicts: [[A>B]] and [[B>A]]"),
+    (
+        "quoted-and-conflict-outside",
+        '"[[A=B]]" [[A>B]] [[B>A]]',
+        True,
+        None,
+        "conflicting verdicts: [[A>B]] and [[B>A]]",
+    ),
     # unicode lookalikes of the letters, the brackets and the relations
     ("cyrillic-letters", "[[\u0410>>\u0412]]", True, "A>>B", None),
     ("greek-letters", "[[\u0392>\u0391]]", True, "B>A", None),
@@ -241,7 +252,7 @@ def test_the_five_levels():
     assert list(LEVELS) == ["A>>B", "A>B", "A=B", "B>A", "B>>A"]
     assert [p for _, p in LEVELS.values()] == [1.0, 0.75, 0.5, 0.25, 0.0]
     assert [label for label, _ in LEVELS.values()] == ["A", "A", "tie", "B", "B"]
-    assert DECISIVE == {"A>>B", "B>>A"}
+    assert {"A>>B", "B>>A"} == DECISIVE
     assert [parse_verdict(f"[[{level}]]", scale=5).decisive for level in LEVELS] == [True, False, False, False, True]
 
 
@@ -272,8 +283,11 @@ def test_letters_map_to_labels():
 
 @pytest.mark.parametrize(
     ("label", "error", "message"),
-    [("A", "x", "exactly one of label and error"), (None, None, "exactly one of label and error"),
-     ("C", None, "expected a label in ['A', 'B', 'tie'], found 'C'")],
+    [
+        ("A", "x", "exactly one of label and error"),
+        (None, None, "exactly one of label and error"),
+        ("C", None, "expected a label in ['A', 'B', 'tie'], found 'C'"),
+    ],
     ids=["both", "neither", "bad-label"],
 )
 def test_verdict_rejects_inconsistent_fields(label, error, message):
@@ -311,12 +325,17 @@ def test_non_string_is_a_type_error():
         ("\u27e6[A]\u27e7", "[[ [A] ]]"),
         ("```python\nx\n```", "` ` `python\nx\n` ` `"),
         ("~~~~", "~ ~ ~ ~"),
-        ("\u041f\u0440\u0438\u0432\u0435\u0442 [A] [[D]] \u201cq\u201d", "\u041f\u0440\u0438\u0432\u0435\u0442 [A] [[D]] \u201cq\u201d"),
+        (
+            "\u041f\u0440\u0438\u0432\u0435\u0442 [A] [[D]] \u201cq\u201d",
+            "\u041f\u0440\u0438\u0432\u0435\u0442 [A] [[D]] \u201cq\u201d",
+        ),
         ("\uff3b\uff3b\uff21\uff3d\uff3d", "[ [A] ]"),
         ("[[\u200bA]]", "[ [A] ]"),
         ("Verdict: \u27e6\u2060B\ufeff\u27e7", "Verdict: [ [B] ]"),
-        ("\u4e2d\u6587 caf\u00e9 \U0001f600 [[\u1d04]] \u00abok\u00bb \u203a\u203a\u203a",
-         "\u4e2d\u6587 caf\u00e9 \U0001f600 [ [C] ] \u00abok\u00bb \u203a\u203a\u203a"),
+        (
+            "\u4e2d\u6587 caf\u00e9 \U0001f600 [[\u1d04]] \u00abok\u00bb \u203a\u203a\u203a",
+            "\u4e2d\u6587 caf\u00e9 \U0001f600 [ [C] ] \u00abok\u00bb \u203a\u203a\u203a",
+        ),
         ("\uff40\uff40\uff40python", "` ` `python"),
         ("~\u200b~~", "~ ~ ~"),
         ("[[A>>B]]", "[ [A>>B] ]"),
@@ -328,13 +347,34 @@ def test_non_string_is_a_type_error():
         ("[[A<B]] [[A>A]] [[A>>>B]] A>B", "[[A<B]] [[A>A]] [[A>>>B]] A>B"),
         ("[[A]][[A>B]]", "[ [A] ][ [A>B] ]"),
     ],
-    ids=["ascii", "spaces-lowercase", "white-brackets", "fullwidth-cyrillic", "zero-width-inside",
-         "zero-width-around-kept", "triple-brackets", "double-white-brackets",
-         "white-bracket-straddles", "backtick-fence", "tilde-run",
-         "harmless-unchanged", "fullwidth", "zero-width-after-brackets", "joiners-in-white-brackets",
-         "other-scripts-kept", "fullwidth-backticks", "zero-width-in-tildes",
-         "five-ascii", "five-spaces-tie", "five-white-brackets-much-greater", "five-fullwidth-cyrillic",
-         "five-zero-width", "five-triple-brackets", "five-not-markers-unchanged", "both-scales-adjacent"],
+    ids=[
+        "ascii",
+        "spaces-lowercase",
+        "white-brackets",
+        "fullwidth-cyrillic",
+        "zero-width-inside",
+        "zero-width-around-kept",
+        "triple-brackets",
+        "double-white-brackets",
+        "white-bracket-straddles",
+        "backtick-fence",
+        "tilde-run",
+        "harmless-unchanged",
+        "fullwidth",
+        "zero-width-after-brackets",
+        "joiners-in-white-brackets",
+        "other-scripts-kept",
+        "fullwidth-backticks",
+        "zero-width-in-tildes",
+        "five-ascii",
+        "five-spaces-tie",
+        "five-white-brackets-much-greater",
+        "five-fullwidth-cyrillic",
+        "five-zero-width",
+        "five-triple-brackets",
+        "five-not-markers-unchanged",
+        "both-scales-adjacent",
+    ],
 )
 def test_defuse(text, expected):
     assert defuse(text) == expected
@@ -344,12 +384,30 @@ def test_defuse(text, expected):
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [(">\u200b>>", ">>>"), ("\uff1e\uff1e\uff1e", ">>>"), ("\u203a\u203a\u203a", ">>>"), ("\u2039\u2039\u2039", "<<<"),
-     ("\u276f\u27e9\u3009", ">>>"), ("\u226b\u300b\u22d9", ">>>>>>>"), ("\u00ab\u00bb", "\u00ab\u00bb"),
-     ("\uff3b\uff3b\uff21\uff3d\uff3d", "[[A]]"), ("[[\u200bA]]", "[[A]]"),
-     ("\u4e2d\u6587 caf\u00e9 \U0001f600", "\u4e2d\u6587 caf\u00e9 \U0001f600")],
-    ids=["zero-width-closer", "fullwidth-closer", "angle-quote-closer", "angle-quote-opener", "angle-brackets",
-         "doubled-angles", "guillemets-stay-quotes", "fullwidth-marker", "zero-width-marker", "other-scripts"],
+    [
+        (">\u200b>>", ">>>"),
+        ("\uff1e\uff1e\uff1e", ">>>"),
+        ("\u203a\u203a\u203a", ">>>"),
+        ("\u2039\u2039\u2039", "<<<"),
+        ("\u276f\u27e9\u3009", ">>>"),
+        ("\u226b\u300b\u22d9", ">>>>>>>"),
+        ("\u00ab\u00bb", "\u00ab\u00bb"),
+        ("\uff3b\uff3b\uff21\uff3d\uff3d", "[[A]]"),
+        ("[[\u200bA]]", "[[A]]"),
+        ("\u4e2d\u6587 caf\u00e9 \U0001f600", "\u4e2d\u6587 caf\u00e9 \U0001f600"),
+    ],
+    ids=[
+        "zero-width-closer",
+        "fullwidth-closer",
+        "angle-quote-closer",
+        "angle-quote-opener",
+        "angle-brackets",
+        "doubled-angles",
+        "guillemets-stay-quotes",
+        "fullwidth-marker",
+        "zero-width-marker",
+        "other-scripts",
+    ],
 )
 def test_fold(text, expected):
     assert fold(text) == expected
@@ -362,22 +420,98 @@ def test_defuse_keeps_russian_text_outside_markers():
 
 # Texts built from marker fragments, lookalikes, invisibles, quotes, fences and words.
 FRAGMENTS = [
-    "[[", "]]", "[", "]", "A", "B", "C", "D", "a", "b", "c", " ", "\t", "\n", "\r", "\r\n", "```", "~~~", "`", "~",
-    ">", '"', "\u201c", "\u201d", "\u00ab", "\u00bb", "\u3010", "\u3011", "\u27e6", "\u27e7", "\u301a", "\u301b",
-    "\uff3b", "\uff3d", "\uff21", "\u0410", "\u0412", "\u0421", "\u0430", "\u0441", "\u0391", "\u0392",
-    "\U0001d400", "\u24b6", "\u200b", "\u00ad", "\ufeff", "\u2060", "\u034f", "\ufe0f", "\u0301", "\u00a0", "\u3000",
-    "\u2800", "\ufe3b", "\ufe3c", "Verdict:", "[[A]]", "[[B]]", "[[C]]", "[[ c ]]", "\u0301",
-    "\u203a", "\u226b", "\u22d9", "\uff1e", "\u300b", "\u1d00", "\u0299", "\uff40",
+    "[[",
+    "]]",
+    "[",
+    "]",
+    "A",
+    "B",
+    "C",
+    "D",
+    "a",
+    "b",
+    "c",
+    " ",
+    "\t",
+    "\n",
+    "\r",
+    "\r\n",
+    "```",
+    "~~~",
+    "`",
+    "~",
+    ">",
+    '"',
+    "\u201c",
+    "\u201d",
+    "\u00ab",
+    "\u00bb",
+    "\u3010",
+    "\u3011",
+    "\u27e6",
+    "\u27e7",
+    "\u301a",
+    "\u301b",
+    "\uff3b",
+    "\uff3d",
+    "\uff21",
+    "\u0410",
+    "\u0412",
+    "\u0421",
+    "\u0430",
+    "\u0441",
+    "\u0391",
+    "\u0392",
+    "\U0001d400",
+    "\u24b6",
+    "\u200b",
+    "\u00ad",
+    "\ufeff",
+    "\u2060",
+    "\u034f",
+    "\ufe0f",
+    "\u0301",
+    "\u00a0",
+    "\u3000",
+    "\u2800",
+    "\ufe3b",
+    "\ufe3c",
+    "Verdict:",
+    "[[A]]",
+    "[[B]]",
+    "[[C]]",
+    "[[ c ]]",
+    "\u0301",
+    "\u203a",
+    "\u226b",
+    "\u22d9",
+    "\uff1e",
+    "\u300b",
+    "\u1d00",
+    "\u0299",
+    "\uff40",
     # the five-level markers and their parts
-    ">>", "=", "<", "\uff1d", "\u226a", "[[A>>B]]", "[[A>B]]", "[[A=B]]", "[[B>A]]", "[[B>>A]]", "[[ b = a ]]",
-    "A>>B", "B>A",
+    ">>",
+    "=",
+    "<",
+    "\uff1d",
+    "\u226a",
+    "[[A>>B]]",
+    "[[A>B]]",
+    "[[A=B]]",
+    "[[B>A]]",
+    "[[B>>A]]",
+    "[[ b = a ]]",
+    "A>>B",
+    "B>A",
 ]
 hostile = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=5), max_size=30).map("".join)
 anything = hostile | st.text()
 PROPS = settings(max_examples=300, deadline=None, derandomize=True)
 #: A verdict the judge writes after a candidate: (scale, marker, what it parses to: the label or the level).
-WRITTEN = st.sampled_from([(3, f"[[{x}]]", LETTERS[x]) for x in sorted(LETTERS)]
-                          + [(5, f"[[{level}]]", level) for level in LEVELS])
+WRITTEN = st.sampled_from(
+    [(3, f"[[{x}]]", LETTERS[x]) for x in sorted(LETTERS)] + [(5, f"[[{level}]]", level) for level in LEVELS]
+)
 NONE = {3: NO_VERDICT, 5: NO_VERDICT5}
 
 

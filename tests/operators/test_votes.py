@@ -19,7 +19,7 @@ from pairank.operators.winrate import BASELINE, NO_VOTE, SYSTEM
 from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS
 from tests.operators.rows import judgment
 
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def verdict(ctx, a, b, label, model="m", at=0, error=None):
@@ -39,8 +39,10 @@ PAIRS = [("c1", "s1", "b1"), ("c2", "s2", "b2"), ("c3", "s3", "b3")]
 
 def test_swap_and_sum_agreeing_orders_and_single_orders():
     rows = [
-        verdict("c1", "s1", "b1", "A"), verdict("c1", "b1", "s1", "B"),  # system wins in both orders
-        verdict("c2", "s2", "b2", "B"), verdict("c2", "b2", "s2", "A"),  # baseline wins in both orders
+        verdict("c1", "s1", "b1", "A"),
+        verdict("c1", "b1", "s1", "B"),  # system wins in both orders
+        verdict("c2", "s2", "b2", "B"),
+        verdict("c2", "b2", "s2", "A"),  # baseline wins in both orders
         verdict("c3", "b3", "s3", "B"),  # one order only: system in slot B wins
         verdict("c9", "x", "y", "A"),  # not one of the pairs
     ]
@@ -64,9 +66,11 @@ def test_position_bias_makes_a_tie_broken_by_a_seeded_coin_and_counted():
 
 def test_tie_verdicts_count_half_errors_are_not_votes_and_the_latest_row_wins():
     rows = [
-        verdict("c1", "s1", "b1", "tie"), verdict("c1", "b1", "s1", "B"),  # 0.5 + 1 of 2: system
+        verdict("c1", "s1", "b1", "tie"),
+        verdict("c1", "b1", "s1", "B"),  # 0.5 + 1 of 2: system
         verdict("c2", "s2", "b2", None, error="timeout"),  # no vote
-        verdict("c3", "s3", "b3", "A", at=0), verdict("c3", "s3", "b3", "B", at=5),  # re-judged: latest counts
+        verdict("c3", "s3", "b3", "A", at=0),
+        verdict("c3", "s3", "b3", "B", at=5),  # re-judged: latest counts
     ]
     v = pair_votes(table(rows), PAIRS)
     assert v.votes[:, 0].tolist() == [SYSTEM, NO_VOTE, BASELINE]
@@ -89,13 +93,17 @@ def test_judge_names_are_unique_even_when_short_names_collide():
 
 def test_human_truth_from_labels_then_scores():
     labels = pa.Table.from_pylist(
-        [{"context_id": "c1", "candidate_a": "b1", "candidate_b": "s1", "preferred": "A"},
-         {"context_id": "c3", "candidate_a": "s3", "candidate_b": "b3", "preferred": "tie"}],
+        [
+            {"context_id": "c1", "candidate_a": "b1", "candidate_b": "s1", "preferred": "A"},
+            {"context_id": "c3", "candidate_a": "s3", "candidate_b": "b3", "preferred": "tie"},
+        ],
         schema=PAIRWISE_LABELS,
     )
     scores = pa.Table.from_pylist(
-        [{"candidate_id": c, "aspect": "coherence", "score": s} for c, s in
-         [("s2", 4.0), ("b2", 3.0), ("s3", 2.0), ("b3", 2.0), ("s1", 5.0), ("b1", 1.0)]],
+        [
+            {"candidate_id": c, "aspect": "coherence", "score": s}
+            for c, s in [("s2", 4.0), ("b2", 3.0), ("s3", 2.0), ("b3", 2.0), ("s1", 5.0), ("b1", 1.0)]
+        ],
         schema=HUMAN_SCORES,
     )
     truth = human_truth(PAIRS, "coherence", scores, labels)
@@ -115,7 +123,8 @@ def test_labelled_pairs_orient_class_zero_on_the_first_candidate():
 def test_system_pairs_need_one_candidate_per_system_and_context():
     rows = [
         {"context_id": ctx, "context": "doc", "candidate_id": f"{ctx}/{s}", "system": s, "text": "t"}
-        for ctx, systems in [("c1", ["s", "b"]), ("c2", ["s", "x"])] for s in systems
+        for ctx, systems in [("c1", ["s", "b"]), ("c2", ["s", "x"])]
+        for s in systems
     ]
     cands = pa.Table.from_pylist(rows, schema=CANDIDATES)
     assert system_pairs(cands, "s", "b") == [("c1", "c1/s", "c1/b")]

@@ -11,7 +11,7 @@ import yaml
 
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_candidate_ids, read_candidates, read_human_scores
-from pairank.storage.schemas import TableError
+from pairank.storage.validation import TableError
 from tests.helpers import ROOT
 
 
@@ -87,19 +87,23 @@ def test_conflicting_duplicate_human_scores_are_refused_and_equal_ones_kept(tmp_
 @pytest.mark.parametrize("name", ["../../x", "team/x", "", ".", "..", "a b", "x\\y"])
 def test_a_run_name_that_is_not_one_safe_path_segment_exits_2(tmp_path, name):
     spec = yaml.safe_load((ROOT / "configs/demo.yaml").read_text())
-    spec.update(name=name, input=str(tmp_path / "nothing"), output=str(tmp_path / "out"),
-                prompts=str(ROOT / "configs/prompts/summarization"))  # fmt: skip
+    spec.update(
+        name=name,
+        input=str(tmp_path / "nothing"),
+        output=str(tmp_path / "out"),
+        prompts=str(ROOT / "configs/prompts/summarization"),
+    )
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(spec))
-    out = subprocess.run([sys.executable, "-m", "pairank.jobs.cli.main", "run", str(path)], capture_output=True,
-                         text=True, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(path)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 2, out.stderr
     assert str(path) in out.stderr and "name:" in out.stderr and "one path segment" in out.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path.parent / "x").exists()
 
 
-@pytest.mark.parametrize(("key", "value"), [("judge.noise", ".inf"), ("judge.scale", ".nan"),
-                                            ("winrate.mass", ".inf")])  # fmt: skip
+@pytest.mark.parametrize(("key", "value"), [("judge.noise", ".inf"), ("judge.scale", ".nan"), ("winrate.mass", ".inf")])
 def test_non_finite_numbers_in_a_spec_are_refused(key, value):
     from pairank.jobs.specs.job import SpecError, load_spec
 

@@ -11,7 +11,8 @@ import pytest
 from pairank.storage.commits import CommitConflict, CommitLog, NightlyLayout
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_prefix
-from pairank.storage.schemas import CANDIDATES, TableError
+from pairank.storage.schemas import CANDIDATES
+from pairank.storage.validation import TableError
 
 
 def race(log: CommitLog, writers: int) -> tuple[list, list]:
@@ -156,11 +157,17 @@ def test_the_history_table_gets_each_night_once_however_many_publish(tmp_path):
     commits = [Commit(seq, {"night": f"n{seq}", "folder": f"nights/n{seq}"}) for seq in (1, 2, 3)]
 
     def snapshot(commit):
-        return pa.table({"aspect": ["overall"] * 2, "rank": [1, 2], "system": [f"s{commit.seq}", "base"]}, schema=schema)
+        return pa.table(
+            {"aspect": ["overall"] * 2, "rank": [1, 2], "system": [f"s{commit.seq}", "base"]}, schema=schema
+        )
 
     added = []
-    threads = [threading.Thread(target=lambda: added.append(NightlyTable(layout, "history", schema).catch_up(commits, snapshot)))
-               for _ in range(4)]  # fmt: skip
+    threads = [
+        threading.Thread(
+            target=lambda: added.append(NightlyTable(layout, "history", schema).catch_up(commits, snapshot))
+        )
+        for _ in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -182,13 +189,19 @@ def test_the_history_table_takes_columns_added_to_its_snapshots_later(tmp_path):
     old = pa.schema([pa.field("aspect", pa.string()), pa.field("rank", pa.int64()), pa.field("system", pa.string())])
     new = old.append(pa.field("style_rank", pa.int64(), nullable=True))
     first = [Commit(1, {"night": "n1", "folder": "nights/n1"})]
-    NightlyTable(layout, "history", old).catch_up(first, lambda c: pa.table(
-        {"aspect": ["overall"], "rank": [1], "system": ["a"]}, schema=old))  # fmt: skip
+    NightlyTable(layout, "history", old).catch_up(
+        first, lambda c: pa.table({"aspect": ["overall"], "rank": [1], "system": ["a"]}, schema=old)
+    )
     history = NightlyTable(layout, "history", new)
     before = history.read(upto=1)  # read with the new schema before any night has the column
     assert before.column("style_rank").to_pylist() == [None] and before.schema.field("style_rank").type == pa.int64()
     second = first + [Commit(2, {"night": "n2", "folder": "nights/n2"})]
-    assert history.catch_up(second, lambda c: pa.table(
-        {"aspect": ["overall"], "rank": [1], "system": ["b"], "style_rank": [2]}, schema=new)) == 1  # fmt: skip
+    assert (
+        history.catch_up(
+            second,
+            lambda c: pa.table({"aspect": ["overall"], "rank": [1], "system": ["b"], "style_rank": [2]}, schema=new),
+        )
+        == 1
+    )
     after = history.read(upto=2)
     assert after.column("system").to_pylist() == ["a", "b"] and after.column("style_rank").to_pylist() == [None, 2]

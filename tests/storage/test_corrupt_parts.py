@@ -61,7 +61,9 @@ def test_a_corrupt_part_is_named_then_quarantined_and_its_comparisons_asked_agai
     assert main(["store", "verify", "--root", str(root)]) == 2
     out = capsys.readouterr()
     lines = out.out.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"bad: {victim.uri}: not a readable Parquet file ({len(damaged)} bytes")
+    assert len(lines) == 1 and lines[0].startswith(
+        f"bad: {victim.uri}: not a readable Parquet file ({len(damaged)} bytes"
+    )
     assert f"{len(files)} data files read, 1 bad, 1 left in place" in out.err
     assert victim.exists()
 

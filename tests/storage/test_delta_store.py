@@ -27,13 +27,30 @@ T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 def rows(n: int, prefix: str, contexts: int = 4, aspects: tuple[str, ...] = ("coherence",), at: int = 0) -> pa.Table:
     out = []
     for i in range(n):
-        out.append({
-            "key": f"{prefix}-{i}", "engine": "simulated", "model": "m", "revision": "r", "prompt_hash": "h",
-            "sampling": "{}", "context_id": f"c{i % contexts}", "aspect": aspects[i % len(aspects)],
-            "candidate_a": "x", "candidate_b": "y", "p_a": (i % 10) / 10, "logprob_a": None, "logprob_b": None,
-            "label": "A", "raw_text": None, "input_tokens": 3, "output_tokens": 1, "seconds": 0.1, "error": None,
-            "created_at": T0 + dt.timedelta(seconds=at + i),
-        })  # fmt: skip
+        out.append(
+            {
+                "key": f"{prefix}-{i}",
+                "engine": "simulated",
+                "model": "m",
+                "revision": "r",
+                "prompt_hash": "h",
+                "sampling": "{}",
+                "context_id": f"c{i % contexts}",
+                "aspect": aspects[i % len(aspects)],
+                "candidate_a": "x",
+                "candidate_b": "y",
+                "p_a": (i % 10) / 10,
+                "logprob_a": None,
+                "logprob_b": None,
+                "label": "A",
+                "raw_text": None,
+                "input_tokens": 3,
+                "output_tokens": 1,
+                "seconds": 0.1,
+                "error": None,
+                "created_at": T0 + dt.timedelta(seconds=at + i),
+            }
+        )
     return pa.Table.from_pylist(out, schema=JUDGMENTS)
 
 
@@ -44,7 +61,7 @@ def concurrent_appends(cache: JudgmentCache, writers: int = 8, commits: int = 5,
         for c in range(commits):
             try:
                 cache.append(rows(n, f"w{w}c{c}"))
-            except BaseException as exc:  # noqa: BLE001 - reported by the test
+            except BaseException as exc:
                 errors.append(exc)
 
     threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
@@ -87,8 +104,9 @@ def test_a_read_scoped_to_a_run_reads_only_its_partitions(tmp_path):
     want = want.filter(pa.compute.equal(want.column("aspect"), "fluency"))
     assert sorted(mine.column("key").to_pylist()) == sorted(want.column("key").to_pylist()) and mine.num_rows > 0
     keys = mine.column("key").to_pylist()[:3]
-    assert sorted(cache.read(aspects=["fluency"], contexts=["c3", "c7"], keys=keys).column("key").to_pylist()) == \
-        sorted(keys)  # fmt: skip
+    assert sorted(
+        cache.read(aspects=["fluency"], contexts=["c3", "c7"], keys=keys).column("key").to_pylist()
+    ) == sorted(keys)
 
     # pruning: only the files of the fluency partition and the two contexts' buckets are opened
     data = delta.dataset(cache.folder)
@@ -193,8 +211,10 @@ def test_a_run_on_a_migrated_store_gives_the_same_answers_and_asks_nothing(tmp_p
     from tests.helpers import spec_for, write_input
 
     folder = write_input(tmp_path / "input", summeval_tables, 2, 4)
-    first = run_job(parse_spec(spec_for(folder, tmp_path / "new", name="m", scheduler={"name": "full"}), "t"),
-                    progress=lambda m: None)  # fmt: skip
+    first = run_job(
+        parse_spec(spec_for(folder, tmp_path / "new", name="m", scheduler={"name": "full"}), "t"),
+        progress=lambda m: None,
+    )
     assert first.judged == 24
     # the same judgments as a store of the former format (parts of 8 rows, as flush_rows 8 wrote them)
     judged = JudgmentCache(first.layout.judgments).rows()

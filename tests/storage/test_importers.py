@@ -11,12 +11,8 @@ import pytest
 
 from pairank.storage.fs import Location
 from pairank.storage.importers import IMPORTERS, ImportedSet, get_importer, run_import
-from pairank.storage.schemas import (
-    CANDIDATES,
-    HUMAN_SCORES,
-    PAIRWISE_LABELS,
-    TableError,
-)
+from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS
+from pairank.storage.validation import TableError
 from tests.helpers import topicalchat_rows, write_json
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -108,8 +104,12 @@ def test_llmbar_natural_real() -> None:
     assert s.candidates.num_rows == 2 * len(records)
     assert s.human_scores.num_rows == 0
     pairs = s.pairwise_labels.to_pylist()
-    assert pairs[0] == {"context_id": "0", "candidate_a": "0/output_1", "candidate_b": "0/output_2",
-                        "preferred": "A" if int(records[0]["label"]) == 1 else "B"}
+    assert pairs[0] == {
+        "context_id": "0",
+        "candidate_a": "0/output_1",
+        "candidate_b": "0/output_2",
+        "preferred": "A" if int(records[0]["label"]) == 1 else "B",
+    }
     assert Counter(p["preferred"] for p in pairs) == Counter("A" if int(r["label"]) == 1 else "B" for r in records)
     texts = dict(zip(s.candidates.column("candidate_id").to_pylist(), s.candidates.column("text").to_pylist()))
     assert texts["3/output_2"] == records[3]["output_2"]
@@ -129,8 +129,15 @@ def test_llmbar_recurses_over_subsets() -> None:
 @needs_data
 def test_run_import_writes_parquet(tmp_path: Path) -> None:
     counts = run_import("summeval", str(DATA / "summeval"), str(tmp_path / "summeval"))
-    assert counts == {"contexts": 100, "candidates": 1600, "human_scores": 6400, "pairwise_labels": 0,
-                      "judgments": 0, "skipped": [], "dst": str(tmp_path / "summeval")}
+    assert counts == {
+        "contexts": 100,
+        "candidates": 1600,
+        "human_scores": 6400,
+        "pairwise_labels": 0,
+        "judgments": 0,
+        "skipped": [],
+        "dst": str(tmp_path / "summeval"),
+    }
     assert pq.read_table(tmp_path / "summeval/candidates.parquet").schema.equals(CANDIDATES)
     assert pq.read_table(tmp_path / "summeval/human_scores.parquet").num_rows == 6400
     assert not (tmp_path / "summeval/pairwise_labels.parquet").exists()
@@ -160,8 +167,6 @@ def test_registry_and_unknown_name(tmp_path: Path) -> None:
 # --- crafted bad inputs ------------------------------------------------------------------------
 
 
-
-
 def write_jsonl(path: Path, records: list[dict]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -170,9 +175,18 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
 
 def summeval_rows() -> list[dict]:
     return [
-        {"article_id": f"A{a}", "summary_id": f"S{s}", "article": f"article {a}", "summary": f"summary {a}.{s}",
-         "coherence": 1.0 + s, "fluency": 2.0, "consistency": 3.0, "relevance": 4.0 + a}
-        for a in range(2) for s in range(2)
+        {
+            "article_id": f"A{a}",
+            "summary_id": f"S{s}",
+            "article": f"article {a}",
+            "summary": f"summary {a}.{s}",
+            "coherence": 1.0 + s,
+            "fluency": 2.0,
+            "consistency": 3.0,
+            "relevance": 4.0 + a,
+        }
+        for a in range(2)
+        for s in range(2)
     ]
 
 
@@ -185,15 +199,13 @@ def summeval_systems(rows: list[dict]) -> dict:
     return docs
 
 
-
-
 def newsroom_rows() -> list[dict]:
     scores = {"coherence": 1.0, "fluency": 2.0, "informativeness": 3.0, "relevance": 4.0}
     return [{"doc_id": "7", "source": "doc", "system_output": f"summary {k}", "scores": dict(scores)} for k in range(2)]
 
 
 def hanna_rows() -> list[dict]:
-    aspects = {a: 3.0 for a in ("relevance", "coherence", "empathy", "surprise", "engagement", "complexity")}
+    aspects = dict.fromkeys(("relevance", "coherence", "empathy", "surprise", "engagement", "complexity"), 3.0)
     return [{"prompt_id": "P0", "story_id": f"S{k}", "prompt": "p", "story": f"story {k}", **aspects} for k in range(2)]
 
 

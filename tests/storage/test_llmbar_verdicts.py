@@ -14,7 +14,8 @@ from pairank.jobs.cli.main import main as cli
 from pairank.storage.fs import Location
 from pairank.storage.importers import ImportedSet, get_importer, llmbar, run_import
 from pairank.storage.keys import canonical_json, judgment_key, text_hash
-from pairank.storage.schemas import JUDGMENTS, TableError
+from pairank.storage.schemas import JUDGMENTS
+from pairank.storage.validation import TableError
 from tests.helpers import topicalchat_rows, write_json
 
 STATS = ("correct_False", "correct_True", "correct_both", "equal")
@@ -63,8 +64,9 @@ def test_statistics_reproduced_for_every_evaluator(imported: ImportedSet, shared
         if evaluator[0] == SKIPPED_ROW[0]:  # the published counts include the skipped record: take it out
             record = json.loads(result.read_text())[SKIPPED_ROW[1]]
             verdict = record["results"][-1]
-            left_out = counts({"x": {s: verdict[f"swap = {s}"]["winner"] for s in (False, True)}},
-                              {"x": str(record["label"])})
+            left_out = counts(
+                {"x": {s: verdict[f"swap = {s}"]["winner"] for s in (False, True)}}, {"x": str(record["label"])}
+            )
             want = {k: (n - left_out[k][0], total - 1) for k, (n, total) in want.items()}
         assert counts(winners[evaluator], labels) == want, result
 
@@ -98,8 +100,15 @@ def test_row_conventions_and_keys(imported: ImportedSet, shared_data: Path) -> N
         judge = {"engine": "published", "model": "GPT-4", "revision": llmbar.REVISION, "sampling": {"mode": mode}}
         a, b = straight["candidate_a"], straight["candidate_b"]
         assert straight["key"] == judgment_key(
-            judge, straight["prompt_hash"], "instruction_following", "LLMBar/Natural/0", record["input"],
-            a, texts[a], b, texts[b],
+            judge,
+            straight["prompt_hash"],
+            "instruction_following",
+            "LLMBar/Natural/0",
+            record["input"],
+            a,
+            texts[a],
+            b,
+            texts[b],
         )
     assert by_mode["Vanilla"][0]["raw_text"].startswith("Output (")
     assert set(json.loads(by_mode["Rating"][0]["raw_text"])) == {"score_1", "score_2"}

@@ -19,17 +19,11 @@ import pytest
 from pairank.storage.cache import JudgmentCache, latest_per_key
 from pairank.storage.fs import Location
 from pairank.storage.keys import canonical_json, judgment_key, text_hash
-from pairank.storage.schemas import (
-    CANDIDATES,
-    HUMAN_SCORES,
-    JUDGMENTS,
-    PAIRWISE_LABELS,
-    TableError,
-    validate,
-)
+from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, PAIRWISE_LABELS
+from pairank.storage.validation import TableError, validate
 
 ROOT = Path(__file__).resolve().parents[2]
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 SRC = "in/candidates.parquet"
 
 
@@ -269,7 +263,10 @@ def test_newer_verdict_wins_even_when_written_first(tmp_path: Path) -> None:
 
 def test_latest_per_key_within_one_table() -> None:
     t = judgments(
-        judgment("b", 0.1, at=1), judgment("a", None, error="e", at=9), judgment("b", 0.3, at=3), judgment("a", 0.5, at=0)
+        judgment("b", 0.1, at=1),
+        judgment("a", None, error="e", at=9),
+        judgment("b", 0.3, at=3),
+        judgment("a", 0.5, at=0),
     )
     out = latest_per_key(t)
     assert out.column("key").to_pylist() == ["a", "b"]
@@ -438,7 +435,11 @@ def test_judgment_key_changes_with_every_input() -> None:
 def test_judgment_key_stable_across_processes() -> None:
     code = "import json, sys; from storage.keys import judgment_key; print(judgment_key(**json.loads(sys.argv[1])))"
     out = subprocess.run(
-        [sys.executable, "-c", code, canonical_json(BASE)], cwd=ROOT, capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code, canonical_json(BASE)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
         env={**os.environ, "PYTHONHASHSEED": "12345"},
     )
     assert out.stdout.strip() == judgment_key(**BASE)

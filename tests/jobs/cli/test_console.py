@@ -26,8 +26,14 @@ RAY_WORDS = ("streaming_executor", "Dataset")
 def pairank_run(spec: dict, tmp_path, *flags: str) -> subprocess.CompletedProcess:
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
-    return subprocess.run([sys.executable, "-m", "pairank.jobs.cli.main", *flags, "run", str(path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, env=dict(os.environ))  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "pairank.jobs.cli.main", *flags, "run", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ),
+    )
 
 
 def test_the_console_holds_pairank_lines_only_and_the_log_holds_the_rest(tmp_path, summeval_tables):
@@ -63,8 +69,9 @@ def test_a_failing_run_keeps_its_error_on_the_console(tmp_path, summeval_tables)
 
 def test_the_log_of_a_run_on_s3_is_kept_under_the_run(s3_server, tmp_path, summeval_tables):
     folder = write_input("s3://pairank/console/input", summeval_tables, 2, 3)
-    run = pairank_run(spec_for(folder, "s3://pairank/console/store", name="quiet", scheduler={"name": "full"}),
-                      tmp_path)  # fmt: skip
+    run = pairank_run(
+        spec_for(folder, "s3://pairank/console/store", name="quiet", scheduler={"name": "full"}), tmp_path
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     (log,) = Location.of("s3://pairank/console/store/runs/quiet/logs").files(".log")
     assert run.stderr.splitlines()[0] == f"[pairank] Ray, engine and library output: {log.uri} (-v shows it here)"
@@ -77,8 +84,12 @@ class Terminal(io.StringIO):
 
 
 def stage_lines(n: int, total: int) -> list[StageProgress]:
-    return [StageProgress(f"pairwise: {d}/{total} (0 errors)", stage="pairwise", done=d, total=total, errors=0,
-                          final=d == total) for d in range(total // n, total + 1, total // n)]  # fmt: skip
+    return [
+        StageProgress(
+            f"pairwise: {d}/{total} (0 errors)", stage="pairwise", done=d, total=total, errors=0, final=d == total
+        )
+        for d in range(total // n, total + 1, total // n)
+    ]
 
 
 def test_plain_progress_lines_are_throttled_per_stage_and_the_last_always_shown():
@@ -88,8 +99,11 @@ def test_plain_progress_lines_are_throttled_per_stage_and_the_last_always_shown(
         c.progress(line)
     c.progress("round 2: other news")
     shown = c._err.getvalue().splitlines()
-    assert shown == ["[pairank] pairwise: 20/100 (0 errors)", "[pairank] pairwise: 100/100 (0 errors)",
-                     "[pairank] round 2: other news"]  # fmt: skip
+    assert shown == [
+        "[pairank] pairwise: 20/100 (0 errors)",
+        "[pairank] pairwise: 100/100 (0 errors)",
+        "[pairank] round 2: other news",
+    ]
 
 
 def test_on_a_terminal_a_stage_is_one_bar_that_ends_at_its_total():

@@ -11,11 +11,14 @@ import zlib
 import pyarrow.compute as pc
 import pytest
 
-import pairank.jobs.pipeline.static_stream as rs
 import pairank.jobs.pipeline.block_scores as ss
+import pairank.jobs.pipeline.static_stream as rs
+from pairank.jobs.pipeline.inputs import read_inputs
+from pairank.jobs.pipeline.judge import Counts, Judged
+from pairank.jobs.pipeline.score import score
+from pairank.jobs.pipeline.winrates import winrate_tables
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
-from pairank.jobs.pipeline.steps import Counts, Judged, read_inputs, score, winrate_tables
 from pairank.operators.reports import judgment_totals
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.layout import RunLayout
@@ -52,12 +55,20 @@ def in_order(rankings) -> list[dict]:
 def streamed_spec(tmp_path, summeval_tables, monkeypatch):
     monkeypatch.setattr(rs, "CONTEXTS_PER_TASK", 2)  # several blocks, each scored by its own task
     folder = write_input(tmp_path / "input", summeval_tables, CONTEXTS, CANDIDATES)
-    systems = sorted(set(read_inputs(parse_spec(spec_for(folder, tmp_path / "x"), "t")).candidates
-                         .column("system").to_pylist()))  # fmt: skip
-    spec = spec_for(folder, tmp_path / "store", name="full", scheduler={"name": "full"}, aspects=ASPECTS,
-                    judge={"noise": 1.0, "scale": 2.0, "position_bias": 0.5},  # flips and intransitive triads
-                    scoring={"verdicts": ["hard", "soft"]}, pool={"num_cpus": 2},
-                    winrate={"baseline": systems[0], "methods": ["observed"]})  # fmt: skip
+    systems = sorted(
+        set(read_inputs(parse_spec(spec_for(folder, tmp_path / "x"), "t")).candidates.column("system").to_pylist())
+    )
+    spec = spec_for(
+        folder,
+        tmp_path / "store",
+        name="full",
+        scheduler={"name": "full"},
+        aspects=ASPECTS,
+        judge={"noise": 1.0, "scale": 2.0, "position_bias": 0.5},  # flips and intransitive triads
+        scoring={"verdicts": ["hard", "soft"]},
+        pool={"num_cpus": 2},
+        winrate={"baseline": systems[0], "methods": ["observed"]},
+    )
     return parse_spec(spec, "test")
 
 
@@ -90,10 +101,12 @@ def test_scores_added_up_over_blocks_are_the_whole_tables_scores(streamed_spec):
     totals = judgment_totals(table)
     assert (report["counts"]["judgments"], report["counts"]["with_verdict"]) == (COMPARISONS, COMPARISONS)
     assert rounded({k: report["cost"][k] for k in ("input_tokens", "output_tokens", "engine_seconds")}) == rounded(
-        {k: totals[k] for k in ("input_tokens", "output_tokens", "engine_seconds")})
+        {k: totals[k] for k in ("input_tokens", "output_tokens", "engine_seconds")}
+    )
     # win rates read the comparisons with a baseline candidate only, and give what the whole table gives
-    rates, _ = winrate_tables(spec.winrate, spec.baseline, spec.aspects, table, inputs.candidates, inputs.human,
-                              inputs.labels(), quiet)  # fmt: skip
+    rates, _ = winrate_tables(
+        spec.winrate, spec.baseline, spec.aspects, table, inputs.candidates, inputs.human, inputs.labels(), quiet
+    )
     assert rounded(layout.winrates.read_parquet().to_pylist()) == rounded(rates.to_pylist()) != []
 
 

@@ -20,11 +20,12 @@ import pytest
 import yaml
 
 from pairank.jobs.pipeline.driver import Driver, RoundCalibration
+from pairank.jobs.pipeline.inputs import read_inputs
 from pairank.jobs.pipeline.passes import Judging
+from pairank.jobs.pipeline.pool import judge_pool
 from pairank.jobs.pipeline.requests import RequestMaker, contexts_of
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import load_spec, parse_spec
-from pairank.jobs.pipeline.steps import judge_pool, read_inputs
 from pairank.operators.judges import judge_identity
 from pairank.operators.judges.simulated import latent_quality
 from pairank.operators.prompts import load_prompts
@@ -37,8 +38,6 @@ from tests.helpers import ROOT, spec_for, write_input
 def six_input(tmp_path, summeval_tables):
     """3 SummEval articles x 6 summaries, with human scores."""
     return write_input(tmp_path / "input", summeval_tables, 3, 6)
-
-
 
 
 def true_order(spec, candidates, ctx) -> list[str]:
@@ -149,18 +148,25 @@ def test_calibrated_one_order_run_beats_a_position_biased_judge(ray_local, six_i
     for calibration in ("none", "batch"):
         spec = parse_spec(
             spec_for(
-                six_input, tmp_path / calibration, judge=judge, scheduler={"name": "pairs_greedy", "symmetric": False},
-                scoring={"calibration": calibration}, subset={"contexts": 3},
+                six_input,
+                tmp_path / calibration,
+                judge=judge,
+                scheduler={"name": "pairs_greedy", "symmetric": False},
+                scoring={"calibration": calibration},
+                subset={"contexts": 3},
             ),
             "test",
-        )  # fmt: skip
+        )
         result = run_job(spec, progress=lambda m: None)
         rankings = result.layout.rankings.read_parquet().to_pylist()
         candidates = read_inputs(spec).candidates
         agree = []
         for ctx in contexts_of(candidates):
-            got = [r["candidate_id"] for r in sorted(rankings, key=lambda r: r["rank"])
-                   if r["context_id"] == ctx and r["method"] == "pairs_greedy"]  # fmt: skip
+            got = [
+                r["candidate_id"]
+                for r in sorted(rankings, key=lambda r: r["rank"])
+                if r["context_id"] == ctx and r["method"] == "pairs_greedy"
+            ]
             truth = true_order(spec, candidates, ctx)
             agree.append(sum(got.index(a) < got.index(b) for i, a in enumerate(truth) for b in truth[i + 1 :]))
         ranks[calibration] = sum(agree)
@@ -178,16 +184,21 @@ def write_spec(tmp_path: Path, input_folder, output: Path, **over) -> Path:
 
 
 def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_local, six_input, tmp_path):
-    slow = {"judge": {"engine": "simulated", "noise": 0.5, "seed": 3, "seconds_per_comparison": 0.05},
-            "scheduler": {"name": "pairs_beam", "seed": 2}}  # fmt: skip
+    slow = {
+        "judge": {"engine": "simulated", "noise": 0.5, "seed": 3, "seconds_per_comparison": 0.05},
+        "scheduler": {"name": "pairs_beam", "seed": 2},
+    }
     spec = write_spec(tmp_path, six_input, tmp_path / "killed", **slow)
     log_path = tmp_path / "run1.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec)],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
             env={**os.environ, "PAIRANK_LEASE_TTL_S": str(LEASE_TTL_S)},
-        )  # fmt: skip
+        )
         try:
             deadline = time.monotonic() + 240
             while "round 3:" not in log_path.read_text():
@@ -203,10 +214,14 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_local, si
 
     time.sleep(LEASE_TTL_S)  # the killed run holds its name until its lease runs out
     second = subprocess.run(
-        [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec)], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert second.returncode == 0, second.stderr[-3000:]
-    rows = [r for r in cache.rows().to_pylist()]
+    rows = list(cache.rows().to_pylist())
     counts = Counter(r["key"] for r in rows)
     assert max(counts.values()) == 1  # no comparison asked twice
     assert all(r["created_at"] == before[r["key"]] for r in rows if r["key"] in before)
@@ -228,10 +243,13 @@ def test_report_has_transitivity_seed_spread_and_quantile_scores(ray_local, six_
     assert tri["contexts"] == 3 and tri["triads"] == 3 * 20 and tri["intransitive"] > 0
 
     spec = spec_for(
-        six_input, tmp_path / "out", judge=judge, name="seeds",
+        six_input,
+        tmp_path / "out",
+        judge=judge,
+        name="seeds",
         scheduler={"name": "pairs_beam", "repeats": 3},
         scoring={"quantile": {"percentages": {1: 0.5, 5: 0.5}}},
-    )  # fmt: skip
+    )
     result = run_job(parse_spec(spec, "test"), progress=lambda m: None)
     assert result.judged == 0  # the full matrix already holds every comparison
     seeds = {r["level"]: r for r in result.report["seeds"]}

@@ -19,6 +19,8 @@ import pyarrow as pa
 import pytest
 
 from pairank.jobs.pipeline.driver import Driver
+from pairank.jobs.pipeline.inputs import read_inputs
+from pairank.jobs.pipeline.pool import judge_pool
 from pairank.jobs.pipeline.render import (
     PASS_IDS,
     REQUEST_IDS,
@@ -29,9 +31,9 @@ from pairank.jobs.pipeline.render import (
     request_ids,
 )
 from pairank.jobs.pipeline.requests import RequestMaker, Variant, prefix_order
+from pairank.jobs.pipeline.setup import mode_prompts, prepare_judging
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
-from pairank.jobs.pipeline.steps import judge_pool, mode_prompts, prepare_judging, read_inputs
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.layout import RunLayout
 from pairank.storage.schemas import PASSES, REQUESTS
@@ -134,8 +136,12 @@ def test_the_render_tasks_make_the_former_requests_and_first_passes(ray_local, s
     for mode in ("logprob", "prepair_pairwise"):
         v, prompts = two_variants(spec, mode)
         maker = RequestMaker(candidates, prompts, {"model": "m"})  # a judging identity
-        wanted = {key: (aspect, ctx[a], a, b, variant) for aspect in prompts for a, b in pairs
-                  for variant, key in enumerate(maker.keys(aspect, ctx[a], a, b))}  # fmt: skip
+        wanted = {
+            key: (aspect, ctx[a], a, b, variant)
+            for aspect in prompts
+            for a, b in pairs
+            for variant, key in enumerate(maker.keys(aspect, ctx[a], a, b))
+        }
         assert len(wanted) == 3 * len(pairs)
         texts = put_texts(maker)
         assert maker_of(texts) is maker_of(texts)  # built once per worker process
@@ -150,19 +156,32 @@ def test_the_render_tasks_make_the_former_requests_and_first_passes(ray_local, s
             continue
         notes = {k: (f"note on {r[2]} in {k[:6]}", f"note on {r[3]} in {k[:6]}") for k, r in wanted.items()}
         by_key = {f"{k}/{slot}": text for k, pair in notes.items() for slot, text in zip("ab", pair)}
-        with_notes = render_requests(request_ids(wanted, {k: (f"{k}/a", f"{k}/b") for k in wanted}), texts,
-                                     analyses=ray.put(by_key))  # fmt: skip
+        with_notes = render_requests(
+            request_ids(wanted, {k: (f"{k}/a", f"{k}/b") for k in wanted}), texts, analyses=ray.put(by_key)
+        )
         assert with_notes.equals(maker.table(wanted, notes))
         for key, prompt in zip(with_notes.column("key").to_pylist(), with_notes.column("prompt").to_pylist()):
             assert notes[key][0] in prompt and notes[key][1] in prompt
 
         (a, b) = pairs[0]
-        rows = [dict(key=f"k{f}", context_id=ctx[a], aspect="coherence", kind="analysis_pairwise", candidate_id=cid,
-                     other_id=other, focus=f, variant=1) for f, cid, other in (("A", a, b), ("B", b, a))]  # fmt: skip
+        rows = [
+            dict(
+                key=f"k{f}",
+                context_id=ctx[a],
+                aspect="coherence",
+                kind="analysis_pairwise",
+                candidate_id=cid,
+                other_id=other,
+                focus=f,
+                variant=1,
+            )
+            for f, cid, other in (("A", a, b), ("B", b, a))
+        ]
         passes = render_passes(pa.Table.from_pylist(rows, schema=PASS_IDS), texts).to_pylist()
         for row, focus in zip(passes, "AB"):  # both passes show the pair in its order, the focus names the slot
-            assert row["prompt"] == v.first.fill(context=maker.context[ctx[a]], candidate_a=maker.text[a],
-                                                 candidate_b=maker.text[b], focus=focus)  # fmt: skip
+            assert row["prompt"] == v.first.fill(
+                context=maker.context[ctx[a]], candidate_a=maker.text[a], candidate_b=maker.text[b], focus=focus
+            )
             assert row["prompt_hash"] == v.first.hash and row["focus"] == focus
         assert passes[0]["prompt"] != passes[1]["prompt"]
 
@@ -181,14 +200,19 @@ def answer(prompt: str, max_tokens: int) -> str:
 class Scripted(BaseHTTPRequestHandler):
     asked: list[tuple[int, str]] = []
 
-    def do_POST(self):  # noqa: N802 - http.server's name
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if not self.path.endswith("/v1/completions"):
             self.send_error(404)
             return
         Scripted.asked.append((body["max_tokens"], body["prompt"]))
-        reply_json(self, {"choices": [{"index": 0, "text": answer(body["prompt"], body["max_tokens"])}],
-                          "usage": {"prompt_tokens": 10, "completion_tokens": 5}})  # fmt: skip
+        reply_json(
+            self,
+            {
+                "choices": [{"index": 0, "text": answer(body["prompt"], body["max_tokens"])}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+            },
+        )
 
     def log_message(self, *args):
         pass
@@ -197,13 +221,23 @@ class Scripted(BaseHTTPRequestHandler):
 @pytest.mark.parametrize(
     "mode, scheduler", [("prepair", {"name": "pairs_greedy"}), ("prepair_pairwise", {"name": "full"})]
 )
-def test_multi_pass_modes_render_first_passes_and_verdicts_in_the_cluster(ray_local, six_input, tmp_path, mode,
-                                                                          scheduler):  # fmt: skip
+def test_multi_pass_modes_render_first_passes_and_verdicts_in_the_cluster(
+    ray_local, six_input, tmp_path, mode, scheduler
+):
     Scripted.asked = []
     with completions_endpoint(Scripted) as url:
-        spec = http_spec(six_input, tmp_path / "out", url, scheduler=scheduler,
-                         judging={"mode": mode, "verdict": "generate", "max_tokens": VERDICT_TOKENS,
-                                  "analysis_max_tokens": ANALYSIS_TOKENS})  # fmt: skip
+        spec = http_spec(
+            six_input,
+            tmp_path / "out",
+            url,
+            scheduler=scheduler,
+            judging={
+                "mode": mode,
+                "verdict": "generate",
+                "max_tokens": VERDICT_TOKENS,
+                "analysis_max_tokens": ANALYSIS_TOKENS,
+            },
+        )
         result = run_job(spec, progress=lambda m: None)
     kind = "analysis" if mode == "prepair" else "analysis_pairwise"
     judgments = JudgmentCache(result.layout.root.join("tables", "judgments")).read().to_pylist()
@@ -223,8 +257,9 @@ def test_multi_pass_modes_render_first_passes_and_verdicts_in_the_cluster(ray_lo
             prompt = template.fill(context=context, candidate=maker.text[p["candidate_id"]])
         else:
             a, b = (p["candidate_id"], p["other_id"])[:: 1 if p["focus"] == "A" else -1]
-            prompt = template.fill(context=context, candidate_a=maker.text[a], candidate_b=maker.text[b],
-                                   focus=p["focus"])  # fmt: skip
+            prompt = template.fill(
+                context=context, candidate_a=maker.text[a], candidate_b=maker.text[b], focus=p["focus"]
+            )
         assert p["text"] == answer(prompt, ANALYSIS_TOKENS)
         first_prompts.append(prompt)
     assert sorted(p for t, p in Scripted.asked if t == ANALYSIS_TOKENS) == sorted(first_prompts)  # each once
@@ -234,8 +269,10 @@ def test_multi_pass_modes_render_first_passes_and_verdicts_in_the_cluster(ray_lo
         a, b = r["candidate_a"], r["candidate_b"]
         wanted[r["key"]] = (r["aspect"], r["context_id"], a, b)
         seen = (("", ""), ("", "")) if mode == "prepair" else ((b, "A"), (a, "B"))  # the other output, the focus
-        notes[r["key"]] = (note[(r["aspect"], r["context_id"], a, *seen[0])],
-                           note[(r["aspect"], r["context_id"], b, *seen[1])])  # fmt: skip
+        notes[r["key"]] = (
+            note[(r["aspect"], r["context_id"], a, *seen[0])],
+            note[(r["aspect"], r["context_id"], b, *seen[1])],
+        )
     former = maker.table(wanted, notes).to_pylist()
     asked = [p for t, p in Scripted.asked if t == VERDICT_TOKENS]
     assert sorted(asked) == sorted(r["prompt"] for r in former)

@@ -9,13 +9,14 @@ import pyarrow.compute as pc
 import pytest
 
 import pairank.jobs.pipeline.static_stream as rs
+from pairank.jobs.pipeline.inputs import read_inputs
 from pairank.jobs.pipeline.requests import scheduled_requests
+from pairank.jobs.pipeline.setup import prepare_judging
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
-from pairank.jobs.pipeline.steps import prepare_judging, read_inputs
 from pairank.storage.cache import JudgmentCache, context_bucket
 from pairank.storage.layout import RunLayout
-from pairank.storage.schemas import TableError
+from pairank.storage.validation import TableError
 from tests.helpers import spec_for, write_input
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -36,18 +37,29 @@ def store_rows(output: str) -> pa.Table:
     return JudgmentCache(RunLayout.of(output, "").judgments).rows()
 
 
-def test_the_stream_asks_what_the_driver_would_once_each_and_a_rerun_starts_no_engine(tmp_path, summeval_tables,
-                                                                                      monkeypatch):  # fmt: skip
+def test_the_stream_asks_what_the_driver_would_once_each_and_a_rerun_starts_no_engine(
+    tmp_path, summeval_tables, monkeypatch
+):
     monkeypatch.setattr(rs, "CONTEXTS_PER_TASK", 1)  # several blocks in a bucket, many planning tasks
     folder = write_input(tmp_path / "input", summeval_tables, 9, 4)
-    spec = parse_spec(spec_for(folder, tmp_path / "store", name="full", scheduler={"name": "full"},
-                               aspects=["coherence", "fluency"], pool={"num_cpus": 2}), "test")  # fmt: skip
+    spec = parse_spec(
+        spec_for(
+            folder,
+            tmp_path / "store",
+            name="full",
+            scheduler={"name": "full"},
+            aspects=["coherence", "fluency"],
+            pool={"num_cpus": 2},
+        ),
+        "test",
+    )
     blocks = rs.plan_blocks(read_inputs(spec, texts=False).candidates)
     assert len(blocks) > len({context_bucket(b[0]) for b in blocks}) > 1
     first = run_job(spec, progress=quiet)
     want = driver_keys(spec)
-    assert (first.requests, first.cached, first.judged, first.errors) == (len(want), 0, len(want), 0) == (
-        216, 0, 216, 0)  # 9 contexts x 12 ordered pairs x 2 aspects
+    assert (
+        (first.requests, first.cached, first.judged, first.errors) == (len(want), 0, len(want), 0) == (216, 0, 216, 0)
+    )  # 9 contexts x 12 ordered pairs x 2 aspects
     keys = store_rows(spec.output).column("key").to_pylist()
     assert sorted(keys) == sorted(want)  # each key once: nothing asked twice, nothing left out
     lines = []
@@ -73,8 +85,9 @@ def test_a_run_reads_back_its_own_comparisons_only_and_judges_the_missing_ones(t
     assert f"{len(mine)} comparisons ({len(overlap)} cached, {len(mine - overlap)} to judge)" in lines
     layout = RunLayout.of(two.output, two.name)
     rankings = layout.rankings.read_parquet()
-    counted = pc.sum(rankings.filter(pc.equal(rankings.column("method"), "win_ratio_hard"))
-                     .column("n_comparisons")).as_py()  # fmt: skip
+    counted = pc.sum(
+        rankings.filter(pc.equal(rankings.column("method"), "win_ratio_hard")).column("n_comparisons")
+    ).as_py()
     assert counted == 2 * len(mine)  # the run scored its own comparisons, not the other seed's
     assert sorted(store_rows(two.output).column("key").to_pylist()) == sorted(mine | theirs)
 
@@ -82,8 +95,12 @@ def test_a_run_reads_back_its_own_comparisons_only_and_judges_the_missing_ones(t
 def test_planning_blocks_hold_whole_contexts_fewer_when_they_have_many_candidates(monkeypatch):
     monkeypatch.setattr(rs, "PAIRS_PER_TASK", 100)
     sizes = {"big": 12, "mid": 6, "s1": 3, "s2": 3, "s3": 2}  # 132, 30, 6, 6 and 2 ordered pairs
-    table = pa.table({"context_id": [c for c, n in sizes.items() for _ in range(n)],
-                      "candidate_id": [f"{c}/{i}" for c, n in sizes.items() for i in range(n)]})  # fmt: skip
+    table = pa.table(
+        {
+            "context_id": [c for c, n in sizes.items() for _ in range(n)],
+            "candidate_id": [f"{c}/{i}" for c, n in sizes.items() for i in range(n)],
+        }
+    )
     blocks = rs.cut_blocks(table, rs.plan_blocks(table))
     held = [sorted(set(b.column("context_id").to_pylist())) for b in blocks]
     assert sorted(c for h in held for c in h) == sorted(sizes)  # every context in exactly one block
@@ -108,6 +125,7 @@ def test_the_driver_reads_ids_only_and_a_bad_text_is_named_by_file_row_and_colum
     folder.join("candidates.parquet").write_parquet(table.set_column(4, "text", pa.array(texts)))
     with pytest.raises(TableError) as err:
         run_job(spec, progress=quiet)
-    assert str(err.value) == (f"column `text` in {folder.join('candidates.parquet').uri} row 4: "
-                              "expected a non-empty text, found '   '")  # fmt: skip
+    assert str(err.value) == (
+        f"column `text` in {folder.join('candidates.parquet').uri} row 4: expected a non-empty text, found '   '"
+    )
     assert not JudgmentCache(RunLayout.of(spec.output, "").judgments).folder.exists()  # nothing judged

@@ -272,7 +272,7 @@ def test_a_partial_scheduler_without_comparisons_is_an_error_at_load(tmp_path):
 
 
 def test_batches_in_flight_and_the_engine_they_run_on(tmp_path):
-    from pairank.jobs.pipeline.steps import batches_in_flight, engine_spec, pool_resources
+    from pairank.jobs.pipeline.pool import batches_in_flight, engine_spec, pool_resources
     from pairank.operators.judges.vllm_judge import CPU_ASYNC_ENGINE
 
     def spec(judge: dict, pool: dict):
@@ -305,7 +305,7 @@ def test_bad_batches_in_flight_settings_are_errors_naming_the_key(tmp_path, judg
 
 
 def test_a_pool_size_is_a_number_or_a_range_and_the_pool_gets_both_ends(tmp_path):
-    from pairank.jobs.pipeline.steps import pool_resources
+    from pairank.jobs.pipeline.pool import pool_resources
 
     def resources(text: str):
         path = tmp_path / "sized.yaml"
@@ -321,5 +321,7 @@ def test_a_pool_size_is_a_number_or_a_range_and_the_pool_gets_both_ends(tmp_path
 @pytest.mark.parametrize("size", ["3..1", "0..2", "a..b", "1..", 0, "1...2"])
 def test_a_bad_pool_size_is_an_error_naming_the_key_and_what_is_expected(tmp_path, size):
     msg = spec_error(write_spec(tmp_path, minimal(pool={"size": size})))
-    assert f"pool.size: Value error, expected a number of actors (1 or more) or a range 'min..max' with 1 <= min <= " \
-           f"max, found {size!r}" in msg, msg  # fmt: skip
+    assert (
+        f"pool.size: Value error, expected a number of actors (1 or more) or a range 'min..max' with 1 <= min <= "
+        f"max, found {size!r}" in msg
+    ), msg

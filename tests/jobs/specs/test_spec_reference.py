@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from pairank.jobs.cli.main import main, parser
+from pairank.jobs.cli.main import main
+from pairank.jobs.cli.parser import parser
 from pairank.jobs.specs.job import JobSpec
 from pairank.jobs.specs.reference import render, sections
 from tests.helpers import ROOT

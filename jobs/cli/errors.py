@@ -1,0 +1,44 @@
+"""How an error that ended a command is told: one exit code and one paragraph."""
+
+from __future__ import annotations
+
+EXIT_CODES = {
+    0: "done",
+    1: "an unexpected error (a bug: `-v` shows the traceback)",
+    2: "bad input: a spec, a table, a path or a setting; the message names it",
+    3: "finished, but some comparisons are error rows (see the report)",
+    4: "another writer got there first: a nightly commit race, or a run of that name holding its lease",
+    5: "storage or cluster unavailable after retrying: run again when it is back (nothing judged is lost)",
+}
+#: Longest message of an error from Ray (its errors embed remote tracebacks); `-v` shows all of it.
+MAX_MESSAGE = 800
+
+
+def explain(exc: BaseException) -> tuple[int, str]:
+    """The exit code and one-paragraph message for an error that ended a command."""
+    from pairank.cluster.pools import EngineStartError
+    from pairank.cluster.runtime import is_ray_error
+    from pairank.storage.commits import CommitConflict
+    from pairank.storage.fs import StorageError, StorageUnavailable
+    from pairank.storage.lease import LeaseHeld
+
+    if isinstance(exc, (CommitConflict, LeaseHeld)):
+        return 4, str(exc)
+    if isinstance(exc, StorageUnavailable):
+        return 5, f"storage unavailable: {exc}"
+    if isinstance(exc, EngineStartError):
+        return 5, (
+            f"{exc}. The engine's own log is above (lines from `JudgeActor`): check judge.model, judge.env and the "
+            "engine settings, and that the cluster has the CPUs/GPUs pool.num_cpus/num_gpus ask for"
+        )
+    if is_ray_error(exc) or isinstance(exc, ConnectionError):
+        text = " ".join(str(exc).split())
+        if len(text) > MAX_MESSAGE:
+            text = text[:MAX_MESSAGE] + " ... (-v shows all of it)"
+        return 5, (
+            f"the Ray cluster or a judge engine failed ({type(exc).__name__}): {text}. What was judged before "
+            "is in the judgment store; check the engine's settings and the cluster (RAY_ADDRESS), then run again"
+        )
+    if isinstance(exc, (StorageError, ValueError, FileNotFoundError, ImportError, OSError)):
+        return 2, str(exc)
+    return 1, f"unexpected {type(exc).__name__}: {exc} (run with -v for the traceback)"

@@ -1,0 +1,142 @@
+"""The judge step: a static schedule streamed through the pool, or an adaptive one in lockstep rounds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pairank.jobs.pipeline.block_scores import ScoreSettings, StreamScores, score_streamed
+from pairank.jobs.pipeline.driver import Driver, Task, ranking_rows
+from pairank.jobs.pipeline.inputs import Inputs
+from pairank.jobs.pipeline.passes import error_count
+from pairank.jobs.pipeline.pool import PoolRecord, judge_pool
+from pairank.jobs.pipeline.progress import Progress
+from pairank.jobs.pipeline.requests import scheduled_requests
+from pairank.jobs.pipeline.setup import JudgingSetup
+from pairank.jobs.pipeline.static_stream import StaticPlan, judge_streamed, put_blocks
+from pairank.jobs.specs.job import JobSpec
+from pairank.operators.reports import judgment_totals
+from pairank.storage.schemas import JUDGMENTS
+
+
+@dataclass(frozen=True)
+class Counts:
+    """How many comparisons a job used, found in the cache, judged now, and got errors for."""
+
+    requests: int
+    cached: int
+    judged_now: int
+    errors_now: int
+
+
+@dataclass
+class Judged:
+    """The judge stage's result."""
+
+    #: one row per comparison the job used (cached verdicts and new judgments); for a run scored block by block
+    #: (``scores``), only the comparisons its win rates read
+    judgments: pa.Table
+    counts: Counts
+    rankings: list[pa.Table] = field(default_factory=list)  # the adaptive scheduler's own rankings
+    extra: dict = field(default_factory=dict)  # report sections: pool, adaptive rounds, first passes
+    scores: StreamScores | None = None  # a streamed static run scored where its judgments are
+
+    @property
+    def totals(self) -> dict:
+        """The report's totals of the judgments the job used (rows, verdicts, tokens, failures)."""
+        return self.scores.totals if self.scores is not None else judgment_totals(self.judgments)
+
+
+def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress) -> Judged:
+    """A static schedule: every request known up front, each stage of the mode judged in one stream. Single-pass
+    modes make their requests in Ray Data tasks (:mod:`pairank.jobs.pipeline.static_stream`); multi-pass modes key
+    them on the driver and render their prompts in a Ray Data stage (:mod:`pairank.jobs.pipeline.render`)."""
+    if setup.judging.kind is None:
+        return _judge_static_streamed(spec, inputs, setup, progress)
+    wanted = scheduled_requests(setup.maker, inputs.candidates, spec.aspects, spec.scheduler)
+    answered = setup.cache.answered(aspects=spec.aspects, contexts=list(setup.maker.context), keys=wanted)
+    done = set(answered.column("key").to_pylist())
+    todo = {k: req for k, req in wanted.items() if k not in done}
+    cached = len(wanted) - len(todo)
+    progress(f"{len(wanted)} comparisons ({cached} cached, {len(todo)} to judge)")
+    new = JUDGMENTS.empty_table()
+    record = PoolRecord()
+    if todo:
+        with judge_pool(spec, record) as pool:
+            new = setup.judging.judge(pool, todo, setup.cache, progress)
+    return Judged(
+        pa.concat_tables([answered, new]),
+        Counts(len(wanted), cached, new.num_rows, error_count(new)),
+        extra=_with_passes(record.sections(), setup),
+    )
+
+
+def _judge_static_streamed(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress) -> Judged:
+    from pairank.cluster.runtime import ensure_ray
+
+    systems = {s: s for s in pc.unique(inputs.candidates.column("system")).to_pylist()}  # one entry a system
+    spec.scheduler.pairs({}, systems)  # the scheduler's checks on the run as a whole (one_vs_n: its baseline)
+    ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
+    plan = StaticPlan(setup.maker.variants, setup.maker.judge, spec.scheduler, tuple(spec.aspects), setup.cache)
+    record = PoolRecord()
+    blocks = put_blocks(inputs.candidates, inputs.source)
+    run = judge_streamed(plan, blocks, lambda: judge_pool(spec, record), spec.flush_rows, progress)
+    if spec.scoring.calibration == "batch":  # each aspect's prior is estimated from all of its verdicts at once
+        scores, judgments = None, run.read_back(progress)
+        comparisons = judgments.num_rows
+    else:
+        settings = ScoreSettings.of(
+            plan,
+            inputs.candidates,
+            spec.scoring.verdicts,
+            spec.judging.decisive_weight,
+            spec.baseline if spec.winrate is not None else None,
+        )
+        scores = score_streamed(run, settings, progress)
+        judgments, comparisons = scores.kept, scores.comparisons
+    n = run.counted(comparisons, progress)
+    counts = Counts(n.requests, n.cached, n.judged, n.errors)
+    return Judged(judgments, counts, extra=_with_passes(record.sections(), setup), scores=scores)
+
+
+def judge_adaptive(
+    spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress, tasks: list[Task] | None = None
+) -> Judged:
+    """An adaptive schedule: lockstep rounds of the driver over one warm pool.
+
+    ``tasks``: the machines to run (default: the spec's scheduler on every aspect, context and seed).
+    """
+    record = PoolRecord()
+    driver = Driver(
+        spec, inputs.candidates, setup.judging, setup.cache, partial(judge_pool, record=record), progress, tasks
+    )
+    progress(f"{spec.scheduler.name}: {len(driver.tasks)} machines (aspect x context x seed) in lockstep rounds")
+    result = driver.run()
+    c = inputs.candidates
+    system = dict(zip(c.column("candidate_id").to_pylist(), c.column("system").to_pylist()))
+    unfinished = sorted({(t.aspect, t.context_id) for t in result.tasks if not t.machine.done})
+    adaptive = {
+        "stopped": result.stopped,
+        "rounds": result.rounds,
+        "machines": len(result.tasks),
+        "unfinished": [list(u) for u in unfinished[:50]],
+        "unfinished_count": len(unfinished),
+        "driver_seconds": round(sum(r["driver_seconds"] for r in result.rounds), 3),
+        "judge_seconds": round(sum(r["judge_seconds"] for r in result.rounds), 3),
+    }
+    return Judged(
+        result.judgments,
+        Counts(len(result.used_keys), result.cache_hits, result.judged, result.errors),
+        [ranking_rows(result.tasks, spec.scheduler, system)],
+        _with_passes({"adaptive": adaptive, **record.sections()}, setup),
+    )
+
+
+def _with_passes(extra: dict, setup: JudgingSetup) -> dict:
+    """The report's first-pass counts, for a multi-pass mode."""
+    if setup.judging.kind is not None:
+        extra["first_passes"] = {"kind": setup.judging.kind, **setup.judging.stats}
+    return extra

@@ -1,0 +1,117 @@
+"""The job's judge pool: what its actors run (the engine in its judging mode), where (the spec's
+``pool`` section), and what they did."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+
+import pyarrow as pa
+
+from pairank.cluster.pools import JudgePool, PoolResources
+from pairank.jobs.specs.job import JobSpec
+from pairank.operators.judges import judge_identity
+from pairank.operators.judges.modes import build_runner, failure_rows
+from pairank.operators.judges.vllm_judge import uses_async_engine
+
+#: Batches in flight per actor on vLLM's async engine when pool.max_batches_in_flight is unset.
+ASYNC_BATCHES_IN_FLIGHT = 4
+
+
+def engine_spec(spec: JobSpec):
+    """The judge spec as the pool's actors run it: a vLLM judge's ``async_engine: auto`` decided by the GPUs the
+    pool reserves."""
+    if spec.judge.engine != "vllm":
+        return spec.judge
+    return spec.judge.model_copy(update={"async_engine": uses_async_engine(spec.judge, spec.pool.num_gpus)})
+
+
+def batches_in_flight(spec: JobSpec) -> int:
+    """Calls each actor runs at once: ``pool.max_batches_in_flight``; unset, 4 on vLLM's async engine and 1
+    otherwise; always 1 on vLLM's synchronous engine.
+
+    >>> from pairank.jobs.specs.job import parse_spec
+    >>> base = {"name": "n", "input": "i", "output": "o", "aspects": ["a"], "prompts": "p"}
+    >>> batches_in_flight(parse_spec({**base, "judge": {"engine": "vllm", "async_engine": True}}, "doc"))
+    4
+    >>> batches_in_flight(parse_spec({**base, "judge": {"engine": "vllm", "async_engine": False}}, "doc"))
+    1
+    >>> batches_in_flight(parse_spec({**base, "judge": {"engine": "simulated"}, "pool": {"max_batches_in_flight": 3}},
+    ...                              "doc"))
+    3
+    """
+    asked = spec.pool.max_batches_in_flight
+    if spec.judge.engine != "vllm":
+        return asked or 1
+    if not engine_spec(spec).async_engine:
+        return 1
+    return asked or ASYNC_BATCHES_IN_FLIGHT
+
+
+def judge_factory(spec: JobSpec) -> Callable[[], object]:
+    """What a pool runs: a picklable factory of the spec's engine in its judging mode."""
+    return partial(build_runner, engine_spec(spec), spec.judging)
+
+
+def pool_resources(spec: JobSpec) -> PoolResources:
+    """Where a pool runs: the spec's ``pool`` section."""
+    p = spec.pool
+    low, high = p.sizes
+    return PoolResources(
+        min_size=low,
+        max_size=high,
+        num_cpus=p.num_cpus,
+        num_gpus=p.num_gpus,
+        batch_size=p.batch_size,
+        retries=p.retries,
+        max_restarts=p.max_restarts,
+        batches_in_flight=batches_in_flight(spec),
+        idle_seconds=p.idle_seconds,
+    )
+
+
+def failure_factory(spec: JobSpec) -> Callable[[str, pa.Table, str], pa.Table]:
+    """What a pool answers for requests no engine could judge: error rows naming the reason."""
+    return partial(failure_rows, judge_identity(spec.judge), spec.judging)
+
+
+@dataclass
+class PoolRecord:
+    """What the job's pools did: each actor's counters (stopped ones too), the engines lost and replaced, and how
+    many actors the pools had at most and at the end."""
+
+    actors: list[dict] = field(default_factory=list)
+    engines: dict = field(default_factory=dict)
+
+    def add(self, actors: list[dict], losses: dict, sizes: dict | None = None) -> None:
+        self.actors.extend(actors)
+        for k, v in losses.items():
+            self.engines[k] = self.engines.get(k, [] if isinstance(v, list) else 0) + v  # counts add, slots append
+        if sizes:
+            self.engines["actors_most"] = max(self.engines.get("actors_most", 0), sizes["actors_most"])
+            self.engines["actors_end"] = sizes["actors_end"]  # the last pool's
+            self.engines["actors_stopped"] = self.engines.get("actors_stopped", 0) + sizes["actors_stopped"]
+
+    def sections(self) -> dict:
+        """The report's ``pool`` (per actor) and ``engines`` (losses) sections."""
+        return {"pool": self.actors, "engines": self.engines}
+
+
+@contextmanager
+def judge_pool(spec: JobSpec, record: PoolRecord | None = None) -> Iterator[JudgePool]:
+    """The job's judge pool on the job's Ray: engines start once, on entry.
+
+    On exit, each actor's counters (engine prompts per stage) and the engines lost
+    are added to ``record``.
+    """
+    from pairank.cluster.runtime import ensure_ray
+
+    ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
+    with JudgePool(judge_factory(spec), pool_resources(spec), failure_factory(spec)) as pool:
+        try:
+            yield pool
+        finally:
+            if record is not None:
+                record.add(pool.info(), pool.losses(), pool.sizes())

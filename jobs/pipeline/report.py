@@ -1,0 +1,58 @@
+"""The last steps: the report, and the run's tables written under ``runs/<name>/``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+from pairank.jobs.pipeline.score import Scored
+from pairank.jobs.pipeline.winrates import WinRates
+from pairank.operators.reports import (
+    build_report,
+    render_markdown,
+)
+from pairank.storage.layout import RunLayout
+
+
+def report(
+    spec: dict,
+    identity: dict,
+    totals: dict,
+    scored: Scored,
+    winrates: WinRates | None,
+    counts: dict,
+    started: float,
+    extra: dict,
+) -> dict:
+    """The report (Markdown and JSON are rendered from it); ``totals``: the judgments' (``Judged.totals``);
+    ``started`` is the job's ``perf_counter``."""
+    extra = {**extra, **scored.extra}
+    if winrates is not None:
+        extra["winrates"], extra["winrate_judges"] = winrates.rates.to_pylist(), winrates.judges.to_pylist()
+    return build_report(
+        spec,
+        identity,
+        totals,
+        scored.spearman,
+        scored.bias,
+        counts=counts,
+        wall_seconds=time.perf_counter() - started,
+        extra=extra,
+    )
+
+
+def write_run(layout: RunLayout, scored: Scored, winrates: WinRates | None, report: dict, manifest: dict) -> None:
+    """The run's tables and report under ``runs/<name>/``; the (finished) manifest last."""
+    if winrates is not None:
+        layout.winrates.write_parquet(winrates.rates)
+        layout.winrate_judges.write_parquet(winrates.judges)
+    layout.rankings.write_parquet(scored.rankings)
+    layout.spearman.write_parquet(scored.spearman)
+    layout.position_bias.write_parquet(scored.bias)
+    layout.report_json.write_json(report)
+    layout.report_md.write_text(render_markdown(report))
+    layout.manifest.write_json(manifest)
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)

@@ -1,0 +1,76 @@
+"""Prompts, keys and caches of a job's judging: everything known before an engine starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from pairank.jobs.pipeline.passes import Judging
+from pairank.jobs.pipeline.requests import (
+    RequestMaker,
+    Variant,
+)
+from pairank.jobs.specs.job import JobSpec
+from pairank.operators.judges import judge_identity
+from pairank.operators.judges.modes import judging_identity
+from pairank.operators.prompts import load_prompts
+from pairank.storage.cache import JudgmentCache
+from pairank.storage.layout import RunLayout
+from pairank.storage.schemas import PASSES
+
+
+def mode_prompts(spec: JobSpec) -> dict[str, list[Variant]]:
+    """Per aspect, the prompt variants of the spec's judging mode (see ``JudgingSpec.variants``)."""
+    from pairank.operators.prompts import Domain, load_mode_prompts
+
+    j = spec.judging
+    if j.mode == "logprob" and j.variants is None:
+        return {aspect: [Variant(t)] for aspect, t in load_prompts(Path(spec.prompts), spec.aspects).items()}
+    folder = Path(spec.prompts)
+    templates = Path(j.templates) if j.templates else folder.parent
+    Domain.load(folder)  # a clear error for a prompts folder without domain.yaml
+    variants = j.variants or ["v1"]
+    kinds = {
+        "logprob": (None, "logprob"),
+        "generate": (None, "generate5" if j.verdict_scale == 5 else "generate"),
+        "sample": (None, "generate"),
+        "prepair": ("analysis", "prepair" if j.verdict == "logprob" else "prepair_generate"),
+        "prepair_pairwise": ("analysis_pairwise", "prepair" if j.verdict == "logprob" else "prepair_generate"),
+        "pointwise": ("pointwise", None),
+    }[j.mode]
+    loaded = [
+        load_mode_prompts(templates, folder, kind, spec.aspects, variants, tuple(j.scale)) if kind else None
+        for kind in kinds
+    ]
+    first, verdict = loaded
+    return {
+        aspect: [
+            Variant(verdict[aspect][i] if verdict else None, first[aspect][i] if first else None)
+            for i in range(len(variants))
+        ]
+        for aspect in spec.aspects
+    }
+
+
+@dataclass
+class JudgingSetup:
+    """The keyed request maker, the judging of the spec's mode, and the judgment cache under the root."""
+
+    maker: RequestMaker
+    judging: Judging
+    cache: JudgmentCache
+
+    @property
+    def identity(self) -> dict:
+        return self.judging.identity
+
+
+def prepare_judging(spec: JobSpec, candidates: pa.Table, layout: RunLayout) -> JudgingSetup:
+    """Prompts, keys and caches for ``candidates``; nothing is judged and no engine starts."""
+    engine = judge_identity(spec.judge)
+    maker = RequestMaker(candidates, mode_prompts(spec), judging_identity(engine, spec.judging))
+    writer = f"run:{layout.name}"  # recorded in each commit (`pairank store history`)
+    judging = Judging(spec.judging, maker, engine, JudgmentCache(layout.passes, PASSES, writer), spec.flush_rows)
+    return JudgingSetup(maker, judging, JudgmentCache(layout.judgments, writer=writer))
