@@ -12,7 +12,7 @@ TORCH_INDEX ?=
 DATA ?= ../shared/data
 BIN := $(VENV)/bin
 
-.PHONY: install demo test model data browser clean
+.PHONY: install demo test lint model data browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,7 +47,12 @@ browser:
 		$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get update -qq </dev/null && \
 		$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium </dev/null; }
 
-test: install browser
+# The formatter and the linter, as CI runs them (ruff's settings are in pyproject.toml).
+lint: install
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+test: install browser lint
 	$(BIN)/python -m pytest
 
 clean:
