@@ -54,9 +54,11 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from pairank.cluster.executor import Stream, driver_node
 from pairank.cluster.forwarding import SLOT, deal_blocks, forward
 from pairank.cluster.judge_actor import JudgeActor
 from pairank.cluster.pool_monitor import PoolMonitor
+from pairank.cluster.ray_shim import cheap_repartition
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +162,10 @@ class JudgePool:
         if r.num_gpus:
             options["num_gpus"] = r.num_gpus
         self.actor_class = ray.remote(JudgeActor).options(**options)
-        self.monitor = ray.remote(PoolMonitor).options(num_cpus=0).remote(not r.fixed, r.batches_in_flight + 1)
+        # the pool's bookkeeping lives on the driver's node: the job cannot outlive that node, but outlives others
+        self.monitor = (
+            ray.remote(PoolMonitor).options(num_cpus=0, **driver_node()).remote(not r.fixed, r.batches_in_flight + 1)
+        )
         starting = [self.launch() for _ in range(r.min_size)]
         try:
             ray.get([ready for _, ready in starting])  # engines are up once their constructors return
@@ -278,14 +283,11 @@ class JudgePool:
         else:
             # one block per batch, one batch per forwarding task (which gives each context its actor: see
             # context_slots): a task's results would otherwise reach the driver as one block, and a kill would
-            # lose more than the batch in flight
-            ds = requests.repartition(target_num_rows_per_block=self.resources.batch_size)
-            # Ray Data has no arguments for it: its tasks would reserve a CPU, which the actors hold, so they
-            # reserve none; one at a time (slicing is cheap), which also keeps it from fusing with the stages
-            # before and after it (a fused forwarder would hand on a whole planned block at once)
-            repartition = ds._logical_plan.dag
-            repartition.ray_remote_args["num_cpus"] = 0
-            object.__setattr__(repartition, "compute", ray.data.TaskPoolStrategy(size=1))
+            # lose more than the batch in flight. The repartition's tasks reserve no CPU (the actors hold them)
+            # and run one at a time (slicing is cheap), which also keeps them from fusing with the stages before
+            # and after (a fused forwarder would hand on a whole planned block at once)
+            dataset = requests.dataset if isinstance(requests, Stream) else requests
+            ds = cheap_repartition(dataset, self.resources.batch_size)
             tasks = in_flight
         ds = ds.map_batches(
             forward,

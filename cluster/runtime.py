@@ -11,6 +11,8 @@ import logging
 import os
 import sys
 
+from pairank.cluster.ray_shim import keep_local_ray_on_loopback
+
 log = logging.getLogger(__name__)
 
 
@@ -24,18 +26,6 @@ LOOPBACK = "127.0.0.1"
 RAY_DATA_CPUS = 1
 
 
-def _keep_local_ray_on_loopback() -> None:
-    """Make a local Ray register 127.0.0.1 rather than the machine's network address.
-
-    Ray reads ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` into a module constant when it is
-    first imported, so the constant is set too when Ray was imported before us.
-    """
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    constants = sys.modules.get("ray._private.ray_constants")
-    if constants is not None:
-        constants.ENABLE_RAY_CLUSTER = False
-
-
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     """Join ``address`` (``auto`` or ``ray://...``), or start a local Ray on 127.0.0.1.
 
@@ -43,7 +33,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     gets ``num_cpus`` (default: every core) plus :data:`RAY_DATA_CPUS` logical CPUs.
     """
     if not address:
-        _keep_local_ray_on_loopback()
+        keep_local_ray_on_loopback()
     import ray
 
     if ray.is_initialized():

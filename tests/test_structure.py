@@ -136,3 +136,19 @@ def test_nothing_imports_the_folders_by_their_bare_names():
                 if bare.match(line):
                     found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert found == []
+
+
+def test_only_cluster_imports_ray():
+    """Ray is the executor's business: jobs/, operators/ and storage/ declare what runs, cluster/ runs it."""
+    bad = []
+    for folder in ("jobs", "operators", "storage", "pairank"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    names = [node.module or ""]
+                if any(n == "ray" or n.startswith("ray.") for n in names):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert bad == [], f"only cluster/ imports ray; found it in {bad}"

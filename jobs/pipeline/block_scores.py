@@ -40,7 +40,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pairank.jobs.pipeline.static_stream import TASKS, Streamed, blocks_text, collect_judgments
+from pairank.cluster import executor
+from pairank.cluster.executor import Stage
+from pairank.jobs.pipeline.static_stream import PLANNING, StaticPlan, Streamed, blocks_text, collect_judgments
 from pairank.operators.judge_bias import judge_bias, merge_sections
 from pairank.operators.reports import add_counts, judgment_totals, position_counts, position_table
 from pairank.operators.scores import rank_table
@@ -56,19 +58,22 @@ FIT_ROWS = 100_000
 class ScoreSettings:
     """What a block's scoring needs besides its judgments (pickled into the tasks)."""
 
+    plan: StaticPlan  # the run's comparisons and the store
     modes: tuple[str, ...]  # scoring.verdicts
     decisive_weight: float
     fit_share: float = 1.0  # the share of comparisons kept for the whole-run fits
     baseline: str | None = None  # keep the comparisons with a candidate of this system (win rates)
 
     @classmethod
-    def of(cls, plan, candidates: pa.Table, modes, decisive_weight: float, baseline: str | None) -> ScoreSettings:
+    def of(
+        cls, plan: StaticPlan, candidates: pa.Table, modes, decisive_weight: float, baseline: str | None
+    ) -> ScoreSettings:
         """The settings of ``plan``'s run: the fits' share from the most comparisons its candidates make (every
         ordered pair of each context, per aspect and prompt variant), so that it does not depend on what was
         cached (a schedule that asks fewer pairs has a smaller sample)."""
         pairs = sum(n * (n - 1) for n in pc.value_counts(candidates.column("context_id")).field("counts").to_pylist())
         most = pairs * sum(len(plan.variants[aspect]) for aspect in plan.aspects)
-        return cls(tuple(modes), decisive_weight, min(1.0, FIT_ROWS / max(most, 1)), baseline)
+        return cls(plan, tuple(modes), decisive_weight, min(1.0, FIT_ROWS / max(most, 1)), baseline)
 
 
 @dataclass
@@ -112,9 +117,9 @@ def with_system(judgments: pa.Table, candidates: pa.Table, system: str | None) -
     )
 
 
-def score_block(block: pa.Table, plan, settings: ScoreSettings) -> BlockScores:
-    """Ray task: the scores of ``block``'s contexts from their judgments in the store."""
-    judgments = collect_judgments(block, plan)
+def score_block(block: pa.Table, settings: ScoreSettings) -> BlockScores:
+    """Stage: the scores of ``block``'s contexts from their judgments in the store."""
+    judgments = collect_judgments(block, settings.plan)
     return BlockScores(
         comparisons=judgments.num_rows,
         rankings={
@@ -161,20 +166,10 @@ def _joined(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
 
 
 def score_streamed(run: Streamed, settings: ScoreSettings, progress: Callable[[str], None]) -> StreamScores:
-    """Score ``run`` block by block in Ray tasks (:data:`~pairank.jobs.pipeline.static_stream.TASKS` at a time) and
+    """Score ``run`` block by block in tasks (:data:`~pairank.jobs.pipeline.static_stream.TASKS` at a time) and
     add the blocks' scores up; the judge-bias length slopes are fitted on the sample here."""
-    import ray
-
     progress(f"scoring the run's judgments where they are ({blocks_text(run.blocks)})")
-    task = ray.remote(score_block).options(num_cpus=0)
-    pending, done, running = list(enumerate(run.blocks)), {}, {}
-    while pending or running:
-        while pending and len(running) < TASKS:
-            index, block = pending.pop(0)
-            running[task.remote(block, run.plan, settings)] = index
-        (ref,), _ = ray.wait(list(running), num_returns=1)
-        done[running.pop(ref)] = ray.get(ref)
-    parts = [done[i] for i in sorted(done)]  # block order, whichever task ended first
+    parts = executor.run_each(Stage(score_block, settings, PLANNING), run.blocks)  # in block order
     counts: dict = {}
     for part in parts:
         add_counts(counts, part.counts)

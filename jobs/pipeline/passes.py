@@ -32,8 +32,18 @@ from functools import partial
 
 import pyarrow as pa
 
+from pairank.cluster import executor
+from pairank.cluster.executor import Stage
 from pairank.jobs.pipeline.progress import StageProgress
-from pairank.jobs.pipeline.render import PASS_IDS, put_texts, render_passes, render_requests, rendered, request_ids
+from pairank.jobs.pipeline.render import (
+    PASS_IDS,
+    RENDERING,
+    put_texts,
+    render_passes,
+    render_requests,
+    rendered,
+    request_ids,
+)
 from pairank.operators.judges.modes import (
     describe_scores,
     judging_identity,
@@ -231,10 +241,8 @@ class Judging:
             parts.append(self._error_rows({k: wanted[k] for k in failed}, failed))
             cache.append(parts[-1])
         if ready:
-            import ray
-
             analyses = {k: (firsts[k][0]["key"], firsts[k][1]["key"]) for k in ready}
-            said = ray.put({r["key"]: r["text"] for k in ready for r in firsts[k]})  # once per stage call
+            said = executor.put({r["key"]: r["text"] for k in ready for r in firsts[k]})  # once per stage call
             parts.append(self._judge_ids(pool, request_ids(ready, analyses), cache, progress, analyses=said))
         return pa.concat_tables(parts)
 
@@ -246,9 +254,9 @@ class Judging:
         if self._texts_pool is None or self._texts_pool() is not pool:
             self._texts, self._texts_pool = put_texts(self.maker), weakref.ref(pool)
         if stage == "pairwise":
-            render = partial(rendered, render=render_requests, texts=self._texts, analyses=analyses)
+            render = partial(rendered, stage=Stage(render_requests, self._texts, RENDERING), analyses=analyses)
         else:
-            render = partial(rendered, render=render_passes, texts=self._texts)
+            render = partial(rendered, stage=Stage(render_passes, self._texts, RENDERING))
         return judge_into_cache(pool, ids, cache, self.flush_rows, progress, stage, render)
 
     # -- first passes --------------------------------------------------------------------------------------------

@@ -36,9 +36,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
+from pairank.cluster import executor
+from pairank.cluster.executor import Handle, Resources, Stage
 from pairank.jobs.pipeline.requests import RequestMaker, prefix_key
 from pairank.storage.schemas import PASS_REQUESTS, REQUESTS
 
@@ -65,6 +68,8 @@ PASS_IDS = pa.schema(
 ROWS_PER_TASK = 4096
 #: Render tasks at once. They reserve no CPU: the judge actors hold the CPUs.
 TASKS = 2
+#: The render stages' resources.
+RENDERING = Resources(concurrency=TASKS)
 #: Request makers a worker process keeps (one per pool's texts; a job has one pool at a time).
 KEPT_MAKERS = 2
 
@@ -74,18 +79,16 @@ class Texts:
     """What a render task needs: the job's texts in Ray's object store, the prompt variants and the judging
     identity (pickled into the task)."""
 
-    ref: object  # ObjectRef of (candidate_id/text table, context_id/context table)
+    ref: Handle  # (candidate_id/text table, context_id/context table), in the object store
     variants: dict
     judge: dict
 
 
 def put_texts(maker: RequestMaker) -> Texts:
     """``maker``'s candidate texts and contexts, put in Ray's object store (the driver's copy stays with it)."""
-    import ray
-
     texts = pa.table({"candidate_id": list(maker.text), "text": list(maker.text.values())})
     contexts = pa.table({"context_id": list(maker.context), "context": list(maker.context.values())})
-    return Texts(ray.put((texts, contexts)), maker.variants, maker.judge)
+    return Texts(executor.put((texts, contexts)), maker.variants, maker.judge)
 
 
 _MAKERS: OrderedDict[str, RequestMaker] = OrderedDict()  # per worker process, by the texts' object id
@@ -93,11 +96,9 @@ _MAKERS: OrderedDict[str, RequestMaker] = OrderedDict()  # per worker process, b
 
 def maker_of(texts: Texts) -> RequestMaker:
     """The request maker over ``texts``, built once per worker process (later rounds reuse it)."""
-    import ray
-
-    name = texts.ref.hex()
+    name = texts.ref.id
     if name not in _MAKERS:
-        cands, contexts = ray.get(texts.ref)
+        cands, contexts = executor.get(texts.ref)
         text = dict(zip(cands.column("candidate_id").to_pylist(), cands.column("text").to_pylist()))
         context = dict(zip(contexts.column("context_id").to_pylist(), contexts.column("context").to_pylist()))
         _MAKERS[name] = RequestMaker.of_texts(text, context, texts.variants, texts.judge)
@@ -130,13 +131,11 @@ def request_ids(wanted: dict[str, tuple], analyses: dict[str, tuple[str, str]] |
     return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, REQUEST_IDS)], schema=REQUEST_IDS)
 
 
-def render_requests(batch: pa.Table, texts: Texts, analyses=None) -> pa.Table:
-    """Ray Data task: the REQUESTS rows of a block of REQUEST_IDS rows, in its order. ``analyses``: an ObjectRef
-    of ``{first-pass key: text}`` for the verdicts of a multi-pass mode."""
-    import ray
-
+def render_requests(batch: pa.Table, texts: Texts, analyses: Handle | None = None) -> pa.Table:
+    """Stage: the REQUESTS rows of a block of REQUEST_IDS rows, in its order. ``analyses``: ``{first-pass key:
+    text}`` in the object store, for the verdicts of a multi-pass mode."""
     maker = maker_of(texts)
-    said = ray.get(analyses) if analyses is not None else {}
+    said = executor.get(analyses) if analyses is not None else {}
     rows = [
         maker.row(
             r["aspect"],
@@ -165,7 +164,7 @@ def pass_prompt(maker: RequestMaker, row: dict) -> str:
 
 
 def render_passes(batch: pa.Table, texts: Texts) -> pa.Table:
-    """Ray Data task: the PASS_REQUESTS rows of a block of PASS_IDS rows, in its order."""
+    """Stage: the PASS_REQUESTS rows of a block of PASS_IDS rows, in its order."""
     maker = maker_of(texts)
     rows = [
         {**r, "prompt": pass_prompt(maker, r), "prompt_hash": maker.variants[r["aspect"]][r["variant"]].first.hash}
@@ -174,17 +173,8 @@ def render_passes(batch: pa.Table, texts: Texts) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=PASS_REQUESTS)
 
 
-def rendered(ids: pa.Table, render, **kwargs):
-    """A Ray Data dataset of ``ids`` (blocks of :data:`ROWS_PER_TASK`, in order) through the ``render`` stage
-    (:func:`render_requests` or :func:`render_passes`, given ``kwargs``)."""
-    import ray
-
+def rendered(ids: pa.Table, stage: Stage[Texts], **extra: Any) -> executor.Stream:
+    """``ids`` (blocks of :data:`ROWS_PER_TASK`, in order) through a render ``stage`` (:func:`render_requests` or
+    :func:`render_passes` over the job's :class:`Texts`); lazy, for the pool to take."""
     blocks = [ids.slice(off, ROWS_PER_TASK) for off in range(0, ids.num_rows, ROWS_PER_TASK)]
-    return ray.data.from_arrow(blocks).map_batches(
-        render,
-        fn_kwargs=kwargs,
-        batch_size=None,
-        batch_format="pyarrow",
-        num_cpus=0,
-        concurrency=min(TASKS, len(blocks)),
-    )
+    return executor.stream(blocks, stage, **extra)

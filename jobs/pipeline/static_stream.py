@@ -44,6 +44,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pairank.cluster import executor
+from pairank.cluster.executor import Handle, Resources, Shared, Stage
 from pairank.jobs.pipeline.passes import CacheWriter
 from pairank.jobs.pipeline.requests import RequestMaker, prefix_key, scheduled_requests
 from pairank.jobs.schedulers import StaticSettings
@@ -57,6 +59,8 @@ PAIRS_PER_TASK = 65_536
 SLICE_ROWS = 4096
 #: Planning (and collecting) tasks at once. They reserve no CPU: the judge actors hold the CPUs.
 TASKS = 2
+#: The resources of the planning and collecting stages.
+PLANNING = Resources(concurrency=TASKS)
 
 
 @dataclass(frozen=True)
@@ -148,40 +152,34 @@ def read_blocks(folder, keep: pa.Array, groups: list[list[str]]):
     return (table.num_rows, *cut_blocks(table, groups))
 
 
-def put_blocks(candidates: pa.Table, folder=None) -> list:
-    """Object refs of the planning blocks of ``candidates``. A table with the texts is cut here; a table of ids
-    (:func:`pairank.storage.inputs.read_candidate_ids`) is cut by a task that reads the whole of ``folder``'s
+def put_blocks(candidates: pa.Table, folder=None) -> list[Handle]:
+    """The planning blocks of ``candidates``, in the object store. A table with the texts is cut here; a table of
+    ids (:func:`pairank.storage.inputs.read_candidate_ids`) is cut by a task that reads the whole of ``folder``'s
     candidates (:func:`read_blocks`), so the driver never holds the texts. A bad input table raises here, as a
     driver-side read would (:class:`~pairank.storage.validation.TableError` naming file, row and column)."""
-    import ray
-
     groups = plan_blocks(candidates)
     if "text" in candidates.column_names:
-        return [ray.put(b) for b in cut_blocks(candidates, groups)]  # the driver keeps no copy
-    task = ray.remote(read_blocks).options(num_cpus=0, num_returns=1 + len(groups), max_retries=3)
-    rows, *refs = task.remote(folder, candidates.column("candidate_id").combine_chunks(), groups)
-    try:
-        kept = ray.get(rows)
-    except ray.exceptions.RayTaskError as exc:
-        raise exc.cause from None  # the task's own error (a bad input table names its file, row and column)
+        return executor.put_blocks(cut_blocks(candidates, groups))  # the driver keeps no copy
+    ids = candidates.column("candidate_id").combine_chunks()
+    rows, *handles = executor.task(read_blocks, folder, ids, groups, returns=1 + len(groups))
+    kept = executor.get(rows)  # the task's own error: a bad input table names its file, row and column
     if kept != candidates.num_rows:
         raise RuntimeError(
             f"{folder}: the candidates changed while the run read them ({candidates.num_rows} "
             f"ids read, {kept} rows found)"
         )
-    return refs
+    return handles
 
 
-def plan_requests(block: pa.Table, plan: StaticPlan, counter=None) -> Iterator[pa.Table]:
-    """Ray Data task: the REQUESTS rows of ``block``'s comparisons that the store has no verdict for."""
-    import ray
-
+def plan_requests(block: pa.Table, plan: StaticPlan, counter: Shared | None = None) -> Iterator[pa.Table]:
+    """Stage: the REQUESTS rows of ``block``'s comparisons that the store has no verdict for; ``counter`` (a
+    :class:`PlanCounter`) hears how many the block wants and how many were cached."""
     maker, wanted = plan.wanted(block)
     answered = plan.cache.answered(aspects=plan.aspects, contexts=maker.context, keys=wanted) if wanted else None
     done = set(answered.column("key").to_pylist()) if answered is not None else set()
     todo = {k: req for k, req in wanted.items() if k not in done}
     if counter is not None:
-        ray.get(counter.add.remote(block.column("context_id")[0].as_py(), len(wanted), len(wanted) - len(todo)))
+        counter.call("add", block.column("context_id")[0].as_py(), len(wanted), len(wanted) - len(todo))
     # rendered a slice at a time (a block of long contexts holds GBs of prompt text), in prefix order throughout
     ordered = sorted(todo.items(), key=lambda kv: prefix_key(*kv[1][:4]))
     for off in range(0, len(ordered), SLICE_ROWS):
@@ -189,7 +187,7 @@ def plan_requests(block: pa.Table, plan: StaticPlan, counter=None) -> Iterator[p
 
 
 def collect_judgments(block: pa.Table, plan: StaticPlan) -> pa.Table:
-    """Ray Data task: one row per key of ``block``'s comparisons from the store (verdicts over errors)."""
+    """Stage: one row per key of ``block``'s comparisons from the store (verdicts over errors)."""
     _, wanted = plan.wanted(block)
     if not wanted:
         return plan.cache.schema.empty_table()
@@ -212,7 +210,7 @@ class Streamed:
     nothing was left to judge: the read-back pass counts the comparisons then, all of them cached)."""
 
     plan: StaticPlan
-    blocks: list  # object refs of the candidates' blocks
+    blocks: list[Handle]  # the candidates' blocks
     counts: StreamCounts | None
 
     def counted(self, comparisons: int, progress: Callable[[str], None]) -> StreamCounts:
@@ -224,18 +222,9 @@ class Streamed:
 
     def read_back(self, progress: Callable[[str], None]) -> pa.Table:
         """The run's judgments, one row per key (cached or new), read back from the store by tasks, block by block."""
-        import ray
-
         progress(f"reading the run's judgments back from the store ({blocks_text(self.blocks)})")
-        collected = ray.data.from_arrow_refs(self.blocks).map_batches(
-            collect_judgments,
-            fn_kwargs={"plan": self.plan},
-            batch_size=None,
-            batch_format="pyarrow",
-            num_cpus=0,
-            concurrency=min(TASKS, len(self.blocks)),
-        )
-        parts = [b for b in collected.iter_batches(batch_size=None, batch_format="pyarrow") if b.num_rows]
+        collected = executor.stream(self.blocks, Stage(collect_judgments, self.plan, PLANNING))
+        parts = [b for b in collected.tables() if b.num_rows]
         return pa.concat_tables(parts) if parts else self.plan.cache.schema.empty_table()
 
 
@@ -245,31 +234,23 @@ def blocks_text(blocks: list) -> str:
 
 
 def judge_streamed(
-    plan: StaticPlan, blocks: list, pool: Callable, flush_rows: int, progress: Callable[[str], None]
+    plan: StaticPlan, blocks: list[Handle], pool: Callable, flush_rows: int, progress: Callable[[str], None]
 ) -> Streamed:
     """Judge every comparison of ``plan`` the store lacks, streaming the requests made from the candidates'
-    ``blocks`` (object refs, :func:`put_blocks`) by Ray Data tasks into the pool that ``pool()`` enters (only when
+    ``blocks`` (:func:`put_blocks`) by the planning stage into the pool that ``pool()`` enters (only when
     something is left to judge). The run's judgments stay in the store: read them back
     (:meth:`Streamed.read_back`) or score them block by block (:mod:`pairank.jobs.pipeline.block_scores`)."""
-    import ray
 
-    def requests(counter) -> ray.data.Dataset:
-        return ray.data.from_arrow_refs(blocks).map_batches(
-            plan_requests,
-            fn_kwargs={"plan": plan, "counter": counter},
-            batch_size=None,
-            batch_format="pyarrow",
-            num_cpus=0,
-            concurrency=min(TASKS, len(blocks)),
-        )
+    def requests(counter: Shared | None) -> executor.Stream:
+        return executor.stream(blocks, Stage(plan_requests, plan, PLANNING), counter=counter)
 
-    if not requests(None).take(1):  # anything to judge? (a run whose comparisons are all cached starts no engine)
+    if not requests(None).any():  # anything to judge? (a run whose comparisons are all cached starts no engine)
         return Streamed(plan, blocks, None)
-    counter = ray.remote(PlanCounter).options(num_cpus=0).remote(len(blocks))
+    counter = executor.shared(PlanCounter, len(blocks))
     said = []
 
     def total() -> int | None:
-        t = ray.get(counter.totals.remote())
+        t = counter.call("totals")
         if t["planned"] < t["blocks"]:
             return None
         if not said:
@@ -282,7 +263,7 @@ def judge_streamed(
             writer = CacheWriter(plan.cache, flush_rows, progress, "pairwise", judge_pool.losses, total, keep=False)
             writer.run(judge_pool.judge(requests(counter), "pairwise"))
         total()
-        t = ray.get(counter.totals.remote())
+        t = counter.call("totals")
     finally:
-        ray.kill(counter)
+        counter.stop()
     return Streamed(plan, blocks, StreamCounts(t["wanted"], t["cached"], writer.judged, writer.errors))

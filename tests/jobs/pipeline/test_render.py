@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler
 import pyarrow as pa
 import pytest
 
+from pairank.cluster import executor
 from pairank.jobs.pipeline.driver import Driver
 from pairank.jobs.pipeline.inputs import read_inputs
 from pairank.jobs.pipeline.pool import judge_pool
@@ -72,16 +73,16 @@ def http_spec(input_folder, out, url: str, **over):
     return parse_spec(data, "test")
 
 
-def source_tables(ds) -> list[pa.Table]:
-    """The tables a dataset starts from (what the driver handed over), read back from the object store."""
+def source_tables(stream) -> list[pa.Table]:
+    """The tables a stream's dataset starts from (what the driver handed over), read back from the object store."""
     import ray
 
-    (source,) = [op for op in ds._logical_plan.dag.post_order_iter() if not op.input_dependencies]
+    (source,) = [op for op in stream.dataset._logical_plan.dag.post_order_iter() if not op.input_dependencies]
     return [ray.get(entry.ref) for bundle in source.input_data for entry in bundle.blocks]
 
 
-def rows_of(ds) -> pa.Table:
-    return pa.concat_tables(ds.iter_batches(batch_format="pyarrow", batch_size=None))
+def rows_of(stream) -> pa.Table:
+    return pa.concat_tables(stream.tables())
 
 
 def test_adaptive_rounds_hand_the_pool_identities_and_judge_what_the_driver_rendered_before(
@@ -97,7 +98,7 @@ def test_adaptive_rounds_hand_the_pool_identities_and_judge_what_the_driver_rend
     assert result.stopped == "done" and len(judged_rounds) == len(pools.handed) > 3
     maker = setup.maker
     for (stage, ds), stats in zip(pools.handed, judged_rounds):
-        assert stage == "pairwise" and "MapBatches(render_requests)" in ds._logical_plan.dag.dag_str
+        assert stage == "pairwise" and "MapBatches(render_requests)" in ds.dataset._logical_plan.dag.dag_str
         (ids,) = source_tables(ds)  # what the driver handed over: identities, no prompt text
         assert ids.schema == REQUEST_IDS and "prompt" not in ids.column_names and ids.num_rows == stats["judged"]
         assert [(r["context_id"], r["candidate_a"], r["candidate_b"]) for r in prefix_order(ids.to_pylist())] == [
@@ -126,7 +127,6 @@ def two_variants(spec, mode: str) -> tuple[Variant, dict]:
 
 
 def test_the_render_tasks_make_the_former_requests_and_first_passes(ray_local, six_input, tmp_path):
-    import ray
 
     spec = http_spec(six_input, tmp_path / "out", "http://127.0.0.1:9/v1")  # an endpoint never asked
     candidates = read_inputs(spec).candidates
@@ -157,7 +157,7 @@ def test_the_render_tasks_make_the_former_requests_and_first_passes(ray_local, s
         notes = {k: (f"note on {r[2]} in {k[:6]}", f"note on {r[3]} in {k[:6]}") for k, r in wanted.items()}
         by_key = {f"{k}/{slot}": text for k, pair in notes.items() for slot, text in zip("ab", pair)}
         with_notes = render_requests(
-            request_ids(wanted, {k: (f"{k}/a", f"{k}/b") for k in wanted}), texts, analyses=ray.put(by_key)
+            request_ids(wanted, {k: (f"{k}/a", f"{k}/b") for k in wanted}), texts, analyses=executor.put(by_key)
         )
         assert with_notes.equals(maker.table(wanted, notes))
         for key, prompt in zip(with_notes.column("key").to_pylist(), with_notes.column("prompt").to_pylist()):

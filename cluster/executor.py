@@ -1,0 +1,249 @@
+"""The executor: where the pipeline's declared stages run (on Ray), kept apart from what they do.
+
+A pipeline stage (:class:`Stage`) is a plain function over one block, an Arrow
+table, with its own typed settings and its resources (:class:`Resources`)::
+
+    def plan_requests(block: pa.Table, plan: StaticPlan) -> Iterator[pa.Table]: ...
+
+    PLAN = Resources(concurrency=2)
+    stream(blocks, Stage(plan_requests, plan, PLAN))
+
+The function never sees Ray: it can be called on a table in a test, and read
+without the executor. This module is the one place that turns stages into Ray
+work (the way ``ray.data.llm``'s processor runs its stages, or datatrove's
+executors run its steps):
+
+- :func:`stream`: a lazy Ray Data pipeline of a stage over blocks, which a judge
+  pool (:meth:`pairank.cluster.pools.JudgePool.judge`) can take as its input, or
+  which :meth:`Stream.tables` reads back;
+- :func:`run_each`: a stage run as one task per block, at most its concurrency at
+  once, results in block order;
+- :func:`put`, :func:`put_blocks`, :func:`get`: values and blocks in Ray's object
+  store, held by :class:`Handle`; :func:`get` works in the driver and inside a
+  stage, and re-raises a failed task's own error (a bad input table's
+  :class:`~pairank.storage.validation.TableError` names its file, row and column
+  wherever it was read);
+- :func:`task`: one function as a task with several results (a block cut into many);
+- :func:`shared`: a small bookkeeping object as an actor that stages can call
+  (:class:`Shared`), placed on the driver's node: the job cannot outlive that node
+  anyway, and there the object outlives the loss of any worker node.
+
+Tasks reserve no CPU unless a stage asks: the judge actors hold the nodes' CPUs,
+and a task that waited for one would wait for ever. Tasks lost with their node are
+run again by Ray (``max_retries``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import pyarrow as pa
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one task of a stage reserves, how many run at once, and how often a lost one runs again."""
+
+    num_cpus: float = 0.0
+    concurrency: int = 2
+    max_retries: int = 3
+
+
+@dataclass(frozen=True)
+class Stage(Generic[S]):
+    """A pipeline stage: ``fn(block, settings, **extra)``, its settings, and its resources (what, not where)."""
+
+    fn: Callable[..., Any]
+    settings: S
+    resources: Resources = field(default_factory=Resources)
+
+    @property
+    def name(self) -> str:
+        return getattr(self.fn, "__name__", type(self.fn).__name__)
+
+
+@dataclass(frozen=True)
+class Handle:
+    """A value in Ray's object store (an ``ObjectRef``); picklable, so a stage's settings can carry it."""
+
+    ref: Any
+
+    @property
+    def id(self) -> str:
+        """A stable id of the value, to cache what is built from it in a worker process."""
+        return str(self.ref.hex())
+
+
+def unwrap(exc: BaseException) -> BaseException:
+    """The error a task (or a Ray Data stage) raised itself, out of Ray's wrappers; ``exc`` when it has none.
+
+    Ray wraps a task's error in ``RayTaskError`` (``.cause``) and Ray Data in its
+    ``UserCodeException`` (``__cause__``); an error Ray could not pickle arrives as
+    Ray's own and is left as it is.
+    """
+    from ray.exceptions import RayTaskError
+
+    seen = exc
+    for _ in range(8):
+        inner: BaseException | None = None
+        if isinstance(seen, RayTaskError) and isinstance(seen.cause, BaseException):
+            inner = seen.cause
+        elif type(seen).__name__ == "UserCodeException" and seen.__cause__ is not None:
+            inner = seen.__cause__
+        if inner is None or inner is seen:
+            break
+        seen = inner
+    return seen
+
+
+def put(value: Any) -> Handle:
+    """``value`` in Ray's object store (the caller's copy stays with the caller)."""
+    import ray
+
+    return Handle(ray.put(value))
+
+
+def put_blocks(tables: Iterable[pa.Table]) -> list[Handle]:
+    """Each table as a block in Ray's object store."""
+    return [put(t) for t in tables]
+
+
+def get(handles: Handle | Sequence[Handle]) -> Any:
+    """The value (or values) behind ``handles``; a failed task's own error is raised, not Ray's wrapper."""
+    import ray
+    from ray.exceptions import RayTaskError
+
+    refs = handles.ref if isinstance(handles, Handle) else [h.ref for h in handles]
+    try:
+        return ray.get(refs)
+    except RayTaskError as exc:
+        cause = unwrap(exc)
+        if cause is exc:
+            raise
+        raise cause from None
+
+
+def task(fn: Callable[..., Any], *args: Any, returns: int = 1, resources: Resources | None = None) -> list[Handle]:
+    """``fn(*args)`` as one task whose ``returns`` results stay in the object store, one handle each."""
+    import ray
+
+    r = resources or Resources()
+    remote = ray.remote(fn).options(num_cpus=r.num_cpus, num_returns=returns, max_retries=r.max_retries)
+    out = remote.remote(*args)
+    return [Handle(ref) for ref in (out if returns > 1 else [out])]
+
+
+def run_each(stage: Stage[Any], blocks: Sequence[Handle]) -> list[Any]:
+    """``stage.fn(block, stage.settings)`` for each block, one task each and at most ``concurrency`` at once;
+    the results in block order, whichever task ends first."""
+    import ray
+
+    r = stage.resources
+    remote = ray.remote(stage.fn).options(num_cpus=r.num_cpus, max_retries=r.max_retries)
+    pending, done, running = list(enumerate(blocks)), {}, {}
+    while pending or running:
+        while pending and len(running) < r.concurrency:
+            index, block = pending.pop(0)
+            running[remote.remote(block.ref, stage.settings)] = index
+        (ref,), _ = ray.wait(list(running), num_returns=1)
+        index = running.pop(ref)
+        done[index] = get(Handle(ref))
+    return [done[i] for i in sorted(done)]
+
+
+@dataclass
+class Stream:
+    """A lazy Ray Data pipeline: nothing runs until a judge pool or :meth:`tables` reads it."""
+
+    dataset: Any  # ray.data.Dataset
+
+    def any(self) -> bool:
+        """Whether the stream yields any row (runs it until the first one)."""
+        try:
+            return bool(self.dataset.take(1))
+        except Exception as exc:
+            raise _unwrapped(exc) from None
+
+    def tables(self) -> Iterator[pa.Table]:
+        """The stream's output blocks as they come; a stage's own error is raised, not Ray's wrapper."""
+        try:
+            yield from self.dataset.iter_batches(batch_size=None, batch_format="pyarrow")
+        except Exception as exc:
+            raise _unwrapped(exc) from None
+
+    def then(self, stage: Stage[Any], **extra: Any) -> Stream:
+        """This stream through one more stage."""
+        return Stream(_map(self.dataset, stage, 1 << 30, extra))
+
+
+def _unwrapped(exc: BaseException) -> BaseException:
+    cause = unwrap(exc)
+    return cause if cause is not exc else exc
+
+
+def _map(dataset: Any, stage: Stage[Any], blocks: int, extra: dict[str, Any]) -> Any:
+    r = stage.resources
+    return dataset.map_batches(
+        stage.fn,
+        fn_args=(stage.settings,),
+        fn_kwargs=extra,
+        batch_size=None,
+        batch_format="pyarrow",
+        num_cpus=r.num_cpus,
+        concurrency=max(1, min(r.concurrency, blocks)),
+        max_retries=r.max_retries,
+    )
+
+
+def stream(blocks: Sequence[Handle] | Sequence[pa.Table], stage: Stage[Any], **extra: Any) -> Stream:
+    """``stage`` over ``blocks`` (handles of tables in the object store, or tables the caller holds), one block per
+    call of ``stage.fn(block, stage.settings, **extra)``; lazy."""
+    import ray
+
+    if blocks and isinstance(blocks[0], Handle):
+        dataset = ray.data.from_arrow_refs([b.ref for b in blocks])  # type: ignore[union-attr]
+    else:
+        dataset = ray.data.from_arrow(list(blocks))
+    return Stream(_map(dataset, stage, len(blocks), extra))
+
+
+class Shared:
+    """A bookkeeping object in its own actor, on the driver's node; callable from the driver and from stages."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    def call(self, method: str, *args: Any) -> Any:
+        """Call ``method`` and wait for its result."""
+        import ray
+
+        return ray.get(getattr(self.actor, method).remote(*args))
+
+    def tell(self, method: str, *args: Any) -> None:
+        """Call ``method`` without waiting (calls from one caller run in order)."""
+        getattr(self.actor, method).remote(*args)
+
+    def stop(self) -> None:
+        import ray
+
+        ray.kill(self.actor)
+
+
+def driver_node() -> dict[str, Any]:
+    """Ray options that place an actor on the driver's node (it cannot outlive that node, so neither can the job)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    node = ray.get_runtime_context().get_node_id()
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node, soft=False)}
+
+
+def shared(cls: type, *args: Any) -> Shared:
+    """An instance of ``cls(*args)`` in an actor on the driver's node that reserves no CPU."""
+    import ray
+
+    return Shared(ray.remote(cls).options(num_cpus=0, **driver_node()).remote(*args))

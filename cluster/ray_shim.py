@@ -1,0 +1,63 @@
+"""Every use pairank makes of Ray's private APIs, in one place, with the Ray version they were checked against.
+
+Ray's public API has no way to say two things pairank needs, so it reaches into
+Ray's internals for them:
+
+- a repartition's tasks that reserve no CPU and run one at a time
+  (:func:`cheap_repartition`): Ray Data gives no arguments for a repartition's
+  resources, and its tasks would otherwise wait for a CPU that the judge actors
+  hold;
+- a local Ray that registers 127.0.0.1 even when Ray was imported before
+  (:func:`keep_local_ray_on_loopback`): Ray reads the environment variable into a
+  module constant at import.
+
+When Ray changes, re-check each function here against the new version and
+update :data:`RAY_VERSION_CHECKED`; ``tests/cluster/test_ray_shim.py`` fails
+until then.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+#: The Ray release whose internals the functions below were read against.
+RAY_VERSION_CHECKED = "2.60.0"
+
+
+def ray_version() -> str:
+    """The installed Ray's version."""
+    import ray
+
+    return str(ray.__version__)
+
+
+def cheap_repartition(ds: Any, rows_per_block: int) -> Any:
+    """``ds`` repartitioned into blocks of ``rows_per_block`` rows by tasks that reserve no CPU, one at a time.
+
+    One at a time also keeps the repartition from fusing with the operators
+    before and after it. Ray 2.60: the repartition is the dataset's last logical
+    operator (``ds._logical_plan.dag``); its ``ray_remote_args`` and its
+    ``compute`` (a frozen dataclass field) are read when the plan executes.
+    """
+    import ray
+
+    out = ds.repartition(target_num_rows_per_block=rows_per_block)
+    repartition = out._logical_plan.dag
+    repartition.ray_remote_args["num_cpus"] = 0
+    object.__setattr__(repartition, "compute", ray.data.TaskPoolStrategy(size=1))
+    return out
+
+
+def keep_local_ray_on_loopback() -> None:
+    """Make a local Ray register 127.0.0.1 rather than the machine's network address.
+
+    Ray reads ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` into
+    ``ray._private.ray_constants.ENABLE_RAY_CLUSTER`` when it is first imported,
+    so the constant is set too when Ray was imported before us.
+    """
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = False  # type: ignore[attr-defined]
