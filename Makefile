@@ -12,7 +12,7 @@ TORCH_INDEX ?=
 DATA ?= ../shared/data
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint model data browser clean
+.PHONY: install demo test lint typecheck model data browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ browser:
 lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+
+# mypy --strict on the judge engines and their registry (tests/typecheck.py says why it runs on a view of the package).
+typecheck: install
+	$(BIN)/python -m tests.typecheck
 
 test: install browser lint
 	$(BIN)/python -m pytest

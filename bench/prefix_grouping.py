@@ -122,9 +122,9 @@ def _judge_arm(judge, rows: list[dict], batch_size: int) -> dict:
 def worker(args) -> dict:
     """One scenario in this process: one engine, warm-up, then the rounds."""
     C.quiet_engine_logs()
-    from pairank.jobs.specs.job import VllmJudgeSpec
     from pairank.operators.judges import make_judge
     from pairank.operators.judges.models import prepare_default_model
+    from pairank.operators.judges.vllm_engine import VllmJudgeSpec
 
     prepare_default_model()
     engine_kwargs = {"disable_log_stats": False}

@@ -39,8 +39,8 @@ from scipy.stats import rankdata
 
 from pairank.jobs.schedulers import ADAPTIVE, rng, run_lockstep
 from pairank.jobs.schedulers.static import SCHEDULERS
-from pairank.jobs.specs.job import SimulatedJudgeSpec
 from pairank.operators.judges.simulated import model_of, simulate_matrices
+from pairank.operators.judges.simulated_engine import SimulatedJudgeSpec
 from pairank.operators.scores import win_ratios
 
 #: p_a is clipped to [CLIP, 1 - CLIP] before its logit is taken (a 0 or 1 would be infinite).

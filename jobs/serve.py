@@ -5,10 +5,10 @@ Serve deployments that carry it (an HTTP ingress, and judge replicas that each
 hold one engine for the life of the server).
 
 * ``POST /compare`` judges one ordered pair with the batch runs' judge code
-  (:class:`pairank.operators.judges.modes.ModeRunner` on
-  :func:`pairank.operators.judges.make_judge`), keyed by :class:`pairank.jobs.pipeline.requests.RequestMaker`
-  exactly as a batch run of the same spec keys it. A key with a verdict in the
-  spec's judgment cache is answered from there (no engine call); otherwise the
+  (:class:`pairank.operators.judges.modes.ModeRunner` on the engine its registered
+  builder makes, :func:`pairank.jobs.pipeline.pool.judge_factory`), keyed by
+  :class:`pairank.jobs.pipeline.requests.RequestMaker` exactly as a batch run of the same spec keys it.
+  A key with a verdict in the spec's judgment cache is answered from there (no engine call); otherwise the
   judgment is appended to that cache (one atomic part per engine batch), so batch
   runs reuse online judgments and the other way round.
 * ``GET /leaderboard`` and ``GET /leaderboard.html``: the files ``pairank

@@ -42,6 +42,7 @@ from pairank.cluster.ray_jobs import (
     repository_root,
 )
 from pairank.jobs.specs.job import apply_overrides, load_spec
+from pairank.operators.judges import judge_paths
 
 #: A submitted job joins the cluster it runs on instead of starting a Ray of its own.
 JOIN_CLUSTER = "cluster.address=auto"
@@ -81,17 +82,23 @@ def _path_notes(raw: dict, spec_dir: Path, working_dir: Path) -> list[str]:
     return notes
 
 
-#: The spec fields that hold paths (``load_spec`` resolves them relative to the spec file).
+#: The spec fields that hold paths (``load_spec`` resolves them relative to the spec file), besides the judge's.
 PATH_FIELDS = (
     ("input",),
     ("output",),
     ("prompts",),
     ("judging", "templates"),
     ("winrate", "ood"),
-    ("judge", "source"),
-    ("judge", "quality"),
-    ("judge", "model"),
 )
+
+
+def path_fields(data: dict) -> list[tuple[str, ...]]:
+    """The fields of a spec mapping that hold paths: :data:`PATH_FIELDS` and the ones its judge engine names.
+
+    >>> path_fields({"judge": {"engine": "replay", "source": "/j"}})[-1]
+    ('judge', 'source')
+    """
+    return [*PATH_FIELDS, *(("judge", key) for key in judge_paths(data.get("judge")))]
 
 
 def _relative_to_upload(data: dict, root: Path, staged_dir: Path) -> dict:
@@ -104,7 +111,7 @@ def _relative_to_upload(data: dict, root: Path, staged_dir: Path) -> dict:
     {'prompts': '../configs/p', 'input': '/r/runs/d', 'output': 's3://b/o'}
     """
     data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
-    for keys in PATH_FIELDS:
+    for keys in path_fields(data):
         node = data
         for key in keys[:-1]:
             node = node.get(key) if isinstance(node.get(key), dict) else {}

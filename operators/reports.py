@@ -23,6 +23,7 @@ from scipy import stats
 
 from pairank.operators.judge_bias import NOTE as JUDGE_BIAS_NOTE
 from pairank.operators.judge_bias import text_tables
+from pairank.operators.judges import ENGINES
 from pairank.operators.scores import hard_verdict
 from pairank.operators.style_control import style_control_lines
 from pairank.storage.schemas import POSITION_BIAS, SPEARMAN
@@ -216,18 +217,12 @@ def render_markdown(report: dict) -> str:
     s = report["settings"]
     c, cost = report["counts"], report["cost"]
     judge = s["judge"]
+    engine = ENGINES.get(judge["engine"])
+    notice = engine.notice if engine is not None else None  # e.g. that the verdicts are simulated
     lines = [
         f"# pairank report: {report['name']}",
         "",
-        *(
-            [
-                "> **SIMULATED judge**: these judgments come from a simulation (latent qualities plus noise), "
-                "not from a model. Use them for planning only.",
-                "",
-            ]
-            if judge["engine"] == "simulated"
-            else []
-        ),
+        *([f"> {notice}", ""] if notice else []),
         *(
             [
                 "> **Embedded Gemma-3-270M**: a small base model with a strong first-slot bias, fine for demos and "

@@ -12,8 +12,9 @@ small, stable API a program needs:
 - :func:`run` runs it (local Ray unless the spec names a cluster) and returns a
   :class:`RunResult` (counts and the run's layout under the output root);
 - :class:`Judge` is the engine interface (request rows in, judgment rows out);
-  :data:`JUDGES` and :data:`SCHEDULERS` are the registries of engines and schedulers
-  by the names a spec uses.
+  :data:`ENGINES` and :data:`SCHEDULERS` are the registries of judge engines and schedulers
+  by the names a spec uses; an :class:`Engine` declares a judge engine (its
+  :class:`JudgeSettings` model, builder and hooks) and :func:`register_engine` adds it.
 
 A run on the SIMULATED judge (no model needed), two texts of one context, both slot
 orders::
@@ -36,7 +37,7 @@ orders::
     >>> result = pairank.run(spec, progress=lambda message: None)
     >>> result.requests, result.judged, result.errors
     (2, 2, 0)
-    >>> sorted(pairank.SCHEDULERS)[:3], sorted(pairank.JUDGES)
+    >>> sorted(pairank.SCHEDULERS)[:3], sorted(pairank.ENGINES)
     (['adaptive_symmetric', 'full', 'no_repeat'], ['http', 'replay', 'simulated', 'vllm'])
 
 Names are imported on first use, so ``import pairank`` starts neither Ray nor an engine.
@@ -57,7 +58,10 @@ _API = {
     "run": ("pairank.jobs.run", "run"),
     "RunResult": ("pairank.jobs.run", "RunResult"),
     "Judge": ("pairank.operators.judges.base", "Judge"),
-    "JUDGES": ("pairank.operators.judges", "JUDGES"),
+    "ENGINES": ("pairank.operators.judges", "ENGINES"),
+    "Engine": ("pairank.operators.judges.engine", "Engine"),
+    "JudgeSettings": ("pairank.operators.judges.engine", "JudgeSettings"),
+    "register_engine": ("pairank.operators.judges", "register"),
     "SCHEDULERS": ("pairank.jobs.schedulers", "REGISTRY"),
 }
 

@@ -192,8 +192,8 @@ def cmd_model_prepare(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from pairank.jobs.plan import TIME_BUDGET_S, measure_judge, plan, render
-    from pairank.jobs.specs.job import SimulatedJudgeSpec
     from pairank.operators.judges.replay_judge import read_judgments
+    from pairank.operators.judges.simulated_engine import SimulatedJudgeSpec
 
     given = {k: getattr(args, k) for k in ("scale", "noise", "position_bias", "intransitivity")}
     measured = None

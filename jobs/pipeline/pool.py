@@ -12,25 +12,20 @@ import pyarrow as pa
 
 from pairank.cluster.pools import JudgePool, PoolResources
 from pairank.jobs.specs.job import JobSpec
-from pairank.operators.judges import judge_identity
+from pairank.operators.judges import engine_of, judge_identity
+from pairank.operators.judges.engine import JudgeSettings
 from pairank.operators.judges.modes import build_runner, failure_rows
-from pairank.operators.judges.vllm_judge import uses_async_engine
-
-#: Batches in flight per actor on vLLM's async engine when pool.max_batches_in_flight is unset.
-ASYNC_BATCHES_IN_FLIGHT = 4
 
 
-def engine_spec(spec: JobSpec):
-    """The judge spec as the pool's actors run it: a vLLM judge's ``async_engine: auto`` decided by the GPUs the
-    pool reserves."""
-    if spec.judge.engine != "vllm":
-        return spec.judge
-    return spec.judge.model_copy(update={"async_engine": uses_async_engine(spec.judge, spec.pool.num_gpus)})
+def engine_spec(spec: JobSpec) -> JudgeSettings:
+    """The judge settings as the pool's actors run them: the engine's ``placed`` hook, given the GPUs each actor
+    reserves (a vLLM judge's ``async_engine: auto`` is decided there)."""
+    return engine_of(spec.judge).placed(spec.judge, spec.pool.num_gpus)
 
 
 def batches_in_flight(spec: JobSpec) -> int:
-    """Calls each actor runs at once: ``pool.max_batches_in_flight``; unset, 4 on vLLM's async engine and 1
-    otherwise; always 1 on vLLM's synchronous engine.
+    """Calls each actor runs at once: the engine's ``batches_in_flight`` hook of ``pool.max_batches_in_flight``
+    (unset: 1; on vLLM's async engine 4; always 1 on vLLM's synchronous engine).
 
     >>> from pairank.jobs.specs.job import parse_spec
     >>> base = {"name": "n", "input": "i", "output": "o", "aspects": ["a"], "prompts": "p"}
@@ -42,17 +37,13 @@ def batches_in_flight(spec: JobSpec) -> int:
     ...                              "doc"))
     3
     """
-    asked = spec.pool.max_batches_in_flight
-    if spec.judge.engine != "vllm":
-        return asked or 1
-    if not engine_spec(spec).async_engine:
-        return 1
-    return asked or ASYNC_BATCHES_IN_FLIGHT
+    return engine_of(spec.judge).batches_in_flight(engine_spec(spec), spec.pool.max_batches_in_flight)
 
 
 def judge_factory(spec: JobSpec) -> Callable[[], object]:
-    """What a pool runs: a picklable factory of the spec's engine in its judging mode."""
-    return partial(build_runner, engine_spec(spec), spec.judging)
+    """What a pool runs: a picklable factory of the spec's engine (its builder and placed settings) in its judging
+    mode."""
+    return partial(build_runner, engine_of(spec.judge).build, engine_spec(spec), spec.judging)
 
 
 def pool_resources(spec: JobSpec) -> PoolResources:

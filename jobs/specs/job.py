@@ -16,22 +16,17 @@ import yaml
 from pydantic import (
     BaseModel,
     Field,
+    SerializeAsAny,
     ValidationError,
     field_validator,
     model_validator,
 )
 
 from pairank.jobs.schedulers import REGISTRY, FullSettings, SchedulerSpec
-from pairank.jobs.specs.base import Strict
-from pairank.jobs.specs.judges import (  # noqa: F401 - re-exported: the judge section
-    HttpJudgeSpec,
-    JudgeSpec,
-    Labels,
-    ReplayJudgeSpec,
-    SimulatedJudgeSpec,
-    VllmJudgeSpec,
-)
+from pairank.operators.judges import ENGINES, engine_of, judge_paths, parse_judge
+from pairank.operators.judges.engine import JUDGING_MODES, JudgeSettings
 from pairank.operators.scores import DECISIVE_WEIGHT
+from pairank.operators.settings import Strict
 
 
 def pool_sizes(size: int | str) -> tuple[int, int]:
@@ -109,11 +104,6 @@ class PoolSpec(Strict):
     def sizes(self) -> tuple[int, int]:
         """The least and most actors (equal for a fixed pool)."""
         return pool_sizes(self.size)
-
-
-JUDGING_MODES = ("logprob", "generate", "sample", "prepair", "prepair_pairwise", "pointwise")
-#: Modes that need an engine that generates text or reads arbitrary token probabilities.
-ENGINE_MODES = ("vllm", "http")
 
 
 class JudgingSpec(Strict):
@@ -359,7 +349,11 @@ class JobSpec(Strict):
     output: str = Field(..., description="Storage root (local or s3://): the judgment cache and the runs live here.")
     aspects: list[str] = Field(..., min_length=1, description="Aspects to compare; each needs <prompts>/<aspect>.txt.")
     prompts: str = Field(..., description="Folder of prompt templates, one <aspect>.txt each.")
-    judge: JudgeSpec = Field(..., description="The judge engine and its settings.")
+    judge: SerializeAsAny[JudgeSettings] = Field(
+        ...,
+        description="The judge engine and its settings: `engine` names one of the registered engines "
+        "(pairank.operators.judges.ENGINES), the other keys are that engine's settings.",
+    )
     judging: JudgingSpec = Field(
         default_factory=JudgingSpec, description="How the judge is asked: the mode, its prompts and settings."
     )
@@ -396,13 +390,21 @@ class JobSpec(Strict):
             raise ValueError("winrate needs a baseline: set winrate.baseline or scheduler.baseline")
         return self
 
+    @field_validator("judge", mode="before")
+    @classmethod
+    def _engine(cls, v: object) -> JudgeSettings:
+        """The settings model of the engine ``engine`` names (see :func:`pairank.operators.judges.parse_judge`)."""
+        return parse_judge(v)
+
     @model_validator(mode="after")
     def _judging(self) -> JobSpec:
         mode = self.judging.mode
-        if mode != "logprob" and self.judge.engine not in ENGINE_MODES:
+        engine = engine_of(self.judge)
+        if mode not in engine.modes:
+            able = [e.name for e in ENGINES.values() if mode in e.modes]
             raise ValueError(
-                f"judging.mode {mode!r} needs an engine that generates (judge.engine: {' or '.join(ENGINE_MODES)}); "
-                f"the {self.judge.engine} engine answers pairwise requests in logprob mode only"
+                f"judging.mode {mode!r} needs an engine that generates (judge.engine: {' or '.join(able)}); "
+                f"the {engine.name} engine answers pairwise requests in {' or '.join(engine.modes)} mode only"
             )
         if (
             self.scoring.calibration == "batch"
@@ -418,11 +420,8 @@ class JobSpec(Strict):
     @model_validator(mode="after")
     def _batches_in_flight(self) -> JobSpec:
         n = self.pool.max_batches_in_flight
-        if n is not None and n > 1 and self.judge.engine == "vllm" and self.judge.async_engine is False:
-            raise ValueError(
-                f"pool.max_batches_in_flight {n}: vLLM's synchronous engine (judge.async_engine false) takes one "
-                "batch at a time; set judge.async_engine true (or auto) or leave it unset"
-            )
+        if n is not None:
+            engine_of(self.judge).check_batches_in_flight(self.judge, n)
         return self
 
     @model_validator(mode="after")
@@ -460,13 +459,12 @@ class SpecError(ValueError):
     """A job spec that does not validate; the message names the file and the keys."""
 
 
-#: Discriminated unions of the spec: field -> (tag -> member model).
-UNIONS: dict[str, dict[str, type[BaseModel]]] = {
-    "judge": {
-        m.model_fields["engine"].default: m for m in (VllmJudgeSpec, HttpJudgeSpec, ReplayJudgeSpec, SimulatedJudgeSpec)
-    },
-    "scheduler": dict(REGISTRY),
-}
+def unions() -> dict[str, dict[str, type[BaseModel]]]:
+    """The tagged unions of the spec: field -> (tag -> member model); the judge's are the engines registered now."""
+    return {
+        "judge": {name: engine.settings for name, engine in ENGINES.items()},
+        "scheduler": dict(REGISTRY),
+    }
 
 
 def _walk(loc: tuple) -> tuple[str, list[str], str | None]:
@@ -478,6 +476,7 @@ def _walk(loc: tuple) -> tuple[str, list[str], str | None]:
     """
     if not loc:
         return "", sorted(JobSpec.model_fields), None
+    tagged = unions()
     model: type[BaseModel] | None = JobSpec
     shown: list[str] = []
     member = None
@@ -486,15 +485,15 @@ def _walk(loc: tuple) -> tuple[str, list[str], str | None]:
         if isinstance(part, int):
             shown.append(str(part))
             continue
-        if previous in UNIONS and part in UNIONS[previous]:
-            model, member, previous = UNIONS[previous][part], f"{previous} {part!r}", None
+        if previous in tagged and part in tagged[previous]:
+            model, member, previous = tagged[previous][part], f"{previous} {part!r}", None
             continue
         field = model.model_fields.get(part) if model is not None else None
         shown.append(str(part))
         previous = part
         ann = field.annotation if field is not None else None
         model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
-        if field is not None and part in UNIONS:
+        if field is not None and part in tagged:
             model = None  # the member comes next in the location
     shown.append(str(loc[-1]))
     return ".".join(shown), sorted(model.model_fields) if model is not None else [], member
@@ -505,13 +504,14 @@ def parse_spec(data: dict, source: str) -> JobSpec:
     try:
         return JobSpec.model_validate(data)
     except ValidationError as exc:
+        tagged = unions()
         lines = []
         for err in exc.errors():
-            if err["type"] == "union_tag_invalid" and err["loc"] and err["loc"][-1] in UNIONS:
+            if err["type"] == "union_tag_invalid" and err["loc"] and err["loc"][-1] in tagged:
                 field = err["loc"][-1]
                 key = "engine" if field == "judge" else "name"
                 tag = err.get("ctx", {}).get("tag")
-                lines.append(f"  {field}.{key}: unknown {field} {tag!r}; available: {', '.join(UNIONS[field])}")
+                lines.append(f"  {field}.{key}: unknown {field} {tag!r}; available: {', '.join(tagged[field])}")
                 continue
             loc, allowed, member = _walk(tuple(err["loc"]))
             if err["type"] == "extra_forbidden":
@@ -576,12 +576,5 @@ def load_spec(path: str | Path, overrides: list[str] = ()) -> JobSpec:
         data["winrate"] = {**data["winrate"], "ood": _resolve(base, data["winrate"]["ood"])}
     judge = data.get("judge")
     if isinstance(judge, dict):
-        judge = dict(judge)
-        for key in ("source", "quality", "lengths"):
-            if isinstance(judge.get(key), str):
-                judge[key] = _resolve(base, judge[key])
-        model = judge.get("model")
-        if isinstance(model, str) and model.startswith((".", "/")):
-            judge["model"] = _resolve(base, model)
-        data["judge"] = judge
+        data["judge"] = {**judge, **{key: _resolve(base, judge[key]) for key in judge_paths(judge)}}
     return parse_spec(data, str(path))

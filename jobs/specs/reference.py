@@ -1,8 +1,9 @@
 """``pairank spec-reference``: the job spec reference, written from the spec models themselves.
 
 Every key of a job spec, its type, its default and its description come from the
-pydantic models of :mod:`pairank.jobs.specs.job` and :mod:`pairank.jobs.schedulers`,
-so the reference cannot drift from what the loader accepts; ``docs/specs.md`` is
+pydantic models of :mod:`pairank.jobs.specs.job`, :mod:`pairank.jobs.schedulers` and the
+registered judge engines (:data:`pairank.operators.judges.ENGINES`), so the reference
+cannot drift from what the loader accepts; ``docs/specs.md`` is
 this module's output, and a test checks that it is current.
 """
 
@@ -16,14 +17,14 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from pairank.jobs.specs.job import JobSpec
+from pairank.jobs.specs.job import JobSpec, unions
 
 HEADER = """# Job spec reference
 
 Every key of a job spec (YAML; `--set key=value` overrides one). Written by
 `pairank spec-reference --out docs/specs.md` from the field descriptions of
-`jobs/specs/job.py` and `jobs/schedulers/`; do not edit by hand (a test checks that it
-is current). Paths in a spec file are relative to the file.
+`jobs/specs/job.py`, `jobs/schedulers/` and the judge engines (`operators/judges/*_engine.py`);
+do not edit by hand (a test checks that it is current). Paths in a spec file are relative to the file.
 """
 
 
@@ -61,6 +62,8 @@ def _type(annotation) -> str:
     (a,) = members
     if a is type(None):
         return "null"
+    if a is typing.Any:
+        return "any"
     origin, args = typing.get_origin(a), typing.get_args(a)
     if origin is typing.Literal:
         return " or ".join(json.dumps(x) for x in args)
@@ -99,9 +102,10 @@ def _discriminator(model: type[BaseModel]) -> str | None:
 def sections(model: type[BaseModel] = JobSpec, path: str = "", title: str = "Top level") -> list[Section]:
     """The tables of the reference, depth first, in the models' field order."""
     out = [Section(path, title, model)]
+    tagged = unions() if model is JobSpec else {}
     for name, field in model.model_fields.items():
-        nested = _models(field.annotation)
         key = f"{path}.{name}" if path else name
+        nested = list(tagged[name].values()) if name in tagged else _models(field.annotation)
         for sub in nested:
             tag = _discriminator(sub) if len(nested) > 1 else None
             out += sections(sub, key, f"`{key}`" + (f" ({tag})" if tag else ""))

@@ -20,6 +20,7 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from pairank.operators.judges.base import (
     Generated,
@@ -32,23 +33,11 @@ from pairank.operators.judges.base import (
 )
 
 
-def http_identity(spec) -> dict:
-    return {
-        "engine": "http",
-        "model": spec.model,
-        "revision": spec.revision or "",
-        "sampling": {
-            "max_tokens": 1,
-            "temperature": 0.0,
-            "labels": {"a": list(spec.labels.a), "b": list(spec.labels.b)},
-        },
-    }
-
-
 class HttpJudge(GeneratingJudge):
     engine = "http"
 
-    def __init__(self, spec):
+    def __init__(self, spec: Any) -> None:
+        """``spec``: a :class:`pairank.operators.judges.http_engine.HttpJudgeSpec`."""
         self.spec = spec
         self.base = spec.base_url.rstrip("/")
         self.headers = {"Content-Type": "application/json"}
@@ -62,7 +51,7 @@ class HttpJudge(GeneratingJudge):
         self.ids_b = list(ids.get("b", [])) if ids else []
 
     def identity(self) -> dict:
-        return http_identity(self.spec)
+        return self.spec.identity()
 
     def _post(self, url: str, body: dict) -> dict:
         req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=self.headers, method="POST")

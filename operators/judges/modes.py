@@ -35,6 +35,8 @@ import json
 import math
 import time
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 
@@ -181,15 +183,14 @@ def failure_rows(
     )
 
 
-def build_runner(judge_spec, judging=None) -> ModeRunner:
-    """The engine of ``judge_spec`` in the ``judging`` mode: what a judge actor or replica runs.
+def build_runner(build: Callable[[Any], Judge], judge_spec, judging=None) -> ModeRunner:
+    """The engine ``build(judge_spec)`` in the ``judging`` mode: what a judge actor or replica runs.
 
-    Pools and Serve replicas receive ``functools.partial(build_runner, judge_spec, judging)``
-    as their factory and call it once, in their own process.
+    Pools and Serve replicas receive ``functools.partial(build_runner, engine.build, judge_spec, judging)``
+    as their factory and call it once, in their own process. The builder travels with it, so an engine
+    registered in the driver's process only (see :func:`pairank.operators.judges.register`) builds there too.
     """
-    from pairank.operators.judges import make_judge
-
-    return ModeRunner(make_judge(judge_spec), judging)
+    return ModeRunner(build(judge_spec), judging)
 
 
 class ModeRunner:

@@ -11,6 +11,7 @@ identity, so each mode gets its own judgment keys.
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,13 +24,6 @@ from pairank.storage.keys import canonical_json, sampling_mode
 from pairank.storage.legacy import PartFolder
 from pairank.storage.schemas import JUDGMENTS
 from pairank.storage.validation import validate
-
-
-def replay_identity(spec) -> dict:
-    sampling = {"source": spec.source}
-    if spec.mode is not None:
-        sampling["mode"] = spec.mode
-    return {"engine": "replay", "model": spec.model or "", "revision": "", "sampling": sampling}
 
 
 def read_judgments(source: str) -> pa.Table:
@@ -47,7 +41,8 @@ def read_judgments(source: str) -> pa.Table:
 class ReplayJudge(Judge):
     engine = "replay"
 
-    def __init__(self, spec):
+    def __init__(self, spec: Any) -> None:
+        """``spec``: a :class:`pairank.operators.judges.replay_engine.ReplayJudgeSpec`."""
         self.spec = spec
         table = read_judgments(spec.source)
         table = table.filter(pc.is_null(table.column("error")))
@@ -67,7 +62,7 @@ class ReplayJudge(Judge):
             self.index.setdefault(k, []).append(row)
 
     def identity(self) -> dict:
-        return replay_identity(self.spec)
+        return self.spec.identity()
 
     def judge(self, requests: pa.Table) -> pa.Table:
         check_columns(requests, REQUEST_COLUMNS, "ReplayJudge")

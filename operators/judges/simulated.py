@@ -39,6 +39,7 @@ import os
 import posixpath
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -51,7 +52,6 @@ from pairank.operators.judges.base import (
     judgment_rows,
 )
 from pairank.storage.fs import Location
-from pairank.storage.keys import canonical_json
 from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES
 from pairank.storage.validation import validate
 
@@ -64,10 +64,6 @@ COLUMNS = {
     "candidate_b": "candidate in slot B",
     "prompt_hash": "template hash",
 }
-
-#: The spec fields that determine an outcome (``seconds_per_comparison`` does not).
-SETTINGS = ("seed", "quality", "scale", "noise", "position_bias", "intransitivity", "length_bias", "lengths")
-
 
 # ---------------------------------------------------------------------------
 # seeded draws
@@ -162,7 +158,7 @@ def simulated_p_a(q_a, q_b, *, scale, noise, position_bias, intransitivity, phas
 
 
 def model_of(spec) -> dict:
-    """The model's coefficients from a :class:`pairank.jobs.specs.job.SimulatedJudgeSpec`."""
+    """The model's coefficients from a :class:`pairank.operators.judges.simulated_engine.SimulatedJudgeSpec`."""
     return {k: float(getattr(spec, k)) for k in ("scale", "noise", "position_bias", "intransitivity")}
 
 
@@ -252,14 +248,6 @@ def text_lengths(uri: str) -> dict[str, int]:
 # the judge
 
 
-def simulated_identity(spec) -> dict:
-    """engine and model "simulated"; revision a short hash of the settings that determine outcomes."""
-    # the length settings join the identity only when used, so judgments of judges without them keep their keys
-    sampling = {k: getattr(spec, k) for k in SETTINGS if spec.length_bias or k not in ("length_bias", "lengths")}
-    revision = hashlib.sha256(canonical_json(sampling).encode("utf-8")).hexdigest()[:12]
-    return {"engine": "simulated", "model": "simulated", "revision": revision, "sampling": sampling}
-
-
 #: Exit status of a simulated engine that ends its process in the ``crash_on`` fault drill.
 EXIT_DRILL = 71
 
@@ -269,14 +257,15 @@ class SimulatedJudge(Judge):
 
     engine = "simulated"
 
-    def __init__(self, spec, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, spec: Any, sleep: Callable[[float], None] = time.sleep) -> None:
+        """``spec``: a :class:`pairank.operators.judges.simulated_engine.SimulatedJudgeSpec`."""
         self.spec = spec
         self.sleep = sleep
         self.human = human_quality(spec.quality) if spec.quality else None
         self.lengths = text_lengths(spec.lengths) if spec.length_bias else None
 
     def identity(self) -> dict:
-        return simulated_identity(self.spec)
+        return self.spec.identity()
 
     def _quality(self, ctx: list[str], aspect: list[str], ids: list[str]) -> tuple[np.ndarray, list[str | None]]:
         if self.human is None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from typing import Any
 
 from pairank.operators.judges.base import (
     Generated,
@@ -29,33 +30,13 @@ from pairank.operators.judges.base import (
     logsumexp,
     single_token_forms,
 )
-from pairank.operators.judges.models import folder_revision, resolve_model
+from pairank.operators.judges.models import resolve_model
 
 #: Set (unless the spec's judge.env sets them) before vLLM is imported: no telemetry,
 #: warnings only, and for a local folder nothing fetched from a hub and vLLM's
 #: internal sockets on loopback.
 _ALWAYS_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
 _LOCAL_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_HOST_IP": "127.0.0.1"}
-
-
-def vllm_identity(spec) -> dict:
-    """The judge identity of a vLLM spec, computed without starting the engine."""
-    model = resolve_model(spec.model)
-    revision = spec.revision
-    if revision is None and not isinstance(model, str):
-        revision = folder_revision(model)
-    name = "gemma-3-270m (embedded default)" if spec.model == "default" else spec.model
-    return {
-        "engine": "vllm",
-        "model": name,
-        "revision": revision or "",
-        "sampling": {
-            "max_tokens": 1,
-            "temperature": 0.0,
-            "dtype": spec.dtype,
-            "labels": {"a": list(spec.labels.a), "b": list(spec.labels.b)},
-        },
-    }
 
 
 def label_token_ids(tokenizer, forms: list[str], label: str) -> list[int]:
@@ -72,25 +53,6 @@ def label_token_ids(tokenizer, forms: list[str], label: str) -> list[int]:
     return ids
 
 
-#: What ``judge.async_engine: auto`` picks for an engine without GPUs: the synchronous engine. On the 2-core CPU
-#: build the async one judged 2-5% faster in a bare loop on an idle machine but started 11-15 s later (its core
-#: is a second process), which a job earns back only after about 1,500-2,000 comparisons, and it was no faster
-#: with another job on the cores (BENCHMARKS.md §11). With GPUs ``auto`` picks the async engine.
-CPU_ASYNC_ENGINE = False
-
-
-def uses_async_engine(spec, num_gpus: float) -> bool:
-    """Whether a vLLM judge of ``spec`` runs vLLM's async engine on an actor that reserves ``num_gpus``.
-
-    >>> from pairank.jobs.specs.job import VllmJudgeSpec
-    >>> uses_async_engine(VllmJudgeSpec(), num_gpus=1), uses_async_engine(VllmJudgeSpec(async_engine=False), 1)
-    (True, False)
-    """
-    if spec.async_engine == "auto":
-        return num_gpus > 0 or CPU_ASYNC_ENGINE
-    return bool(spec.async_engine)
-
-
 #: vLLM's exceptions for an engine core that has died ("unrecoverable"; EngineGenerateError is not one).
 DEAD_ENGINE_ERRORS = ("EngineDeadError", "AsyncEngineDeadError")
 
@@ -102,9 +64,10 @@ class VllmJudge(GeneratingJudge):
         """An engine core that died (its process, or its worker, ended) takes no more requests in this process."""
         return any(type(e).__name__ in DEAD_ENGINE_ERRORS for e in _chain(exc))
 
-    def __init__(self, spec):
+    def __init__(self, spec: Any) -> None:
+        """``spec``: a :class:`pairank.operators.judges.vllm_engine.VllmJudgeSpec`."""
         self.spec = spec
-        self._identity = vllm_identity(spec)
+        self._identity = spec.identity()
         model = resolve_model(spec.model)
         local = not isinstance(model, str)
         for key, value in {**_ALWAYS_ENV, **(_LOCAL_ENV if local else {})}.items():
@@ -129,7 +92,7 @@ class VllmJudge(GeneratingJudge):
             **spec.engine_kwargs,
         )
         # `auto` outside a pool (a pool decides it from the GPUs it reserves): what this machine has.
-        self.async_engine = uses_async_engine(spec, 0 if current_platform.is_cpu() else 1)
+        self.async_engine = spec.uses_async_engine(0 if current_platform.is_cpu() else 1)
         if self.async_engine:
             from pairank.operators.judges.vllm_async import AsyncEngine
 

@@ -17,8 +17,8 @@ import pytest
 
 from pairank.jobs.meta_eval import cli_parser, meta_eval
 from pairank.jobs.pipeline.requests import build_requests
-from pairank.jobs.specs.job import ReplayJudgeSpec
 from pairank.operators.judges import judge_identity, make_judge
+from pairank.operators.judges.replay_engine import ReplayJudgeSpec
 from pairank.operators.meta_eval import meta_eval as evaluate
 from pairank.operators.prompts import PromptTemplate
 from pairank.storage.cache import JudgmentCache

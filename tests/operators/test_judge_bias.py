@@ -12,7 +12,6 @@ import pyarrow as pa
 import pytest
 from scipy.special import expit
 
-from pairank.jobs.specs.job import SimulatedJudgeSpec
 from pairank.operators.judge_bias import (
     judge_bias,
     length_preference,
@@ -22,6 +21,7 @@ from pairank.operators.judge_bias import (
     wilson,
 )
 from pairank.operators.judges.simulated import SimulatedJudge, latent_quality
+from pairank.operators.judges.simulated_engine import SimulatedJudgeSpec
 from pairank.operators.reports import render_markdown
 from tests.operators.rows import T0, judgment
 

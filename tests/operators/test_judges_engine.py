@@ -13,10 +13,13 @@ import threading
 import pyarrow as pa
 import pytest
 
-from pairank.jobs.specs.job import HttpJudgeSpec, JudgingSpec, ReplayJudgeSpec, VllmJudgeSpec
+from pairank.jobs.specs.job import JudgingSpec
 from pairank.operators.judges import judge_identity, make_judge
 from pairank.operators.judges.base import GenerateParams, p_a_from_logprobs
+from pairank.operators.judges.http_engine import HttpJudgeSpec
 from pairank.operators.judges.modes import ModeRunner, score_options
+from pairank.operators.judges.replay_engine import ReplayJudgeSpec
+from pairank.operators.judges.vllm_engine import VllmJudgeSpec
 from pairank.operators.judges.vllm_judge import label_token_ids
 from pairank.operators.prompts import Domain, load_mode_prompts, load_prompts
 from pairank.operators.verdicts import parse_verdict

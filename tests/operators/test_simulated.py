@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairank.jobs.specs.job import SimulatedJudgeSpec
 from pairank.operators.judges import judge_identity, make_judge
 from pairank.operators.judges.simulated import (
     SimulatedJudge,
@@ -18,6 +17,7 @@ from pairank.operators.judges.simulated import (
     simulate_matrices,
     simulated_p_a,
 )
+from pairank.operators.judges.simulated_engine import SimulatedJudgeSpec
 from pairank.operators.scores import win_ratios
 from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS

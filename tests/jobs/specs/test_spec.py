@@ -8,15 +8,10 @@ import pytest
 import yaml
 
 from pairank.jobs.schedulers import FullSettings, RandomSettings
-from pairank.jobs.specs.job import (
-    HttpJudgeSpec,
-    JobSpec,
-    ReplayJudgeSpec,
-    SpecError,
-    VllmJudgeSpec,
-    apply_overrides,
-    load_spec,
-)
+from pairank.jobs.specs.job import JobSpec, SpecError, apply_overrides, load_spec
+from pairank.operators.judges.http_engine import HttpJudgeSpec
+from pairank.operators.judges.replay_engine import ReplayJudgeSpec
+from pairank.operators.judges.vllm_engine import VllmJudgeSpec
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "configs" / "demo.yaml"
@@ -273,7 +268,7 @@ def test_a_partial_scheduler_without_comparisons_is_an_error_at_load(tmp_path):
 
 def test_batches_in_flight_and_the_engine_they_run_on(tmp_path):
     from pairank.jobs.pipeline.pool import batches_in_flight, engine_spec, pool_resources
-    from pairank.operators.judges.vllm_judge import CPU_ASYNC_ENGINE
+    from pairank.operators.judges.vllm_engine import CPU_ASYNC_ENGINE
 
     def spec(judge: dict, pool: dict):
         return load_spec(write_spec(tmp_path, minimal(judge={"engine": "vllm", **judge}, pool=pool)))

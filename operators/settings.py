@@ -1,4 +1,5 @@
-"""The base of every spec model: unknown keys are errors, values are frozen, no inf or nan."""
+"""The base of every settings model (a job spec's sections, a judge engine's settings): unknown keys are errors,
+values are frozen, no inf or nan."""
 
 from pydantic import BaseModel, ConfigDict
 

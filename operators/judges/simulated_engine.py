@@ -1,0 +1,88 @@
+"""The ``simulated`` judge engine: verdicts drawn from a model of a judge, never from a language model.
+
+Its settings, identity and builder; the model and the judge are
+:mod:`pairank.operators.judges.simulated`. It answers the ``logprob`` mode, and a run
+report on its judgments opens with a notice that they are simulated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from pairank.operators.judges.base import Judge
+from pairank.operators.judges.engine import Engine, Identity, JudgeSettings
+from pairank.storage.keys import canonical_json
+
+#: The settings that determine an outcome (``seconds_per_comparison`` and ``crash_on`` do not).
+SETTINGS = ("seed", "quality", "scale", "noise", "position_bias", "intransitivity", "length_bias", "lengths")
+
+
+class SimulatedJudgeSpec(JudgeSettings):
+    engine: Literal["simulated"] = Field(
+        "simulated",
+        description="SIMULATED judge for planning and scale tests: p_a from latent qualities, noise, position bias and "
+        "intransitivity. Its judgments are labelled engine=simulated, model=simulated; never a quality claim.",
+    )
+    seed: int = Field(0, description="Seed of the latent qualities and the per-comparison noise.")
+    quality: str | None = Field(
+        None,
+        description="Latent quality source: unset draws a seeded standard normal per (context, candidate); a path to "
+        "a human_scores table uses each candidate's mean human score for the aspect (standardised per context).",
+    )
+    scale: float = Field(2.0, ge=0, description="Logit of P(A) per unit of latent quality difference.")
+    noise: float = Field(0.5, ge=0, description="Standard deviation of the Gaussian noise on each comparison's logit.")
+    position_bias: float = Field(0.0, description="Logit added in favour of slot A (negative favours slot B).")
+    intransitivity: float = Field(
+        0.0, ge=0, description="Amplitude of a cyclic (rock-paper-scissors) logit term; 0 is perfectly transitive."
+    )
+    length_bias: float = Field(
+        0.0,
+        description="Logit added per unit of log(len(text_a) / len(text_b)): a judge that prefers longer "
+        "outputs (positive) or shorter ones; needs `lengths`.",
+    )
+    lengths: str | None = Field(
+        None,
+        description="length_bias: a candidates table (or the folder holding candidates.parquet) giving each "
+        "candidate's text.",
+    )
+    seconds_per_comparison: float = Field(0.0, ge=0, description="Sleep per comparison, to mimic an engine's latency.")
+    crash_on: list[tuple[str, str, str]] = Field(
+        default_factory=list,
+        description="Fault drill: comparisons [context_id, candidate_a, candidate_b] (a poison prompt each): the "
+        "judge actor's process dies, as a killed one does, whenever a batch holds one of them, every time. Shows "
+        "how a job bears a poison prompt; not part of the judge's identity.",
+    )
+
+    @model_validator(mode="after")
+    def _lengths_given(self) -> SimulatedJudgeSpec:
+        if self.length_bias != 0 and not self.lengths:
+            raise ValueError("judge.length_bias needs judge.lengths: the candidates table giving each text")
+        return self
+
+    def identity(self) -> Identity:
+        """engine and model "simulated"; revision a short hash of the settings that determine outcomes."""
+        # the length settings join the identity only when used, so judgments of judges without them keep their keys
+        used = [k for k in SETTINGS if self.length_bias or k not in ("length_bias", "lengths")]
+        sampling = {k: getattr(self, k) for k in used}
+        revision = hashlib.sha256(canonical_json(sampling).encode("utf-8")).hexdigest()[:12]
+        return {"engine": "simulated", "model": "simulated", "revision": revision, "sampling": sampling}
+
+
+def build(settings: SimulatedJudgeSpec) -> Judge:
+    """The simulated judge of ``settings`` (it reads the quality and lengths tables they name)."""
+    from pairank.operators.judges.simulated import SimulatedJudge
+
+    return SimulatedJudge(settings)
+
+
+ENGINE = Engine(
+    name="simulated",
+    settings=SimulatedJudgeSpec,
+    build=build,
+    paths=("quality", "lengths"),
+    notice="**SIMULATED judge**: these judgments come from a simulation (latent qualities plus noise), not from a "
+    "model. Use them for planning only.",
+)

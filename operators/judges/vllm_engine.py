@@ -1,0 +1,134 @@
+"""The ``vllm`` judge engine: vLLM in a long-lived Ray actor, the same code on CPUs and GPUs.
+
+Its settings, identity, builder and the rules of its pool: ``async_engine: auto`` is
+decided by the GPUs an actor reserves, and vLLM's async engine holds several batches of
+an actor at once. The engine itself is :class:`pairank.operators.judges.vllm_judge.VllmJudge`,
+imported by :func:`build` in the actor (it imports vLLM).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from pairank.operators.judges.base import Judge
+from pairank.operators.judges.engine import JUDGING_MODES, Engine, Identity, JudgeSettings, Labels
+from pairank.operators.judges.models import folder_revision, resolve_model
+
+#: What ``judge.async_engine: auto`` picks for an engine without GPUs: the synchronous engine. On the 2-core CPU
+#: build the async one judged 2-5% faster in a bare loop on an idle machine but started 11-15 s later (its core
+#: is a second process), which a job earns back only after about 1,500-2,000 comparisons, and it was no faster
+#: with another job on the cores (BENCHMARKS.md §11). With GPUs ``auto`` picks the async engine.
+CPU_ASYNC_ENGINE = False
+#: Batches in flight per actor on vLLM's async engine when pool.max_batches_in_flight is unset.
+ASYNC_BATCHES_IN_FLIGHT = 4
+
+
+class VllmJudgeSpec(JudgeSettings):
+    engine: Literal["vllm"] = Field("vllm", description="vLLM's offline engine in a long-lived Ray actor.")
+    model: str = Field(
+        "default",
+        description="'default' (the embedded Gemma-3-270M, converted by `pairank model prepare`), "
+        "a local Hugging Face model folder, or a model name the cluster can load.",
+    )
+    revision: str | None = Field(
+        None, description="Model revision; for a local folder a content hash is used when unset."
+    )
+    dtype: str = Field("bfloat16", description="Weights and activations dtype.")
+    max_model_len: int = Field(2048, ge=128, description="Longest prompt plus answer in tokens.")
+    enforce_eager: bool = Field(True, description="Skip graph compilation (faster start on CPU).")
+    seed: int = Field(0, description="Engine seed.")
+    labels: Labels = Field(default_factory=Labels, description="Label words the judge answers with.")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment set in the judge actor before vLLM is imported (e.g. VLLM_CPU_KVCACHE_SPACE); "
+        "it overrides what Ray set for the actor.",
+    )
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra keyword arguments to vllm.LLM.")
+    async_engine: bool | Literal["auto"] = Field(
+        "auto",
+        description="true: vLLM's async engine (its core in a second process), which keeps "
+        "pool.max_batches_in_flight batches of each actor in flight at once; false: the synchronous vllm.LLM, one "
+        "batch at a time. auto: the async engine when the pool reserves GPUs, and on CPUs the one measured faster "
+        "on the 2-core CPU build (BENCHMARKS.md §11).",
+    )
+
+    def identity(self) -> Identity:
+        """The model as named (the embedded one by its name), its revision (a local folder's content hash when
+        unset), and the settings that change a verdict."""
+        model = resolve_model(self.model)
+        revision = self.revision
+        if revision is None and not isinstance(model, str):
+            revision = folder_revision(model)
+        name = "gemma-3-270m (embedded default)" if self.model == "default" else self.model
+        return {
+            "engine": "vllm",
+            "model": name,
+            "revision": revision or "",
+            "sampling": {
+                "max_tokens": 1,
+                "temperature": 0.0,
+                "dtype": self.dtype,
+                "labels": {"a": list(self.labels.a), "b": list(self.labels.b)},
+            },
+        }
+
+    def uses_async_engine(self, num_gpus: float) -> bool:
+        """Whether these settings run vLLM's async engine on an actor that reserves ``num_gpus``.
+
+        >>> VllmJudgeSpec().uses_async_engine(num_gpus=1), VllmJudgeSpec(async_engine=False).uses_async_engine(1)
+        (True, False)
+        """
+        if self.async_engine == "auto":
+            return num_gpus > 0 or CPU_ASYNC_ENGINE
+        return bool(self.async_engine)
+
+
+def build(settings: VllmJudgeSpec) -> Judge:
+    """The vLLM judge of ``settings`` (in the judge actor: this imports vLLM)."""
+    from pairank.operators.judges.vllm_judge import VllmJudge
+
+    return VllmJudge(settings)
+
+
+def placed(settings: VllmJudgeSpec, num_gpus: float) -> VllmJudgeSpec:
+    """The settings as an actor reserving ``num_gpus`` runs them: ``async_engine: auto`` decided.
+
+    >>> placed(VllmJudgeSpec(), num_gpus=1).async_engine, placed(VllmJudgeSpec(async_engine=False), 1).async_engine
+    (True, False)
+    """
+    return settings.model_copy(update={"async_engine": settings.uses_async_engine(num_gpus)})
+
+
+def batches_in_flight(settings: VllmJudgeSpec, asked: int | None) -> int:
+    """Calls one actor runs at once: ``asked`` (4 when unset) on the async engine, 1 on the synchronous one.
+
+    >>> on_async, on_sync = VllmJudgeSpec(async_engine=True), VllmJudgeSpec(async_engine=False)
+    >>> batches_in_flight(on_async, None), batches_in_flight(on_async, 2), batches_in_flight(on_sync, 3)
+    (4, 2, 1)
+    """
+    if settings.async_engine is not True:
+        return 1
+    return asked or ASYNC_BATCHES_IN_FLIGHT
+
+
+def check_batches_in_flight(settings: VllmJudgeSpec, asked: int) -> None:
+    """The synchronous engine takes one batch at a time: more, asked of it, is an error naming both keys."""
+    if asked > 1 and settings.async_engine is False:
+        raise ValueError(
+            f"pool.max_batches_in_flight {asked}: vLLM's synchronous engine (judge.async_engine false) takes one "
+            "batch at a time; set judge.async_engine true (or auto) or leave it unset"
+        )
+
+
+ENGINE = Engine(
+    name="vllm",
+    settings=VllmJudgeSpec,
+    build=build,
+    modes=JUDGING_MODES,
+    model_folder=True,
+    placed=placed,
+    batches_in_flight=batches_in_flight,
+    check_batches_in_flight=check_batches_in_flight,
+)
