@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 
 from pairank.cluster.ray_shim import keep_local_ray_on_loopback
@@ -24,6 +25,9 @@ LOOPBACK = "127.0.0.1"
 #: 1.5 of 2 CPUs reserved and runs with 1). The extra CPU is for Ray Data's own
 #: bookkeeping, which mostly waits; the cores stay the engines'.
 RAY_DATA_CPUS = 1
+#: The note Ray Data appends to the message of an error raised in a task ("Failed to apply UDF transform after 1/1
+#: attempts ...", and how to configure its retries).
+RAY_DATA_NOTE = re.compile(r"\nFailed to [^\n]* after \d+/\d+ attempts \(total backoff")
 
 
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
@@ -36,6 +40,9 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         keep_local_ray_on_loopback()
     import ray
 
+    # A map task's own error, not Ray Data's UserCodeException around it (whose cause is lost on the way to the
+    # driver): pairank's errors then reach the driver as themselves (raised_in_task).
+    ray.data.DataContext.get_current().raise_original_map_exception = True
     if ray.is_initialized():
         return
     if address:
@@ -66,6 +73,29 @@ def is_ray_error(exc: BaseException) -> bool:
     from ray.exceptions import RayError
 
     return isinstance(exc, RayError)
+
+
+def raised_in_task(exc: BaseException) -> BaseException:
+    """pairank's own error that a Ray task or actor raised, taken out of the ``RayTaskError`` Ray wraps it in (Ray
+    Data's streams raise that too); ``exc`` itself for anything else.
+
+    pairank's errors say what failed and where (a data file of the store that is gone or corrupt, a bad row of an
+    input) and pickle whole (:func:`pairank.storage.fs.rebuilt`), so the driver tells them as it would had it
+    read the file itself. A foreign error in a task stays Ray's: the cluster or an engine failed.
+    """
+    if "ray" not in sys.modules:
+        return exc
+    from ray.exceptions import RayTaskError
+
+    cause = exc
+    while isinstance(cause, RayTaskError) and getattr(cause, "cause", None) not in (None, cause):
+        cause = cause.cause
+    if not type(cause).__module__.startswith("pairank."):
+        return exc
+    said = cause.args[0] if cause.args and isinstance(cause.args[0], str) else None
+    if said is not None and RAY_DATA_NOTE.search(said):  # Ray Data appends its retry note to a task's error
+        cause.args = (RAY_DATA_NOTE.split(said, maxsplit=1)[0], *cause.args[1:])
+    return cause
 
 
 def shutdown_ray() -> None:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pairank.cluster.runtime import raised_in_task
 from pairank.jobs.nightly import NightlyResult, run_nightly
 from pairank.jobs.pipeline.inputs import read_inputs, scored_in_tasks
 from pairank.jobs.pipeline.judge import judge_adaptive, judge_static
@@ -72,7 +73,10 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     try:
         judged = judge(spec, inputs, setup, progress)
     except BaseException as exc:
-        mark_failed(layout, manifest, exc)
+        own = raised_in_task(exc)  # a corrupt file met in a Ray task: the run fails with its error, naming it
+        mark_failed(layout, manifest, own)
+        if own is not exc:
+            raise own from exc
         raise
     scored = score(spec, inputs, judged)
     rates = win_rates(spec, inputs, judged.judgments, progress)

@@ -466,6 +466,8 @@ def start_server(
     from pairank.jobs.pipeline.pool import judge_factory, pool_resources
 
     service = OnlineJudging(spec, token_sha256)
+    if service.online:  # a store whose log or files are damaged is named now, not in every answer
+        JudgmentCache(service.layout.judgments).check()
     ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
     judge = None
     if service.online:

@@ -31,9 +31,11 @@ from collections.abc import Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 
 from pairank.storage import delta
-from pairank.storage.fs import CorruptFile, Location, StorageError, is_transient
+from pairank.storage.damage import MissingFile, verify_hint
+from pairank.storage.fs import CorruptFile, Location, StorageError, StorageUnavailable, is_transient
 from pairank.storage.schemas import JUDGMENTS
 from pairank.storage.validation import TableError, validate
 
@@ -103,12 +105,13 @@ class JudgmentCache:
             self._check_not_former()
             return self.schema.empty_table()
         expression = scope(aspects, contexts, keys)
+        data = delta.dataset(self.folder, version)
         try:
-            table = delta.scan(self.folder, expression, version)
-        except (StorageError, FileNotFoundError):
+            table = self.folder._retrying("read the Delta table", lambda: data.to_table(filter=expression))
+        except StorageUnavailable:
             raise
-        except (OSError, pa.ArrowInvalid) as exc:
-            if isinstance(exc, OSError) and is_transient(exc):
+        except (OSError, pa.ArrowInvalid) as exc:  # a data file that is gone (FileNotFoundError) or does not decode
+            if is_transient(exc):
                 raise
             raise self._corrupt(expression, version, exc) from exc
         try:
@@ -167,6 +170,25 @@ class JudgmentCache:
             return []
         return sorted(frag.path for frag in delta.dataset(self.folder).get_fragments())
 
+    def stored_files(self) -> set[str]:
+        """The Parquet files under the table's folder, listed by its newest version or not (relative paths)."""
+        selector = pafs.FileSelector(self.folder.path, recursive=True, allow_not_found=True)
+        found = self.folder._retrying("list it", lambda: self.folder.fs.get_file_info(selector))
+        prefix = self.folder.path.rstrip("/") + "/"
+        paths = (e.path.removeprefix(prefix) for e in found if e.is_file and e.path.endswith(".parquet"))
+        return {p for p in paths if not p.startswith(("_", "."))}  # not _delta_log's checkpoints
+
+    def check(self) -> None:
+        """The table opens, and every data file of its newest version is there (not read): otherwise the
+        :class:`~pairank.storage.damage.CorruptLog` or :class:`~pairank.storage.damage.MissingFile` naming it."""
+        listed = self.files()
+        if not listed:
+            return
+        stored = self.stored_files()
+        for path in listed:
+            if path not in stored:
+                raise MissingFile(self.folder.join(path).uri, self._hint("commits a version without it"))
+
     def read_files(self, paths: Iterable[str]) -> pa.Table:
         """The rows of the given data files (from :meth:`files`), validated; a corrupt one is named."""
         wanted = set(paths)
@@ -181,30 +203,32 @@ class JudgmentCache:
         try:
             table = self.folder._retrying("read a data file", lambda: frag.to_table(schema=schema))
         except (OSError, pa.ArrowInvalid) as exc:
-            if isinstance(exc, OSError) and is_transient(exc):
+            if is_transient(exc):
                 raise
+            if not loc.exists():
+                raise MissingFile(loc.uri, self._hint("commits a version without it")) from exc
             size = loc.fs.get_file_info(loc.path).size
             said = str(exc).replace(f"Could not open Parquet input source '{frag.path}': ", "")
-            raise self._hint(CorruptFile(loc.uri, f"{size} bytes, {said}")) from exc
+            raise CorruptFile(loc.uri, f"{size} bytes, {said}", self._hint("moves it aside")) from exc
         return validate(table.select(self.schema.names), self.schema, loc.uri)
 
     def _corrupt(self, expression, version, exc: BaseException) -> BaseException:
-        """The error of a scan that failed: the file it met that does not read or validate, found by reading the
-        scanned files one by one (only after a failure)."""
+        """The error of a scan that failed: the file it met that is gone, does not read or does not validate,
+        found by reading the scanned files one by one (only after a failure)."""
         data = delta.dataset(self.folder, version)
         for frag in data.get_fragments(filter=expression):
             try:
                 self._read_fragment(frag, data.schema)
             except (CorruptFile, TableError) as found:
                 return found
-        return exc if isinstance(exc, TableError) else StorageError(self.folder.uri, "read the Delta table", exc)
+        if isinstance(exc, (TableError, StorageError)):
+            return exc
+        return StorageError(self.folder.uri, "read the Delta table", exc)
 
-    def _hint(self, exc: CorruptFile) -> CorruptFile:
-        hint = (
-            f"`pairank store verify --root {self.root.uri} --quarantine` moves it aside and its comparisons are "
-            "asked again"
-        )
-        return CorruptFile(exc.uri, exc.reason, hint)
+    def _hint(self, does: str) -> str:
+        """How to repair the store, for a data file of it that is gone or does not read."""
+        hint = verify_hint(self.folder, does)
+        return f"{hint} and its comparisons are asked again" if hint else ""
 
 
 def scope(

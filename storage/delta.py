@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
+from pairank.storage.damage import damaged_commit, delta_said
 from pairank.storage.fs import Location, StorageError
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,8 @@ def is_table(loc: Location) -> bool:
 
 
 def open_table(loc: Location, version: int | None = None):
-    """The :class:`deltalake.DeltaTable` at ``loc`` (at ``version``, else the newest); FileNotFoundError if none."""
+    """The :class:`deltalake.DeltaTable` at ``loc`` (at ``version``, else the newest); FileNotFoundError if none,
+    :class:`~pairank.storage.damage.CorruptLog` naming the commit of its log that does not read."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
@@ -89,9 +91,11 @@ def open_table(loc: Location, version: int | None = None):
     except TableNotFoundError:
         raise FileNotFoundError(f"{loc.uri}: no Delta table here") from None
     except Exception as exc:  # delta-rs' DeltaError for a version that does not exist, a bad log
-        raise StorageError(
-            loc.uri, f"open the Delta table{f' at version {version}' if version is not None else ''}", exc
-        ) from exc
+        damaged = damaged_commit(loc)  # read only now, after a failure
+        if damaged is not None and (version is None or damaged.version <= version):
+            raise damaged from exc
+        at = f" at version {version}" if version is not None else ""
+        raise StorageError(loc.uri, f"open the Delta table{at}", RuntimeError(delta_said(exc))) from exc
 
 
 def ensure_table(loc: Location, schema: pa.Schema, partition_by: Sequence[str], wait_s: float = 30.0) -> None:

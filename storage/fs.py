@@ -30,6 +30,7 @@ import io
 import json
 import logging
 import os
+import pickle
 import posixpath
 import random
 import time
@@ -93,12 +94,48 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and any(m in str(exc) for m in TRANSIENT_MARKERS)
 
 
+def rebuilt(cls: type, message: str, state: dict) -> BaseException:
+    """An error of pairank's as it was pickled: its class, its message and its attributes.
+
+    Ray sends the error a task raised to the driver pickled. An error whose constructor takes other arguments
+    than its message does not unpickle by itself (Ray then says only ``UnserializableException``), so pairank's
+    errors pickle as this call (their ``__reduce__``), and an error among their attributes that does not pickle
+    (delta-rs' do not) goes as its text.
+
+    >>> import pickle
+    >>> exc = pickle.loads(pickle.dumps(StorageError("s3://b/t", "read it", TimeoutError("slow"))))
+    >>> type(exc).__name__, str(exc), exc.uri
+    ('StorageError', 's3://b/t: could not read it: slow', 's3://b/t')
+    """
+    exc = cls.__new__(cls)
+    BaseException.__init__(exc, message)
+    exc.__dict__.update(state)
+    return exc
+
+
+def _sendable(value):
+    if not isinstance(value, BaseException):
+        return value
+    try:
+        pickle.loads(pickle.dumps(value))
+        return value
+    except Exception:
+        return RuntimeError(str(value))
+
+
+def reduced(exc: BaseException) -> tuple:
+    """``exc.__reduce__()`` for pairank's errors (see :func:`rebuilt`)."""
+    return rebuilt, (type(exc), str(exc), {k: _sendable(v) for k, v in exc.__dict__.items()})
+
+
 class StorageError(OSError):
     """A storage operation failed for a reason retrying will not fix (a file where a folder should be, no access)."""
 
     def __init__(self, uri: str, action: str, cause: BaseException):
         super().__init__(f"{uri}: could not {action}: {cause}")
         self.uri, self.action, self.cause = uri, action, cause
+
+    __reduce__ = reduced
 
 
 class StorageUnavailable(StorageError):
@@ -146,6 +183,8 @@ class CorruptFile(ValueError):
     def __init__(self, uri: str, reason: str, hint: str = ""):
         super().__init__(f"{uri}: not a readable Parquet file ({reason})" + (f"; {hint}" if hint else ""))
         self.uri, self.reason = uri, reason
+
+    __reduce__ = reduced
 
 
 def s3_filesystem() -> pafs.S3FileSystem:

@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 from pairank.storage import delta
 from pairank.storage.cache import PARTITIONS, JudgmentCache, latest_per_key
 from pairank.storage.commits import NightlyLayout, migrate_log
-from pairank.storage.fs import Location
+from pairank.storage.damage import CorruptLog, damaged_commit, delta_said
+from pairank.storage.fs import Location, StorageError
 from pairank.storage.layout import RunLayout
 from pairank.storage.legacy import PartFolder
 from pairank.storage.schemas import JUDGMENTS, PASSES
@@ -156,8 +157,23 @@ def history(root: str | Location, name: str = "judgments", limit: int | None = N
     cache = store(_root(root), name)
     if not cache.exists():
         return []
+    table = delta.open_table(cache.folder)
+    try:
+        versions = table.history(limit)
+    except Exception as exc:  # delta-rs reads every commit the history reaches, older checkpoints or not
+        bad = damaged_commit(cache.folder, history=True)
+        if bad is None:
+            raise StorageError(cache.folder.uri, "read its history", RuntimeError(delta_said(exc))) from exc
+        raise CorruptLog(
+            bad.uri,
+            bad.version,
+            bad.newest,
+            bad.reason,
+            "the table reads (from a checkpoint after it), but its history does not reach past it: "
+            f"`--limit {bad.newest - bad.version}` lists the versions after it",
+        ) from exc
     out = []
-    for h in delta.open_table(cache.folder).history(limit):
+    for h in versions:
         metrics = h.get("operationMetrics") or {}
         out.append(
             {

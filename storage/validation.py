@@ -42,6 +42,10 @@ class TableError(ValueError):
             where += f" row {self.row}"
         return f"{where}: expected {self.expected}, found {self.found}"
 
+    def __reduce__(self):
+        """Pickled by its fields (Ray sends a task's error to the driver pickled), however it was made."""
+        return type(self), (self.source, self.row, self.column, self.expected, self.found)
+
 
 def later_fields(schema: pa.Schema) -> tuple[pa.Field, ...]:
     """The columns added to ``schema`` after files were written without them (LEADERBOARD's style-controlled

@@ -1,41 +1,69 @@
-"""``pairank store verify``: find the data files of a storage root's tables that cannot be read, and move them aside.
+"""``pairank store verify``: find what of a storage root's tables cannot be read, and repair it.
 
-A data file of the judgment table (``tables/judgments``) or of the first-pass
-table (``tables/passes``) that is truncated, empty, not Parquet or of another
-schema stops every run and leaderboard that reads it, with a message naming it.
-This check reads every file of both tables' newest versions and lists the bad
-ones; with ``quarantine`` it moves each to ``<root>/quarantine/<store>/<path>``,
-where no reader looks, and commits a version without them (Delta's repair: the
-log forgets files that are gone). Nothing is deleted: what a moved file held is
-simply not in the store any more, so the next run asks those comparisons again.
+A data file of the judgment table (``tables/judgments``) or of the first-pass table (``tables/passes``) that is
+truncated, empty, not Parquet, of another schema or gone, and a commit of a table's ``_delta_log`` that does not
+read, stop every run and leaderboard that reads the table, with a message naming the file. This check reads each
+table's log (the commits after its newest checkpoint) and every data file of its newest version, and lists what
+is bad. With ``quarantine`` it repairs the table (:mod:`pairank.storage.repair`):
+
+- a bad commit and the log's files after it move to ``<root>/quarantine/<store>/_delta_log/<time>/``; the table
+  is restored as of the version before it, with the readable commits after it committed again;
+- a data file that does not read moves to ``<root>/quarantine/<store>/<path>``, where no reader looks;
+- a data file that is gone is dropped;
+
+and a version without those files is committed (Delta's repair: the log forgets files that are gone). Nothing is
+deleted: what the table no longer holds is counted, and the next run asks those comparisons again.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pairank.storage import delta
+from pairank.storage.damage import LOG, CorruptLog, MissingFile, damaged_commit
 from pairank.storage.fs import CorruptFile, Location
 from pairank.storage.maintenance import STORES, store
+from pairank.storage.repair import Listed, Restored, drop_gone, listed_files, restore
 from pairank.storage.validation import TableError
 
 
 @dataclass(frozen=True)
 class BadPart:
+    """A data file of a table's newest version that does not read, or is gone."""
+
     uri: str
     reason: str
-    moved_to: str | None = None
+    moved_to: str | None = None  # where ``quarantine`` moved it
+    dropped: bool = False  # a file that is gone, which ``quarantine`` dropped from the table
+    listed: Listed | None = None  # what the log says of it (for a file that is gone: the rows lost)
+
+    @property
+    def repaired(self) -> bool:
+        return self.moved_to is not None or self.dropped
+
+
+@dataclass(frozen=True)
+class BadCommit:
+    """A commit of a table's log that does not read (its data files were then not read)."""
+
+    store: str
+    error: CorruptLog
+    restored: Restored | None = None  # what ``quarantine`` did
+
+    @property
+    def repaired(self) -> bool:
+        return self.restored is not None
 
 
 @dataclass(frozen=True)
 class Verified:
     parts: int
     bad: list[BadPart]
+    commits: list[BadCommit]
 
     @property
-    def left(self) -> list[BadPart]:
-        """Bad files still in their table."""
-        return [b for b in self.bad if b.moved_to is None]
+    def left(self) -> list[BadPart | BadCommit]:
+        """What is still bad in the tables."""
+        return [b for b in [*self.commits, *self.bad] if not b.repaired]
 
 
 def quarantine_folder(root: Location, name: str) -> Location:
@@ -43,31 +71,44 @@ def quarantine_folder(root: Location, name: str) -> Location:
 
 
 def verify_store(root: str | Location, quarantine: bool = False) -> Verified:
-    """Read every data file of the root's tables; list the unreadable ones and, with ``quarantine``, move them aside."""
+    """Check the root's tables' logs and read every data file; list what is bad and, with ``quarantine``,
+    repair it (see the module docstring)."""
     root = root if isinstance(root, Location) else Location.of(root)
-    checked, bad = 0, []
+    checked, bad, commits = 0, [], []
     for name in STORES:
         cache = store(root, name)
-        moved_any = False
+        if not cache.exists():
+            continue
+        damaged = damaged_commit(cache.folder)
+        if damaged is not None:
+            if not quarantine:  # the table does not open past it: its data files cannot be listed
+                commits.append(BadCommit(name, damaged))
+                continue
+            restored = restore(cache, damaged, quarantine_folder(root, name).join(LOG))
+            commits.append(BadCommit(name, damaged, restored))
+        listed = listed_files(cache)
+        repair = False
         for path in cache.files():
             checked += 1
-            uri = cache.folder.join(path).uri
+            loc = cache.folder.join(path)
             try:
                 cache.read_files([path])
+                continue
+            except MissingFile:
+                gone = "missing: the table lists it, the storage has no such file"
+                bad.append(BadPart(loc.uri, gone, dropped=quarantine, listed=listed.get(path)))
+                repair = repair or quarantine
                 continue
             except CorruptFile as exc:
                 reason = f"not a readable Parquet file ({exc.reason})"
             except TableError as exc:
-                reason = str(exc).removeprefix(f"{cache.folder.uri}: ")
+                reason = str(exc).removeprefix(f"{loc.uri}: ")
             moved = None
             if quarantine:
                 target = quarantine_folder(root, name).join(path)
-                cache.folder.join(path).move_to(target)
-                moved, moved_any = target.uri, True
-            bad.append(BadPart(uri, reason, moved))
-        if moved_any:
-            table = delta.open_table(cache.folder)
-            cache.folder._retrying(
-                "commit the table without the moved files", lambda table=table: table.repair(dry_run=False)
-            )
-    return Verified(checked, bad)
+                loc.move_to(target)
+                moved, repair = target.uri, True
+            bad.append(BadPart(loc.uri, reason, moved, listed=listed.get(path)))
+        if repair:
+            drop_gone(cache)
+    return Verified(checked, bad, commits)

@@ -17,11 +17,12 @@ MAX_MESSAGE = 800
 def explain(exc: BaseException) -> tuple[int, str]:
     """The exit code and one-paragraph message for an error that ended a command."""
     from pairank.cluster.pools import EngineStartError
-    from pairank.cluster.runtime import is_ray_error
+    from pairank.cluster.runtime import is_ray_error, raised_in_task
     from pairank.storage.commits import CommitConflict
     from pairank.storage.fs import StorageError, StorageUnavailable
     from pairank.storage.lease import LeaseHeld
 
+    exc = raised_in_task(exc)  # a corrupt file met in a Ray task is told as if the driver had met it
     if isinstance(exc, (CommitConflict, LeaseHeld)):
         return 4, str(exc)
     if isinstance(exc, StorageUnavailable):

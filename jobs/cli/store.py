@@ -13,15 +13,33 @@ def _progress(msg: str) -> None:
 
 
 def cmd_store_verify(args: argparse.Namespace) -> int:
+    from pairank.storage.repair import SHOWN_KEYS
     from pairank.storage.verify import verify_store
 
     result = verify_store(args.root, quarantine=args.quarantine)
+    for c in result.commits:
+        done = f" -> {c.restored}" if c.restored else ""
+        print(
+            f"bad: {c.error.uri}: commit {c.error.version} (of {c.error.newest}) does not read: {c.error.reason}{done}"
+        )
+        keys = c.restored.lost_keys if c.restored else []
+        for key in keys[:SHOWN_KEYS]:
+            print(f"  lost key: {key}")
+        if len(keys) > SHOWN_KEYS:
+            print(f"  ... and {len(keys) - SHOWN_KEYS} more lost keys")
     for bad in result.bad:
-        print(f"bad: {bad.uri}: {bad.reason}" + (f" -> moved to {bad.moved_to}" if bad.moved_to else ""))
+        done = ""
+        if bad.moved_to:
+            done = f" -> moved to {bad.moved_to}"
+        elif bad.dropped:
+            done = f" -> dropped from the table: {bad.listed or 'its rows'} lost"
+        print(f"bad: {bad.uri}: {bad.reason}{done}")
+    unread = [c.store for c in result.commits if not c.repaired]
+    not_read = f" ({', '.join(unread)}: not read, its log is bad)" if unread else ""
     left = f", {len(result.left)} left in place" if result.left else ""
-    _progress(f"{result.parts} data files read, {len(result.bad)} bad{left}")
+    _progress(f"{result.parts} data files read{not_read}, {len(result.bad) + len(result.commits)} bad{left}")
     if result.left:
-        _progress(f"`pairank store verify --root {args.root} --quarantine` moves them aside (asked again next run)")
+        _progress(f"`pairank store verify --root {args.root} --quarantine` repairs them (asked again next run)")
         return 2
     return 0
 
@@ -78,13 +96,17 @@ def add_store_commands(sub) -> None:
     ssub = store.add_subparsers(dest="store_command", required=True)
     ver = ssub.add_parser(
         "verify",
-        help="read every data file of the judgment and first-pass tables; list the unreadable ones",
-        description="Exit 0 when every data file reads (or every bad one was moved), 2 when bad files are left in "
-        "place. --quarantine moves each bad file to <root>/quarantine/<store>/ and commits a version without it; "
-        "nothing is deleted, and the next run asks the comparisons it held again.",
+        help="check the logs and read every data file of the judgment and first-pass tables; list what is bad",
+        description="Exit 0 when everything reads (or everything bad was repaired), 2 when something bad is left. "
+        "--quarantine repairs: a data file that does not read moves to <root>/quarantine/<store>/, one that is "
+        "gone is dropped, and a version without them is committed; a commit of _delta_log that does not read "
+        "moves to <root>/quarantine/<store>/_delta_log/ with the log's files after it, and the table is restored "
+        "as of the version before it, the readable commits after it committed again. Nothing is deleted; what "
+        "the tables no longer hold is counted (rows, keys), and the next run asks those comparisons again. "
+        "Run it while nothing writes to the store.",
     )
     ver.add_argument("--root", required=True, help="storage root (a runs' `output`), local or s3://")
-    ver.add_argument("--quarantine", action="store_true", help="move the bad files aside")
+    ver.add_argument("--quarantine", action="store_true", help="repair: move what is bad aside (see above)")
     ver.set_defaults(fn=cmd_store_verify)
     mig = ssub.add_parser(
         "migrate",
