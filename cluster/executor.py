@@ -20,7 +20,7 @@ executors run its steps):
   once, results in block order;
 - :func:`put`, :func:`put_blocks`, :func:`get`: values and blocks in Ray's object
   store, held by :class:`Handle`; :func:`get` works in the driver and inside a
-  stage, and re-raises a failed task's own error (a bad input table's
+  stage, and re-raises pairank's own error from a failed task (a bad input table's
   :class:`~pairank.storage.validation.TableError` names its file, row and column
   wherever it was read);
 - :func:`task`: one function as a task with several results (a block cut into many);
@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
+
+from pairank.cluster.runtime import raised_in_task
 
 S = TypeVar("S")
 
@@ -79,25 +81,10 @@ class Handle:
 
 
 def unwrap(exc: BaseException) -> BaseException:
-    """The error a task (or a Ray Data stage) raised itself, out of Ray's wrappers; ``exc`` when it has none.
-
-    Ray wraps a task's error in ``RayTaskError`` (``.cause``) and Ray Data in its
-    ``UserCodeException`` (``__cause__``); an error Ray could not pickle arrives as
-    Ray's own and is left as it is.
-    """
-    from ray.exceptions import RayTaskError
-
-    seen = exc
-    for _ in range(8):
-        inner: BaseException | None = None
-        if isinstance(seen, RayTaskError) and isinstance(seen.cause, BaseException):
-            inner = seen.cause
-        elif type(seen).__name__ == "UserCodeException" and seen.__cause__ is not None:
-            inner = seen.__cause__
-        if inner is None or inner is seen:
-            break
-        seen = inner
-    return seen
+    """pairank's own error that a task (or a Ray Data stage) raised, out of Ray's wrapper; ``exc`` for anything
+    else (a foreign error in a task stays Ray's: the cluster or an engine failed). See
+    :func:`pairank.cluster.runtime.raised_in_task`."""
+    return raised_in_task(exc)
 
 
 def put(value: Any) -> Handle:
