@@ -306,7 +306,7 @@ class OnlineJudging:
         self.mode = spec.judging.mode
         self.engine_identity = judge_identity(spec.judge)
         self.identity = judging_identity(self.engine_identity, spec.judging)
-        self.prompts = mode_prompts(spec)
+        self.prompts = mode_prompts(spec.judging, spec.prompts, spec.aspects)
         if spec.judging.variants:
             self.variants = list(spec.judging.variants)
         else:

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from pairank.jobs.pipeline.driver import method_name
 from pairank.jobs.pipeline.inputs import Inputs
 from pairank.jobs.pipeline.judge import Judged
+from pairank.jobs.schedulers import SchedulerSpec
 from pairank.jobs.specs.job import JobSpec
 from pairank.operators.judge_bias import judge_bias
 from pairank.operators.reports import (
@@ -58,7 +59,7 @@ def score(spec: JobSpec, inputs: Inputs, judged: Judged) -> Scored:
     if spec.scoring.quantile is not None:
         rankings = pa.concat_tables([rankings, quantile_rankings(rankings, inputs.human, spec.scoring.quantile)])
     extra = {
-        **consistency_sections(triads, spearman, spec),
+        **consistency_sections(triads, spearman, spec.scheduler),
         "judge_bias": biases,
         "style_control": style_control_section(table, texts, spec.baseline),
         **extra,
@@ -86,7 +87,7 @@ def quantile_rankings(rankings: pa.Table, human: pa.Table, target_spec) -> pa.Ta
     return pa.concat_tables(parts)
 
 
-def consistency_sections(triads: pa.Table, spearman: pa.Table, spec: JobSpec) -> dict:
+def consistency_sections(triads: pa.Table, spearman: pa.Table, sched: SchedulerSpec) -> dict:
     """Intransitive triads of any full matrices judged (TRIADS rows), and the Spearman spread across seeds."""
     from pairank.operators.transitivity import seed_spread
 
@@ -105,7 +106,6 @@ def consistency_sections(triads: pa.Table, spearman: pa.Table, spec: JobSpec) ->
             }
         )
     seeds = []
-    sched = spec.scheduler
     if sched.adaptive and sched.repeats > 1:
         methods = {method_name(sched, s) for s in range(sched.seed, sched.seed + sched.repeats)}
         groups: dict[tuple[str, str], list[float]] = {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 
 from pairank.jobs.pipeline.inputs import Inputs
 from pairank.jobs.pipeline.progress import Progress
-from pairank.jobs.specs.job import JobSpec, WinRateSpec
+from pairank.jobs.specs.job import WinRateSpec
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_labels
 from pairank.storage.schemas import WINRATE_JUDGES, WINRATES
@@ -24,14 +24,21 @@ class WinRates:
     judges: pa.Table
 
 
-def win_rates(spec: JobSpec, inputs: Inputs, judgments: pa.Table, progress: Progress) -> WinRates | None:
-    """The spec's ``winrate`` section over ``judgments`` (None without one)."""
-    if spec.winrate is None:
+def win_rates(
+    winrate: WinRateSpec | None,
+    baseline: str,
+    aspects: Sequence[str],
+    inputs: Inputs,
+    judgments: pa.Table,
+    progress: Progress,
+) -> WinRates | None:
+    """The spec's ``winrate`` section over ``judgments`` (None without one), against ``baseline`` per aspect."""
+    if winrate is None:
         return None
     rates, judges = winrate_tables(
-        spec.winrate,
-        spec.baseline,
-        spec.aspects,
+        winrate,
+        baseline,
+        list(aspects),
         judgments,
         inputs.candidates,
         inputs.human,

@@ -74,7 +74,11 @@ def test_keys_shared_with_batch_runs(server):
     table, rows = candidates_of(folder)
     ctx = rows[0]["context_id"]
     a, b, c = [r for r in rows if r["context_id"] == ctx][:3]
-    maker = RequestMaker(table, mode_prompts(spec), judging_identity(judge_identity(spec.judge), spec.judging))
+    maker = RequestMaker(
+        table,
+        mode_prompts(spec.judging, spec.prompts, spec.aspects),
+        judging_identity(judge_identity(spec.judge), spec.judging),
+    )
 
     body = compare_body(
         a["context"], (a["candidate_id"], a["text"]), (b["candidate_id"], b["text"]), aspect="fluency", context_id=ctx
