@@ -24,7 +24,7 @@ class Inputs:
 
     @property
     def contexts(self) -> int:
-        return pc.count_distinct(self.candidates.column("context_id")).as_py()
+        return int(pc.count_distinct(self.candidates.column("context_id")).as_py())
 
     def labels(self) -> pa.Table:
         """The source's pairwise human labels (empty when it has none)."""

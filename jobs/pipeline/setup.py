@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -43,8 +44,7 @@ def mode_prompts(judging: JudgingSpec, prompts: str, aspects: Sequence[str]) -> 
         "pointwise": ("pointwise", None),
     }[j.mode]
     loaded = [
-        load_mode_prompts(templates, folder, kind, list(aspects), variants, tuple(j.scale)) if kind else None
-        for kind in kinds
+        load_mode_prompts(templates, folder, kind, list(aspects), variants, j.scale) if kind else None for kind in kinds
     ]
     first, verdict = loaded
     return {
@@ -65,7 +65,7 @@ class JudgingSetup:
     cache: JudgmentCache
 
     @property
-    def identity(self) -> dict:
+    def identity(self) -> dict[str, Any]:
         return self.judging.identity
 
 

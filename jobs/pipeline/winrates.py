@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -73,7 +74,7 @@ def winrate_tables(
     unknown = [s for s in systems if s not in present]
     if unknown:
         raise ValueError(f"winrate.systems {unknown} are not systems of the input; systems: {', '.join(present)}")
-    ood = ood_accuracies(ws.ood, aspects, ws.seed) if ws.prior == "ood" else {}
+    ood = ood_accuracies(ws.ood, aspects, ws.seed) if ws.prior == "ood" and ws.ood is not None else {}
     pairs_of = {system: system_pairs(candidates, system, baseline) for system in systems}
     rows, judge_rows = [], []
     for aspect in aspects:
@@ -97,7 +98,7 @@ def winrate_tables(
     return pa.Table.from_pylist(rows, schema=WINRATES), pa.Table.from_pylist(judge_rows, schema=WINRATE_JUDGES)
 
 
-def ood_accuracies(folder: str, aspects: list[str], seed: int) -> dict[str, dict]:
+def ood_accuracies(folder: str, aspects: list[str], seed: int) -> dict[str, dict[str, Any]]:
     """Per aspect, each judge's accuracies on another labelled set: ``{aspect: {judge: Accuracy}}``.
 
     The set's pairwise labels give the truth (class 0: the candidate listed first is
