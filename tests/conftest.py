@@ -3,10 +3,12 @@ the real vLLM CPU engine with the converted Gemma-3-270M)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,6 +26,23 @@ from tests.helpers import (
     wait_for_port,
     write_input,
 )
+
+
+def _guard():
+    """The guard, one per process: the one Python imported at start-up, in a process started under a guard (a
+    pytest-xdist worker, a test's own pytest), else this checkout's."""
+    loaded = sys.modules.get("sitecustomize")
+    if getattr(loaded, "ENV", None) == "PAIRANK_TEST_GUARD":
+        return loaded
+    from tests.guard import sitecustomize
+
+    return sitecustomize
+
+
+guard = _guard()
+#: The folder whose ``sitecustomize.py`` guards the processes the tests start.
+GUARD = Path(__file__).parent / "guard"
+GUARD_FOLDER = pytest.StashKey[Path]()
 
 
 @pytest.fixture(scope="session")
@@ -136,20 +155,122 @@ def tiny_input(tmp_path, summeval_tables):
 #: fails on llvmlite's function wrappers, which PyMC/nutpie (the Dawid-Skene tests) load.
 #: pairank's judges run in Ray actors, separate processes, so runs are not affected.
 IN_PROCESS_ENGINE_MODULES = ("test_judges_engine.py",)
+#: What a fixture starts, as the markers of every test that uses it (directly or through another fixture): the
+#: session's fixtures here, and ``ray_head`` (tests/cluster/test_submit.py, a Ray head of its own).
+FIXTURE_MARKERS = {
+    "s3_server": ("s3",),
+    "ray_local": ("ray", "s3"),
+    "default_model": ("engine",),
+    "ray_head": ("ray",),
+}
+#: The markers of tests that start something; a test with none of them is in the fast tier (`make test-fast`).
+STARTS = ("ray", "s3", "engine", "browser")
+
+
+#: Where the workers of a pytest-xdist run write which tests run in the ``engine`` group (set by the controller).
+GROUPS_ENV = "PAIRANK_TEST_GROUPS"
+
+
+def _rank(item) -> int:
+    """In-process engine tests first (see IN_PROCESS_ENGINE_MODULES), then the other engine tests, then those that
+    start Ray, S3 or a browser, then the rest."""
+    if item.path.name in IN_PROCESS_ENGINE_MODULES:
+        return 0
+    return 1 if item.get_closest_marker("engine") else 2 if any(map(item.get_closest_marker, STARTS)) else 3
+
+
+def pytest_itemcollected(item):
+    """Markers from the fixtures a test uses (before ``-m`` selects)."""
+    for fixture, markers in FIXTURE_MARKERS.items():
+        if fixture in item.fixturenames:
+            for marker in markers:
+                item.add_marker(marker)
 
 
 def pytest_collection_modifyitems(config, items):
-    """In-process engine tests first (see IN_PROCESS_ENGINE_MODULES); `gpu` tests only where CUDA is present."""
-    items.sort(key=lambda item: item.path.name not in IN_PROCESS_ENGINE_MODULES)
-    try:
-        import torch
+    """The order of :func:`_rank` (stable within a rank); under pytest-xdist, also the groups (see
+    :func:`pytest_xdist_make_scheduler`), written where the controller reads them."""
+    items.sort(key=_rank)
+    groups = os.environ.get(GROUPS_ENV)
+    if groups and hasattr(config, "workerinput"):
+        engine = [item.nodeid for item in items if _rank(item) < 2]
+        (Path(groups) / f"{config.workerinput['workerid']}.json").write_text(json.dumps(engine))
 
-        has_gpu = torch.cuda.is_available()
-    except ImportError:
-        has_gpu = False
-    if has_gpu:
-        return
-    skip = pytest.mark.skip(reason="needs an NVIDIA GPU (marker `gpu`)")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``make test`` (``--dist loadgroup``) hands out groups of tests in the order of :func:`_rank`: the engine
+    tests are one group, run one after another by one worker (two CPU engines on two cores would only fight), and
+    every other module is a group of its own (its module fixtures set up once). pytest-xdist's own ``loadgroup``
+    reads ``xdist_group`` marks; here the engine group follows from the markers instead."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    folder = Path(os.environ[GROUPS_ENV])
+
+    class Groups(LoadScopeScheduling):
+        engine: set[str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.engine is None:  # every worker has collected (and written its groups) before any split
+                self.engine = set(json.loads(next(folder.glob("*.json")).read_text()))
+            return "engine" if nodeid in self.engine else nodeid.split("::", 1)[0]
+
+    return Groups(config, log)
+
+
+def _ray_of_its_own(*args, **kwargs):
+    raise RuntimeError(
+        "this test starts Ray in the pytest process without the `ray_local` fixture: request it (the session's "
+        "one Ray), never start a Ray of its own, whose CPUs would then be every later test's"
+    )
+
+
+def pytest_configure(config):
+    """The guard (``tests/guard/sitecustomize.py``) on, in this process and every process started from it."""
+    folder = Path(tempfile.mkdtemp(prefix="pairank-guard-"))
+    config.stash[GUARD_FOLDER] = folder
+    if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist"):
+        os.environ[GROUPS_ENV] = str(folder)  # the workers' groups, for this controller's scheduler
+    os.environ[guard.ENV] = str(folder)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(GUARD), os.environ.get("PYTHONPATH")]))
+    guard.watch(folder)
+
+
+def pytest_unconfigure(config):
+    folder = config.stash.get(GUARD_FOLDER, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """While a test runs (its fixtures' setup and teardown too), the guard allows what its markers
+    (:data:`STARTS`) name, and nothing else; Ray in this process only through ``ray_local``."""
+    from pairank.cluster import runtime
+
+    folder = item.config.stash[GUARD_FOLDER]
+    (folder / "allows.new").write_text(",".join(name for name in STARTS if item.get_closest_marker(name)))
+    os.replace(folder / "allows.new", folder / "allows")  # whole, for the processes reading it now
+    ensure_ray = runtime.ensure_ray
+    if "ray_local" not in item.fixturenames:
+        runtime.ensure_ray = _ray_of_its_own
+    try:
+        return (yield)
+    finally:
+        runtime.ensure_ray = ensure_ray
+        (folder / "allows").unlink()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A phase in which the test started what its markers do not allow fails, naming what and the marker."""
+    report = yield
+    refused = item.config.stash[GUARD_FOLDER] / "refused.log"
+    if refused.exists():
+        text = refused.read_text()
+        refused.unlink()
+        report.outcome = "failed"
+        report.longrepr = f"started what its markers do not allow ({call.when}):\n{text}"
+    return report

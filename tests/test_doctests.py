@@ -16,6 +16,8 @@ import pytest
 SUBPACKAGES = ("jobs", "operators", "cluster", "storage")
 #: Modules whose import needs an optional engine; their examples need it too.
 OPTIONAL = {"pairank.operators.judges.vllm_judge"}
+#: Examples that run a job: on the session's Ray (``ray_local``), never on a local Ray of their own.
+ON_RAY = {"pairank"}
 
 
 def _modules() -> list[str]:
@@ -55,8 +57,14 @@ def test_every_subpackage_module_is_walked():
     assert len(EXAMPLES) > 50, EXAMPLES
 
 
-@pytest.mark.parametrize(("module", "name"), EXAMPLES, ids=[name for _, name in EXAMPLES])
-def test_docstring_example(module: str, name: str) -> None:
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [pytest.param(*e, marks=[pytest.mark.ray, pytest.mark.s3] if e[1] in ON_RAY else ()) for e in EXAMPLES],
+    ids=[name for _, name in EXAMPLES],
+)
+def test_docstring_example(module: str, name: str, request) -> None:
+    if name in ON_RAY:
+        request.getfixturevalue("ray_local")
     test = next(t for t in doctest.DocTestFinder().find(importlib.import_module(module), module) if t.name == name)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     out: list[str] = []
