@@ -16,6 +16,7 @@ import pytest
 
 from pairank.storage.fs import Location
 from tests.helpers import (
+    ROOT,
     S3_ENV,
     S3_PORT,
     SHARED_DATA,
@@ -167,7 +168,7 @@ FIXTURE_MARKERS = {
 STARTS = ("ray", "s3", "engine", "browser")
 
 
-#: Where the workers of a pytest-xdist run write which tests run in the ``engine`` group (set by the controller).
+#: Where the workers of a pytest-xdist run write each test's unit of work (set by the controller, which reads it).
 GROUPS_ENV = "PAIRANK_TEST_GROUPS"
 
 
@@ -188,36 +189,44 @@ def pytest_itemcollected(item):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The order of :func:`_rank` (stable within a rank); under pytest-xdist, also the groups (see
+    """The order of :func:`_rank` (stable within a rank); under pytest-xdist, also the units of work (see
     :func:`pytest_xdist_make_scheduler`), written where the controller reads them."""
     items.sort(key=_rank)
     groups = os.environ.get(GROUPS_ENV)
     if groups and hasattr(config, "workerinput"):
-        engine = [item.nodeid for item in items if _rank(item) < 2]
-        (Path(groups) / f"{config.workerinput['workerid']}.json").write_text(json.dumps(engine))
+        units = {item.nodeid: _unit(item) for item in items}
+        (Path(groups) / f"{config.workerinput['workerid']}.json").write_text(json.dumps(units))
+
+
+def _unit(item) -> str:
+    """A test's unit of work under pytest-xdist: every engine test is in one; a test that starts Ray, S3 or a
+    browser is in its module's (whose fixtures it may share); any other test is a unit of its own."""
+    rank = _rank(item)
+    return "engine" if rank < 2 else item.path.relative_to(ROOT).as_posix() if rank == 2 else item.nodeid
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """``make test`` (``--dist loadgroup``) hands out groups of tests in the order of :func:`_rank`: the engine
-    tests are one group, run one after another by one worker (two CPU engines on two cores would only fight), and
-    every other module is a group of its own (its module fixtures set up once). pytest-xdist's own ``loadgroup``
-    reads ``xdist_group`` marks; here the engine group follows from the markers instead."""
+    """``make test`` (``--dist loadgroup``) hands out the units of :func:`_unit` in the order of :func:`_rank`: the
+    engine tests first, one after another on one worker (two CPU engines on two cores would only fight); the
+    modules that start Ray, S3 or a browser next, each on one worker (its module fixtures set up once); the rest
+    test by test, wherever a worker is free. pytest-xdist's own ``loadgroup`` reads ``xdist_group`` marks; here the
+    units follow from the markers instead."""
     if config.getoption("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     folder = Path(os.environ[GROUPS_ENV])
 
-    class Groups(LoadScopeScheduling):
-        engine: set[str] | None = None
+    class Units(LoadScopeScheduling):
+        units: dict[str, str] | None = None
 
         def _split_scope(self, nodeid: str) -> str:
-            if self.engine is None:  # every worker has collected (and written its groups) before any split
-                self.engine = set(json.loads(next(folder.glob("*.json")).read_text()))
-            return "engine" if nodeid in self.engine else nodeid.split("::", 1)[0]
+            if self.units is None:  # every worker has collected (and written its units) before the first split
+                self.units = json.loads(next(folder.glob("*.json")).read_text())
+            return self.units.get(nodeid, nodeid)
 
-    return Groups(config, log)
+    return Units(config, log)
 
 
 def _ray_of_its_own(*args, **kwargs):
