@@ -166,10 +166,8 @@ FIXTURE_MARKERS = {
 }
 #: The markers of tests that start something; a test with none of them is in the fast tier (`make test-fast`).
 STARTS = ("ray", "s3", "engine", "browser")
-
-
 #: Where the workers of a pytest-xdist run write each test's unit of work (set by the controller, which reads it).
-GROUPS_ENV = "PAIRANK_TEST_GROUPS"
+UNITS_ENV = "PAIRANK_TEST_UNITS"
 
 
 def _rank(item) -> int:
@@ -192,10 +190,10 @@ def pytest_collection_modifyitems(config, items):
     """The order of :func:`_rank` (stable within a rank); under pytest-xdist, also the units of work (see
     :func:`pytest_xdist_make_scheduler`), written where the controller reads them."""
     items.sort(key=_rank)
-    groups = os.environ.get(GROUPS_ENV)
-    if groups and hasattr(config, "workerinput"):
+    units_folder = os.environ.get(UNITS_ENV)
+    if units_folder and hasattr(config, "workerinput"):
         units = {item.nodeid: _unit(item) for item in items}
-        (Path(groups) / f"{config.workerinput['workerid']}.json").write_text(json.dumps(units))
+        (Path(units_folder) / f"{config.workerinput['workerid']}.json").write_text(json.dumps(units))
 
 
 def _unit(item) -> str:
@@ -216,7 +214,7 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    folder = Path(os.environ[GROUPS_ENV])
+    folder = Path(os.environ[UNITS_ENV])
 
     class Units(LoadScopeScheduling):
         units: dict[str, str] | None = None
@@ -241,7 +239,7 @@ def pytest_configure(config):
     folder = Path(tempfile.mkdtemp(prefix="pairank-guard-"))
     config.stash[GUARD_FOLDER] = folder
     if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist"):
-        os.environ[GROUPS_ENV] = str(folder)  # the workers' groups, for this controller's scheduler
+        os.environ[UNITS_ENV] = str(folder)  # the workers write their units here, for this controller's scheduler
     os.environ[guard.ENV] = str(folder)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(GUARD), os.environ.get("PYTHONPATH")]))
     guard.watch(folder)
