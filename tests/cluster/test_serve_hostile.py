@@ -120,6 +120,7 @@ def rss_mib(procs: dict[int, psutil.Process]) -> float:
     return sum(p.memory_info().rss for p in procs.values()) / MIB
 
 
+@pytest.mark.ray
 def test_the_token_reaches_no_process_the_server_starts(tmp_path, summeval_tables):
     """`pairank serve --token-env`: no process Ray or Serve starts has the token in /proc/<pid>/environ."""
     token, name = f"pairank-env-{uuid.uuid4().hex}", f"PAIRANK_TEST_TOKEN_{uuid.uuid4().hex[:8].upper()}"

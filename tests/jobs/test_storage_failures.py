@@ -113,6 +113,7 @@ def test_an_output_that_is_a_file_and_an_input_table_that_is_a_folder_are_exit_2
     assert f"{tmp_path / 'odd' / 'candidates.parquet'}: could not read it" in run.stderr
 
 
+@pytest.mark.ray
 def test_an_engine_that_fails_to_start_is_exit_5_and_the_manifest_says_failed(tmp_path, summeval_tables):
     folder = write_input(tmp_path / "input", summeval_tables, 1, 3)
     (tmp_path / "q" / "quality.parquet").parent.mkdir()

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from pairank.jobs.cli.console import Console
@@ -36,6 +37,7 @@ def pairank_run(spec: dict, tmp_path, *flags: str) -> subprocess.CompletedProces
     )
 
 
+@pytest.mark.ray
 def test_the_console_holds_pairank_lines_only_and_the_log_holds_the_rest(tmp_path, summeval_tables):
     folder = write_input(tmp_path / "input", summeval_tables, 2, 3)
     out = tmp_path / "store"
@@ -55,6 +57,7 @@ def test_the_console_holds_pairank_lines_only_and_the_log_holds_the_rest(tmp_pat
     assert not (out / "runs" / "loud" / "logs").exists()
 
 
+@pytest.mark.ray
 def test_a_failing_run_keeps_its_error_on_the_console(tmp_path, summeval_tables):
     folder = write_input(tmp_path / "input", summeval_tables, 1, 3)
     (tmp_path / "q.parquet").write_bytes(b"garbage")  # the simulated judge's constructor fails in its actor
@@ -67,6 +70,7 @@ def test_a_failing_run_keeps_its_error_on_the_console(tmp_path, summeval_tables)
     assert "JudgeActor" in log.read_text()
 
 
+@pytest.mark.ray
 def test_the_log_of_a_run_on_s3_is_kept_under_the_run(s3_server, tmp_path, summeval_tables):
     folder = write_input("s3://pairank/console/input", summeval_tables, 2, 3)
     run = pairank_run(
