@@ -177,6 +177,28 @@ def with_retries(uri: str, action: str, fn, window: float | None = None):
             delay = min(delay * 2, 8.0)
 
 
+def decode_utf8(data: bytes, source: str) -> str:
+    r"""``data`` as UTF-8 text; bytes that are not UTF-8 raise a ``ValueError`` naming ``source``, line and column.
+
+    >>> decode_utf8("café\n".encode(), "a.txt")
+    'café\n'
+    >>> decode_utf8(b"one\ntw\xffo", "a.txt")
+    Traceback (most recent call last):
+    ...
+    ValueError: a.txt: line 2, column 3: not UTF-8 text (byte 0xff)
+    """
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start]
+        line_start = before.rfind(b"\n") + 1
+        line = before.count(b"\n") + 1
+        column = len(before[line_start:].decode("utf-8", "replace")) + 1
+        raise ValueError(
+            f"{source}: line {line}, column {column}: not UTF-8 text (byte 0x{data[exc.start]:02x})"
+        ) from None
+
+
 class CorruptFile(ValueError):
     """A file that exists but cannot be decoded as what it should be (a truncated or garbage Parquet part)."""
 
@@ -185,6 +207,25 @@ class CorruptFile(ValueError):
         self.uri, self.reason = uri, reason
 
     __reduce__ = reduced
+
+
+def check_uri(uri: str) -> str:
+    """``uri`` when it names a place pairank can read or write: a local path, ``file://...`` or ``s3://bucket``
+    (with or without a prefix); otherwise a ``ValueError`` saying what was expected.
+
+    >>> check_uri("s3://bucket/runs"), check_uri("runs/store")
+    ('s3://bucket/runs', 'runs/store')
+    >>> check_uri("s3:///runs")
+    Traceback (most recent call last):
+    ...
+    ValueError: 's3:///runs' names no bucket; expected s3://bucket or s3://bucket/prefix
+    """
+    parsed = urlparse(str(uri))
+    if parsed.scheme == "s3" and not parsed.netloc:
+        raise ValueError(f"{str(uri)!r} names no bucket; expected s3://bucket or s3://bucket/prefix")
+    if parsed.scheme not in ("", "file", "s3"):
+        raise ValueError(f"{uri}: expected a local path or an s3:// URI, found scheme {parsed.scheme!r}")
+    return str(uri)
 
 
 def s3_filesystem() -> pafs.S3FileSystem:
@@ -227,17 +268,15 @@ class Location:
 
     @classmethod
     def of(cls, uri: str) -> Location:
-        """Resolve ``uri`` (``s3://bucket/key``, ``file:///abs``, or a local path)."""
-        uri = str(uri)
+        """Resolve ``uri`` (``s3://bucket/key``, ``file:///abs``, or a local path; see :func:`check_uri`)."""
+        uri = check_uri(uri)
         parsed = urlparse(uri)
         if parsed.scheme == "s3":
             path = (parsed.netloc + parsed.path).rstrip("/")
             return cls(s3_filesystem(), path, f"s3://{path}")
-        if parsed.scheme in ("", "file"):
-            local = parsed.path if parsed.scheme == "file" else uri
-            local = os.path.abspath(os.path.expanduser(local))
-            return cls(pafs.LocalFileSystem(), local, local)
-        raise ValueError(f"{uri}: expected a local path or an s3:// URI, found scheme {parsed.scheme!r}")
+        local = parsed.path if parsed.scheme == "file" else uri
+        local = os.path.abspath(os.path.expanduser(local))
+        return cls(pafs.LocalFileSystem(), local, local)
 
     @property
     def is_local(self) -> bool:
@@ -257,6 +296,15 @@ class Location:
 
     def exists(self) -> bool:
         return self._type() != pafs.FileType.NotFound
+
+    def not_a_file(self, what: str) -> Location:
+        """This location, when it is a folder or nothing yet; a file here raises ``NotADirectoryError`` naming it as
+        ``what`` (``output``, ``--root``): a storage root is a folder."""
+        if self._type() == pafs.FileType.File:
+            raise NotADirectoryError(
+                f"{what}: {self.uri} is a file; expected a folder (local or s3://) to hold the runs"
+            )
+        return self
 
     def is_dir(self) -> bool:
         return self._type() == pafs.FileType.Directory
@@ -288,7 +336,8 @@ class Location:
         return self._retrying("read it", read)
 
     def read_text(self) -> str:
-        return self.read_bytes().decode("utf-8")
+        """The file as UTF-8 text; bytes that are not UTF-8 are a ``ValueError`` naming the file, line and column."""
+        return decode_utf8(self.read_bytes(), self.uri)
 
     def write_bytes(self, data: bytes) -> None:
         """Write atomically: readers see the old file, or the whole new one."""

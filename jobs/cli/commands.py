@@ -152,9 +152,8 @@ def _leaderboard_as_of(args: argparse.Namespace) -> int:
 
     if args.as_of is None or args.nightly is None:
         raise ValueError("--as-of and --nightly go together: the nightly job's name and the night to rebuild")
-    commit, out = publish_as_of(
-        Location.of(args.root), args.nightly, args.as_of, Location.of(args.out) if args.out else None
-    )
+    root = Location.of(args.root).not_a_file("leaderboard root")
+    commit, out = publish_as_of(root, args.nightly, args.as_of, Location.of(args.out) if args.out else None)
     _progress(f"{args.nightly}: leaderboard as of commit {commit.seq} ({commit.night})")
     print(out.join("index.html").uri)
     return 0
