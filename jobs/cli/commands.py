@@ -35,14 +35,14 @@ def _quietly(args: argparse.Namespace, spec, prefix: str, work):
     if args.verbose:
         return work()
     written, kept = run_log_file(spec.output, spec.name, prefix=prefix)
-    with console.quiet(written) as log_file:
-        if log_file is not None:
-            _progress(f"Ray, engine and library output: {kept.uri} (-v shows it here)")
-        try:
-            return work()
-        finally:
-            if log_file is not None and kept.path != str(log_file):
-                _keep_log(log_file, kept)
+    log_file = console.quiet(written)  # until the process ends: Ray's late output goes there too
+    if log_file is not None:
+        _progress(f"Ray, engine and library output: {kept.uri} (-v shows it here)")
+    try:
+        return work()
+    finally:
+        if log_file is not None and kept.path != str(log_file):
+            _keep_log(log_file, kept)
 
 
 def _keep_log(written, kept) -> None:
