@@ -530,7 +530,7 @@ def build_leaderboard(
     banner naming it with the number of the board's judgments on its contexts; ``finished_only`` leaves such
     runs out instead. ``references``: leaderboard files (:func:`read_reference`) to compare the board with.
     """
-    loc = Location.of(root)
+    loc = Location.of(root).not_a_file("leaderboard root")
     options = LeaderboardOptions(n_boot=n_boot, seed=seed, baseline=baseline)
     refs = [read_reference(uri) for uri in references]
     infos = read_runs(loc, runs)

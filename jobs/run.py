@@ -119,9 +119,7 @@ def run(
         spec = load_spec(spec, list(overrides))
     elif overrides:
         raise ValueError("overrides apply to a spec file; change a JobSpec with model_copy(update=...)")
-    root = Location.of(spec.output)
-    if root.exists() and not root.is_dir():
-        raise ValueError(f"output: {root.uri} is a file; expected a folder (local or s3://) to hold the runs")
+    root = Location.of(spec.output).not_a_file("output")
     with take(root, spec.name):  # one run of a name under a root at a time
         if spec.nightly is not None:
             return run_nightly(spec, progress=progress)

@@ -53,6 +53,10 @@ def storage_options(loc: Location) -> dict[str, str] | None:
     opts = {
         "AWS_REGION": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
         "conditional_put": "etag",
+        # delta-rs retries a failed request itself, 10 times over up to 3 min by default: a few times here, so
+        # that pairank's own retries (storage/fs.py), within PAIRANK_STORAGE_RETRY_S, say how long to wait.
+        "max_retries": "3",
+        "retry_timeout": "10s",
     }
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if endpoint:

@@ -43,7 +43,10 @@ def read_candidate_ids(folder: Location) -> pa.Table:
     validates all of it) and cut it into blocks (:mod:`pairank.jobs.pipeline.static_stream`)."""
     cand = candidates_file(folder)
     schema = pa.schema([CANDIDATES.field(c) for c in ID_COLUMNS])
-    return validate(cand.read_columns(list(ID_COLUMNS)), schema, cand.uri)  # their columns and types, no nulls
+    ids = validate(cand.read_columns(list(ID_COLUMNS)), schema, cand.uri)  # their columns and types, no nulls
+    if ids.num_rows == 0:  # as read_candidates says it, before a task is asked to cut nothing into blocks
+        raise TableError(cand.uri, None, "candidate_id", "at least one candidate", "an empty table")
+    return ids
 
 
 def read_optional(folder: Location, name: str, schema: pa.Schema) -> pa.Table:

@@ -112,8 +112,35 @@ def conform(table: pa.Table, schema: pa.Schema, source: str) -> pa.Table:
                 row = _first_uncastable(col, field.type)
                 value = col[row].as_py() if row is not None else col.type
                 raise TableError(source, row, field.name, f"a value of type {field.type}", repr(value)) from None
+        if pa.types.is_string(field.type):
+            check_utf8(col, source, field.name)
         columns.append(col)
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def check_utf8(col: pa.ChunkedArray, source: str, column: str) -> None:
+    """The values of a text column are UTF-8. Parquet does not check it on reading, and a bad byte would
+    otherwise fail later, in whatever decodes the value first, naming no file, row or column.
+
+    >>> check_utf8(pa.chunked_array([pa.array([b"ok", b"caf\\xe9"]).view(pa.string())]), "c.parquet", "text")
+    Traceback (most recent call last):
+    ...
+    pairank.storage.validation.TableError: column `text` in c.parquet row 1: expected UTF-8 text, found byte 0xe9 ...
+    """
+    offset = 0
+    for chunk in col.chunks:
+        try:
+            chunk.validate(full=True)
+        except pa.ArrowInvalid:
+            for i, value in enumerate(chunk.view(pa.binary()).to_pylist()):
+                try:
+                    (value or b"").decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    around = value[max(0, exc.start - 40) : exc.start + 20]
+                    found = f"byte 0x{value[exc.start]:02x} at byte {exc.start} of {around!r}"
+                    raise TableError(source, offset + i, column, "UTF-8 text", found) from None
+            raise
+        offset += len(chunk)
 
 
 def _first_uncastable(col: pa.ChunkedArray, type_: pa.DataType) -> int | None:

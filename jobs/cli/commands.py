@@ -35,14 +35,14 @@ def _quietly(args: argparse.Namespace, spec, prefix: str, work):
     if args.verbose:
         return work()
     written, kept = run_log_file(spec.output, spec.name, prefix=prefix)
-    with console.quiet(written) as log_file:
-        if log_file is not None:
-            _progress(f"Ray, engine and library output: {kept.uri} (-v shows it here)")
-        try:
-            return work()
-        finally:
-            if log_file is not None and kept.path != str(log_file):
-                _keep_log(log_file, kept)
+    log_file = console.quiet(written)  # until the process ends: Ray's late output goes there too
+    if log_file is not None:
+        _progress(f"Ray, engine and library output: {kept.uri} (-v shows it here)")
+    try:
+        return work()
+    finally:
+        if log_file is not None and kept.path != str(log_file):
+            _keep_log(log_file, kept)
 
 
 def _keep_log(written, kept) -> None:
@@ -152,9 +152,8 @@ def _leaderboard_as_of(args: argparse.Namespace) -> int:
 
     if args.as_of is None or args.nightly is None:
         raise ValueError("--as-of and --nightly go together: the nightly job's name and the night to rebuild")
-    commit, out = publish_as_of(
-        Location.of(args.root), args.nightly, args.as_of, Location.of(args.out) if args.out else None
-    )
+    root = Location.of(args.root).not_a_file("leaderboard root")
+    commit, out = publish_as_of(root, args.nightly, args.as_of, Location.of(args.out) if args.out else None)
     _progress(f"{args.nightly}: leaderboard as of commit {commit.seq} ({commit.night})")
     print(out.join("index.html").uri)
     return 0
