@@ -6,10 +6,12 @@ Two deployments:
   Serve's autoscaling for a range ``pool.size``), each holding what
   ``factory()`` builds (the batch pools' factory, :func:`pairank.jobs.pipeline.pool.judge_factory`)
   for the life of the server. Concurrent requests are gathered into batches of at
-  most ``resources.batch_size`` (``serve.batch``), run in one engine call, and each
-  batch's result is handed to ``after_batch`` (the judgment cache's append, from
-  :class:`pairank.jobs.serve.CacheAppend`). Every engine call, and the engine's start,
-  run on one dedicated thread, so a thread-bound engine always sees the same thread.
+  most ``resources.batch_size`` (``serve.batch``, waiting up to :data:`BATCH_WAIT_S`),
+  run in one engine call, and committed to the judgment cache by a group commit
+  (:mod:`pairank.cluster.group_commit`; the append is
+  :class:`pairank.jobs.serve.CacheAppend`) before their requests are answered. Every
+  engine call, and the engine's start, run on one dedicated thread, so a thread-bound
+  engine always sees the same thread; commits run on another.
 * :class:`Ingress`: a plain ``__call__(starlette Request)`` deployment (no
   FastAPI) that hands each request to :meth:`pairank.jobs.serve.OnlineJudging.handle`
   with its body unread, as a stream: ``handle`` decides what the headers decide
@@ -41,50 +43,74 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 from ray import serve
 
+from pairank.cluster.group_commit import GroupCommit
+
 #: Modules a judge replica must never load (see the module docstring); its ``info()`` reports any that are.
 FORBIDDEN_IN_ENGINE = ("pymc", "llvmlite", "numba", "pytensor", "nutpie")
 
 
+#: How long a judge replica waits for more requests before it starts a batch that is not full (seconds).
+BATCH_WAIT_S = 0.01
+
+
 @serve.deployment(name="judge")
 class JudgeReplica:
-    """One engine; ``judge(request_row)`` answers one request row with one result row.
+    """One engine; ``judge(request_row)`` answers one request row with one result row, once it is stored.
 
-    ``after_batch(table)`` gets every batch's result table before the callers are
-    answered and returns a dict of counters to add to :meth:`info`.
+    Concurrent requests are gathered into batches of at most ``batch_size`` (waiting at most
+    ``batch_wait_s`` for a batch to fill), one engine call each, one batch at a time. Each judged
+    batch goes to a :class:`GroupCommit` of ``commit`` (the judgment cache's append, from
+    :class:`pairank.jobs.serve.CacheAppend`: it gets the tables of every batch judged while the
+    previous commit ran and stores them in one commit); the engine goes on with the next batch
+    while a commit runs, and a request is answered once its batch is committed.
     """
 
     def __init__(
         self,
         factory: Callable[[], object],
-        after_batch: Callable[[pa.Table], dict],
+        commit: Callable[[list[pa.Table]], dict],
         request_schema: pa.Schema,
         batch_size: int,
-        batch_wait_s: float = 0.01,
+        batch_wait_s: float = BATCH_WAIT_S,
     ):
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pairank-judge")
         self.runner = self._thread.submit(factory).result()
-        self.after_batch, self.request_schema = after_batch, request_schema
+        self.commits: GroupCommit[pa.Table] = GroupCommit(commit)
+        self.request_schema = request_schema
         self.stats: Counter = Counter({"pid": os.getpid(), "batches": 0, "rows": 0})
-        self.judge.set_max_batch_size(batch_size)
-        self.judge.set_batch_wait_timeout_s(batch_wait_s)
+        self._judge_batch.set_max_batch_size(batch_size)
+        self._judge_batch.set_batch_wait_timeout_s(batch_wait_s)
 
-    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.01)
-    async def judge(self, requests: list[dict]) -> list[dict]:
+    async def judge(self, request: dict) -> dict:
+        row, committed = await self._judge_batch(request)
+        await asyncio.shield(committed)  # a client gone does not cancel the commit of its batch
+        return row
+
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=BATCH_WAIT_S)  # one batch at a time (the engine's)
+    async def _judge_batch(self, requests: list[dict]) -> list[tuple[dict, asyncio.Future]]:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._thread, self._judge_and_append, requests)
+        table = await loop.run_in_executor(self._thread, self._judge, requests)
+        committed = self.commits.submit(table)
+        return [(row, committed) for row in table.to_pylist()]
 
-    def _judge_and_append(self, requests: list[dict]) -> list[dict]:
+    def _judge(self, requests: list[dict]) -> pa.Table:
         table = self.runner.run("pairwise", pa.Table.from_pylist(requests, schema=self.request_schema))
-        self.stats.update(self.after_batch(table))
         self.stats["batches"] += 1
         self.stats["rows"] += table.num_rows
-        return table.to_pylist()
+        return table
 
     def info(self) -> dict:
-        """pid, batches, rows (and ``after_batch``'s counters) so far, engine prompts per stage, and any
-        forbidden module loaded."""
+        """pid, engine batches and rows so far, the commits (``commits``, ``batches_committed``,
+        ``failed_commits``, and the store's own counters), engine prompts per stage, and any forbidden
+        module loaded."""
         loaded = sorted({m.split(".")[0] for m in sys.modules} & set(FORBIDDEN_IN_ENGINE))
-        return {**self.stats, **self.runner.info(), "forbidden_modules": loaded}
+        return {
+            **self.stats,
+            **self.commits.stats,
+            **self.commits.store,
+            **self.runner.info(),
+            "forbidden_modules": loaded,
+        }
 
 
 @serve.deployment(name="ingress")
@@ -127,7 +153,7 @@ def start(
 ) -> str:
     """Start Serve's proxy on ``host:port`` and deploy the application; returns its URL once it is running.
 
-    ``judge`` is ``(factory, after_batch, request_schema, resources)`` (see :class:`JudgeReplica`;
+    ``judge`` is ``(factory, commit, request_schema, resources)`` (see :class:`JudgeReplica`;
     ``resources`` a :class:`pairank.cluster.pools.PoolResources`), or None to deploy no
     engine (a mode that is not served online). Ray must already be up
     (:func:`pairank.cluster.runtime.ensure_ray`); ``local``: the head node is this machine,
@@ -138,7 +164,7 @@ def start(
     serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
     handle = None
     if judge is not None:
-        factory, after_batch, request_schema, pool = judge
+        factory, commit, request_schema, pool = judge
         actor = {"num_cpus": pool.num_cpus, **({"num_gpus": pool.num_gpus} if pool.num_gpus else {})}
         # a range pool.size: Serve's autoscaling, a replica being busy with one batch
         replicas = (
@@ -154,9 +180,10 @@ def start(
                 }
             }
         )
+        # a batch being committed, one on the engine and a full one waiting: the engine never waits for a commit
         handle = JudgeReplica.options(
-            **replicas, ray_actor_options=actor, max_ongoing_requests=2 * pool.batch_size
-        ).bind(factory, after_batch, request_schema, pool.batch_size)
+            **replicas, ray_actor_options=actor, max_ongoing_requests=3 * pool.batch_size
+        ).bind(factory, commit, request_schema, pool.batch_size)
     app = Ingress.options(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256).bind(service, handle)
     serve.run(app, name=name, route_prefix="/", blocking=False)
     return f"http://{host}:{port}"
