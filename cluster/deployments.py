@@ -5,13 +5,15 @@ Two deployments:
 * :class:`JudgeReplica`, ``resources.min_size`` replicas (up to ``max_size`` by
   Serve's autoscaling for a range ``pool.size``), each holding what
   ``factory()`` builds (the batch pools' factory, :func:`pairank.jobs.pipeline.pool.judge_factory`)
-  for the life of the server. Concurrent requests are gathered into batches of at
-  most ``resources.batch_size`` (``serve.batch``, waiting up to :data:`BATCH_WAIT_S`),
-  run in one engine call, and committed to the judgment cache by a group commit
-  (:mod:`pairank.cluster.group_commit`; the append is
-  :class:`pairank.jobs.serve.CacheAppend`) before their requests are answered. Every
-  engine call, and the engine's start, run on one dedicated thread, so a thread-bound
-  engine always sees the same thread; commits run on another.
+  for the life of the server. Concurrent requests are judged in batches of at most
+  ``resources.batch_size``: what came while the engine judged the last batch, or
+  after an idle spell what comes within :data:`BATCH_WAIT_S` (:class:`pairank.cluster.batching.Batches`;
+  not ``serve.batch``, which cuts batches by time and queues them behind a busy
+  engine). A judged batch is committed to the judgment cache by a group commit
+  (:class:`pairank.cluster.batching.GroupCommit`; the append is
+  :class:`pairank.jobs.serve.CacheAppend`) before its requests are answered. Every
+  engine call, and the engine's start, run on one dedicated thread, so a
+  thread-bound engine always sees the same thread; commits run on another.
 * :class:`Ingress`: a plain ``__call__(starlette Request)`` deployment (no
   FastAPI) that hands each request to :meth:`pairank.jobs.serve.OnlineJudging.handle`
   with its body unread, as a stream: ``handle`` decides what the headers decide
@@ -43,26 +45,29 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 from ray import serve
 
-from pairank.cluster.group_commit import GroupCommit
+from pairank.cluster.batching import Batches, GroupCommit, NotStored
 
 #: Modules a judge replica must never load (see the module docstring); its ``info()`` reports any that are.
 FORBIDDEN_IN_ENGINE = ("pymc", "llvmlite", "numba", "pytensor", "nutpie")
 
 
-#: How long a judge replica waits for more requests before it starts a batch that is not full (seconds).
+#: How long an idle judge replica waits for more requests to come with a first one (seconds).
 BATCH_WAIT_S = 0.01
+#: The ingress sends the requests that come within this many seconds to a judge replica in one call.
+FORWARD_WAIT_S = 0.005
 
 
 @serve.deployment(name="judge")
 class JudgeReplica:
-    """One engine; ``judge(request_row)`` answers one request row with one result row, once it is stored.
+    """One engine; ``judge(request_rows)`` answers each request row with its result row, once it is stored.
 
-    Concurrent requests are gathered into batches of at most ``batch_size`` (waiting at most
-    ``batch_wait_s`` for a batch to fill), one engine call each, one batch at a time. Each judged
-    batch goes to a :class:`GroupCommit` of ``commit`` (the judgment cache's append, from
-    :class:`pairank.jobs.serve.CacheAppend`: it gets the tables of every batch judged while the
-    previous commit ran and stores them in one commit); the engine goes on with the next batch
-    while a commit runs, and a request is answered once its batch is committed.
+    Requests are judged in :class:`Batches` of at most ``batch_size`` (what came while the engine
+    judged the last batch; after an idle spell, what comes within ``batch_wait_s``), one engine
+    call each. Each judged batch goes to a :class:`GroupCommit` of ``commit`` (the judgment
+    cache's append, from :class:`pairank.jobs.serve.CacheAppend`: it gets the tables of every
+    batch judged while the previous commit ran and stores them in one commit); the engine goes
+    on with the next batch while a commit runs, and a request is answered once its batch is
+    committed.
     """
 
     def __init__(
@@ -75,18 +80,21 @@ class JudgeReplica:
     ):
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pairank-judge")
         self.runner = self._thread.submit(factory).result()
+        self.engine: Batches[dict, tuple[dict, asyncio.Future]] = Batches(self._judge_batch, batch_size, batch_wait_s)
         self.commits: GroupCommit[pa.Table] = GroupCommit(commit)
         self.request_schema = request_schema
         self.stats: Counter = Counter({"pid": os.getpid(), "batches": 0, "rows": 0})
-        self._judge_batch.set_max_batch_size(batch_size)
-        self._judge_batch.set_batch_wait_timeout_s(batch_wait_s)
 
-    async def judge(self, request: dict) -> dict:
-        row, committed = await self._judge_batch(request)
+    async def judge(self, requests: list[dict]) -> list:
+        """The result row of each request, once stored; a request that failed has its error in its place."""
+        out = await asyncio.gather(*(self._judge_one(r) for r in requests), return_exceptions=True)
+        return [x if isinstance(x, dict | NotStored) else RuntimeError(f"{type(x).__name__}: {x}") for x in out]
+
+    async def _judge_one(self, request: dict) -> dict:
+        row, committed = await self.engine.submit(request)
         await asyncio.shield(committed)  # a client gone does not cancel the commit of its batch
         return row
 
-    @serve.batch(max_batch_size=64, batch_wait_timeout_s=BATCH_WAIT_S)  # one batch at a time (the engine's)
     async def _judge_batch(self, requests: list[dict]) -> list[tuple[dict, asyncio.Future]]:
         loop = asyncio.get_running_loop()
         table = await loop.run_in_executor(self._thread, self._judge, requests)
@@ -101,8 +109,8 @@ class JudgeReplica:
 
     def info(self) -> dict:
         """pid, engine batches and rows so far, the commits (``commits``, ``batches_committed``,
-        ``failed_commits``, and the store's own counters), engine prompts per stage, and any forbidden
-        module loaded."""
+        ``failed_commits``, and the store's own counters as of the last commit), engine prompts per stage,
+        and any forbidden module loaded."""
         loaded = sorted({m.split(".")[0] for m in sys.modules} & set(FORBIDDEN_IN_ENGINE))
         return {
             **self.stats,
@@ -115,13 +123,27 @@ class JudgeReplica:
 
 @serve.deployment(name="ingress")
 class Ingress:
-    """HTTP in, :meth:`pairank.jobs.serve.OnlineJudging.handle`, HTTP out."""
+    """HTTP in, :meth:`pairank.jobs.serve.OnlineJudging.handle`, HTTP out.
 
-    def __init__(self, service, judge=None):
+    The requests to judge that come within :data:`FORWARD_WAIT_S` of each other (at most
+    ``forward_size``) go to a judge replica in one call (``serve.batch``, many calls in
+    flight): one Ray call per few milliseconds of requests instead of one per request.
+    """
+
+    def __init__(self, service, judge=None, forward_size: int = 64):
         self.service, self.judge_handle = service, judge
+        self._forward.set_max_batch_size(forward_size)
 
     async def _judge(self, row: dict) -> dict:
-        return await self.judge_handle.judge.remote(row)
+        out = await self._forward(row)
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=FORWARD_WAIT_S, max_concurrent_batches=1024)
+    async def _forward(self, rows: list[dict]) -> list:
+        """The requests of a few milliseconds to a judge replica in one call (each its own answer or error)."""
+        return await self.judge_handle.judge.remote(rows)
 
     async def __call__(self, request):
         from starlette.responses import Response
@@ -181,10 +203,17 @@ def start(
             }
         )
         # a batch being committed, one on the engine and a full one waiting: the engine never waits for a commit
+        # no access log line per internal call (the ingress logs each HTTP request)
         handle = JudgeReplica.options(
-            **replicas, ray_actor_options=actor, max_ongoing_requests=3 * pool.batch_size
+            **replicas,
+            ray_actor_options=actor,
+            max_ongoing_requests=3 * pool.batch_size,
+            logging_config={"enable_access_log": False},
         ).bind(factory, commit, request_schema, pool.batch_size)
-    app = Ingress.options(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256).bind(service, handle)
+    forward_size = judge[3].batch_size if judge is not None else 1
+    app = Ingress.options(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256).bind(
+        service, handle, forward_size
+    )
     serve.run(app, name=name, route_prefix="/", blocking=False)
     return f"http://{host}:{port}"
 

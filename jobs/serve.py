@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
-from pairank.cluster.group_commit import NotStored
+from pairank.cluster.batching import NotStored
 from pairank.jobs.cli.console import console
 from pairank.jobs.pipeline.requests import RequestMaker
 from pairank.jobs.serve_body import Body, CompareRequest, HttpError, RequestBody, parse_compare

@@ -14,7 +14,7 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
-from pairank.cluster.group_commit import GroupCommit, NotStored
+from pairank.cluster.batching import GroupCommit, NotStored
 from pairank.jobs.serve import CacheAppend, OnlineJudging, start_server
 from pairank.jobs.specs.job import parse_spec
 from pairank.storage import delta
