@@ -15,7 +15,10 @@ done: an answer given is in the store. Under a steady load the store sees about 
 commit per commit's duration, however many requests come; an idle server commits
 each batch at once.
 
-Free of Ray (the replica in :mod:`pairank.cluster.deployments` carries them), so they
+:class:`Forwarding` is the HTTP ingress's side: the requests of a few milliseconds
+go to a judge replica in one call, many calls in flight.
+
+Free of Ray (the deployments in :mod:`pairank.cluster.deployments` carry them), so they
 are tested on a plain event loop.
 """
 
@@ -82,6 +85,67 @@ class Batches(Generic[T, R]):
             for (_, done), result in zip(batch, results, strict=True):
                 if not done.done():
                     done.set_result(result)
+
+
+class Forwarding(Generic[T, R]):
+    """``await submit(item)``: the result of ``item`` from ``send(items) -> results`` (one per item, in order),
+    for the items submitted within ``wait_s`` of the first of them (at most ``max_size``); many sends in flight.
+
+    What a ``send`` returns for an item may be an exception instance: it is that item's answer to
+    raise. A ``send`` that raises fails each of its items with that error.
+
+    >>> async def demo():
+    ...     sent = []
+    ...     async def send(items):
+    ...         sent.append(list(items))
+    ...         return [ValueError(x) if x < 0 else x * 10 for x in items]
+    ...     forwarding = Forwarding(send, max_size=3, wait_s=0.01)
+    ...     out = await asyncio.gather(*(forwarding.submit(x) for x in (1, 2, 3, 4, -5)), return_exceptions=True)
+    ...     return sent, out
+    >>> asyncio.run(demo())
+    ([[1, 2, 3], [4, -5]], [10, 20, 30, 40, ValueError(-5)])
+    """
+
+    def __init__(self, send: Callable[[list[T]], Awaitable[list[R]]], max_size: int, wait_s: float):
+        self.send, self.max_size, self.wait_s = send, max_size, wait_s
+        self._open: list[tuple[T, asyncio.Future]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._sending: set[asyncio.Task] = set()
+
+    async def submit(self, item: T) -> R:
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        self._open.append((item, done))
+        if len(self._open) >= self.max_size:
+            self._flush()
+        elif self._timer is None:
+            self._timer = loop.call_later(self.wait_s, self._flush)
+        result = await done
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        group, self._open = self._open, []
+        if group:
+            task = asyncio.get_running_loop().create_task(self._send(group))
+            self._sending.add(task)  # held until done (the loop keeps only weak references to tasks)
+            task.add_done_callback(self._sending.discard)
+
+    async def _send(self, group: list[tuple[T, asyncio.Future]]) -> None:
+        try:
+            results = await self.send([item for item, _ in group])
+        except Exception as exc:
+            for _, done in group:
+                if not done.done():
+                    done.set_exception(exc)
+            return
+        for (_, done), result in zip(group, results, strict=True):
+            if not done.done():
+                done.set_result(result)
 
 
 class NotStored(RuntimeError):

@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 from ray import serve
 
-from pairank.cluster.batching import Batches, GroupCommit, NotStored
+from pairank.cluster.batching import Batches, Forwarding, GroupCommit, NotStored
 
 #: Modules a judge replica must never load (see the module docstring); its ``info()`` reports any that are.
 FORBIDDEN_IN_ENGINE = ("pymc", "llvmlite", "numba", "pytensor", "nutpie")
@@ -125,30 +125,22 @@ class JudgeReplica:
 class Ingress:
     """HTTP in, :meth:`pairank.jobs.serve.OnlineJudging.handle`, HTTP out.
 
-    The requests to judge that come within :data:`FORWARD_WAIT_S` of each other (at most
-    ``forward_size``) go to a judge replica in one call (``serve.batch``, many calls in
-    flight): one Ray call per few milliseconds of requests instead of one per request.
+    The requests to judge that come within :data:`FORWARD_WAIT_S` of the first of them (at
+    most ``forward_size``) go to a judge replica in one call (:class:`Forwarding`, many calls
+    in flight): one Ray call per few milliseconds of requests instead of one per request.
     """
 
     def __init__(self, service, judge=None, forward_size: int = 64):
         self.service, self.judge_handle = service, judge
-        self._forward.set_max_batch_size(forward_size)
+        self.forwarding: Forwarding[dict, dict] = Forwarding(self._send, forward_size, FORWARD_WAIT_S)
 
-    async def _judge(self, row: dict) -> dict:
-        out = await self._forward(row)
-        if isinstance(out, Exception):
-            raise out
-        return out
-
-    @serve.batch(max_batch_size=64, batch_wait_timeout_s=FORWARD_WAIT_S, max_concurrent_batches=1024)
-    async def _forward(self, rows: list[dict]) -> list:
-        """The requests of a few milliseconds to a judge replica in one call (each its own answer or error)."""
+    async def _send(self, rows: list[dict]) -> list:
         return await self.judge_handle.judge.remote(rows)
 
     async def __call__(self, request):
         from starlette.responses import Response
 
-        judge = self._judge if self.judge_handle is not None else None
+        judge = self.forwarding.submit if self.judge_handle is not None else None
         reply = await self.service.handle(request.method, request.url.path, request.headers, request.stream(), judge)
         return Response(reply.body, status_code=reply.status, media_type=reply.content_type, headers=reply.headers)
 
