@@ -26,7 +26,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairank.jobs.serve import MAX_BODY, MAX_DEPTH, json_depth, start_server, token_digest
+from pairank.jobs.serve import start_server, token_digest
+from pairank.jobs.serve_body import MAX_BODY, MAX_DEPTH, json_depth
 from pairank.jobs.specs.job import parse_spec
 from tests.helpers import ROOT, TOKEN, compare_body, free_port, request, spec_dict, write_input
 
