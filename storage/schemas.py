@@ -78,6 +78,22 @@ REFERENCE = _field(
 CANDIDATE_OPTIONAL = (CATEGORY, CONVERSATION, PRIOR_REPLIES, REFERENCE)
 
 
+STYLE_FEATURES = pa.schema(
+    [
+        _field("candidate_id", pa.string(), "Candidate the counts are of."),
+        _field(
+            "length",
+            pa.float64(),
+            "Its length as the source counts it (tokens in LMArena's and Arena-Hard's metadata; characters when "
+            "counted from the text).",
+        ),
+        _field("headers", pa.float64(), "Markdown headers (h1 to h6)."),
+        _field("bold", pa.float64(), "Bold spans (** and __)."),
+        _field("lists", pa.float64(), "List items (ordered and unordered)."),
+    ]
+)
+
+
 HUMAN_SCORES = pa.schema(
     [
         _field("candidate_id", pa.string(), "Candidate the score belongs to."),

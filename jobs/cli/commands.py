@@ -172,6 +172,18 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         if args.reference:
             raise ValueError("--reference does not go with --as-of: a past night's leaderboard is rebuilt as it was")
         return _leaderboard_as_of(args)
+    if (args.root is None) == (args.input is None):
+        raise ValueError("pairank leaderboard: give --root (the runs under a storage root) or --input (a folder)")
+    if args.input is not None:
+        from pairank.jobs.leaderboard_input import input_leaderboard
+
+        meta = input_leaderboard(
+            args.input, args.judgments or [], args.out, args.baseline, args.n_boot, args.seed, _progress
+        )
+        for line in quality_lines(meta["quality"]):
+            _progress(f"quality: {line}")
+        print(meta["out"] + "/index.html")
+        return 0
     result = build_leaderboard(
         args.root,
         runs=args.runs,
@@ -184,6 +196,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     )
     for aspect, c in result.board.counts.items():
         _progress(f"{aspect}: {c['systems']} systems, {c['used']} comparisons, {c['errors']} error rows skipped")
+    for warning in result.meta.get("lc_warnings", []):
+        _progress(f"warning: {warning}")
     for line in quality_lines(result.meta["quality"]):
         _progress(f"quality: {line}")
     for c in result.categories:

@@ -144,7 +144,21 @@ def parser() -> argparse.ArgumentParser:
         "with quality figures (separability, held-out Brier score, agreement with human scores and --reference "
         "boards), and the same per category under <root>/leaderboard/categories/ where candidates have a category.",
     )
-    lb.add_argument("--root", required=True, help="storage root (the runs' `output`), local or s3://")
+    lb.add_argument("--root", default=None, help="storage root (the runs' `output`), local or s3://")
+    lb.add_argument(
+        "--input",
+        default=None,
+        metavar="DIR",
+        help="instead of --root: an input folder whose own judgments are ranked (e.g. `pairank import battles`); "
+        "writes --out (default DIR/leaderboard), with a baseline also alpaca_eval.csv and arena_hard.csv",
+    )
+    lb.add_argument(
+        "--judgments",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="with --input: judgments tables (default DIR/judgments.parquet); may be given more than once",
+    )
     lb.add_argument("--runs", nargs="+", default=None, metavar="NAME", help="runs to include (default: all)")
     lb.add_argument(
         "--baseline", default=None, help="baseline of the carried win rates (needed where the runs have several)"
@@ -174,7 +188,7 @@ def parser() -> argparse.ArgumentParser:
         help="rebuild the leaderboard of --nightly NAME as it was after this night (label or commit number), from "
         "the job's Delta log, into <root>/leaderboard/as-of/<night>/ (or --out)",
     )
-    lb.add_argument("--out", default=None, help="with --as-of: the folder to write")
+    lb.add_argument("--out", default=None, help="with --as-of or --input: the folder to write")
     lb.set_defaults(fn=cmd_leaderboard)
 
     sv = sub.add_parser(

@@ -373,11 +373,12 @@ class _Seen:
                 raise TableError(where, None, "context", f"at least {need} candidates per context", f"{ctx!r} with {n}")
 
 
-class _Writer:
-    """Rows in row groups to a hidden file beside the target, moved into place by :meth:`commit`."""
+class Writer:
+    """Rows in row groups to a hidden file beside the target, moved into place by :meth:`commit` (or deleted by
+    :meth:`abort`): nothing half-written is ever visible."""
 
-    def __init__(self, target: Location) -> None:
-        self.target = target
+    def __init__(self, target: Location, schema: pa.Schema = SCHEMA) -> None:
+        self.target, self.schema = target, schema
         self.tmp = Location(
             target.fs,
             posixpath.join(
@@ -388,9 +389,10 @@ class _Writer:
         if target.is_local:
             target.fs.create_dir(posixpath.dirname(target.path), recursive=True)
         self.stream = target.fs.open_output_stream(self.tmp.path)
-        self.writer = pq.ParquetWriter(self.stream, SCHEMA, compression="zstd")
+        self.writer = pq.ParquetWriter(self.stream, schema, compression="zstd")
         self.rows: list[dict] = []
         self.count = 0
+        self.done = False
 
     def add(self, r: dict) -> None:
         self.rows.append(r)
@@ -399,7 +401,7 @@ class _Writer:
 
     def flush(self) -> None:
         if self.rows:
-            self.writer.write_table(pa.Table.from_pylist(self.rows, schema=SCHEMA))
+            self.writer.write_table(pa.Table.from_pylist(self.rows, schema=self.schema))
             self.count += len(self.rows)
             self.rows = []
 
@@ -408,8 +410,13 @@ class _Writer:
         self.writer.close()
         self.stream.close()
         self.tmp.move_to(self.target)
+        self.done = True
 
     def abort(self) -> None:
+        """Close and delete the hidden file (nothing once committed)."""
+        if self.done:
+            return
+        self.done = True
         try:
             self.writer.close()
             self.stream.close()
@@ -447,7 +454,7 @@ def import_outputs(fmt: str, src: list[str], dst: str, fields: Fields = Fields()
     target = Location.of(dst).join("candidates.parquet")
     seen, systems = _Seen(), set()
     counts = {"added": 0, "kept": 0, "same": 0}
-    writer = _Writer(target)
+    writer = Writer(target)
     try:
         for where, r in _existing(target):
             seen.add(where, r, True, lambda f, e, x, w=where: TableError(w, None, f, e, x))
