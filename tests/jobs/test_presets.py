@@ -80,3 +80,21 @@ def test_import_run_and_leaderboard(tmp_path, ray_local, preset, fmt, write, whe
         }
         assert {c.split("/")[1] for c in contexts} == {"turn1", "turn2"}
         assert doc["counts"]["overall"]["contexts"] == len(contexts)
+
+
+def test_the_prompts_show_conversations_turn_by_turn(tmp_path):
+    """What a judge reads of an MT-Bench second turn: both questions, then each side's two replies, the second
+    marked; and the reference answer after the context."""
+    from pairank.jobs.pipeline.requests import build_requests
+    from pairank.operators.prompts import load_prompts
+    from pairank.storage.inputs import read_candidates
+
+    import_outputs("mt-bench", [str(F.mt_bench(tmp_path / "mt", n=2))], str(tmp_path / "in"))
+    cands = read_candidates(Location.of(str(tmp_path / "in")))
+    prompts = load_prompts(ROOT / "configs" / "prompts" / "assistant", ["helpfulness"])
+    reqs = build_requests(cands, ["helpfulness"], prompts, "full", None, 0, {"engine": "simulated"})
+    prompt = next(r["prompt"] for r in reqs.to_pylist() if r["context_id"] == "82/turn2")
+    assert prompt.index("User, turn 1:") < prompt.index("User, turn 2:") < prompt.index("Reference answer")
+    assert prompt.count("Reply to turn 1:") == 2 and prompt.count("(the reply to judge)") == 2
+    first = next(r["prompt"] for r in reqs.to_pylist() if r["context_id"] == "82/turn1")
+    assert "Reply to turn" not in first and "User, turn" not in first  # one question: its text, as before
