@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pairank.jobs.schedulers import StaticSettings, parse_scheduler
+from pairank.operators.conversations import candidate_texts, context_texts
 from pairank.operators.prompts import PromptTemplate
 from pairank.storage.keys import judgment_key, text_hash
 from pairank.storage.schemas import REQUESTS
@@ -110,15 +111,15 @@ class RequestMaker:
 
     @cached_property
     def text(self) -> dict[str, str]:
-        """``candidate_id -> text``."""
-        c = self.candidates
-        return dict(zip(c.column("candidate_id").to_pylist(), c.column("text").to_pylist()))
+        """``candidate_id -> text`` as the judge sees it (with its earlier replies to a conversation, where the
+        table has them: :func:`pairank.operators.conversations.candidate_texts`)."""
+        return candidate_texts(self.candidates)
 
     @cached_property
     def context(self) -> dict[str, str]:
-        """``context_id -> context``."""
-        c = self.candidates
-        return dict(zip(c.column("context_id").to_pylist(), c.column("context").to_pylist()))
+        """``context_id -> context`` as the judge sees it (a conversation turn by turn, a reference answer:
+        :func:`pairank.operators.conversations.context_texts`)."""
+        return context_texts(self.candidates)
 
     @classmethod
     def of_texts(
