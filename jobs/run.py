@@ -116,7 +116,7 @@ def run(
     returns its :class:`~pairank.jobs.nightly.NightlyResult`.
     """
     if not isinstance(spec, JobSpec):
-        spec = load_spec(spec, list(overrides))
+        spec = load_spec(spec, list(overrides), note=lambda line: progress(f"note: {line}"))
     elif overrides:
         raise ValueError("overrides apply to a spec file; change a JobSpec with model_copy(update=...)")
     root = Location.of(spec.output).not_a_file("output")

@@ -26,11 +26,11 @@ from tests.helpers import ROOT, spec_for, write_input
 RAY_WORDS = ("streaming_executor", "Dataset")
 
 
-def pairank_run(spec: dict, tmp_path, *flags: str) -> subprocess.CompletedProcess:
+def pairank_run(spec: dict, tmp_path, *flags: str, sets: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     return subprocess.run(
-        [sys.executable, "-m", "pairank.jobs.cli.main", *flags, "run", str(path)],
+        [sys.executable, "-m", "pairank.jobs.cli.main", *flags, "run", str(path), *(f"--set={s}" for s in sets)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -57,6 +57,23 @@ def test_the_console_holds_pairank_lines_only_and_the_log_holds_the_rest(tmp_pat
     verbose = pairank_run(loud, tmp_path, "-v")
     assert verbose.returncode == 0 and all(word in verbose.stderr for word in RAY_WORDS)
     assert not (out / "runs" / "loud" / "logs").exists()
+
+
+@pytest.mark.ray
+def test_switching_the_scheduler_by_set_runs_and_says_once_what_it_dropped(tmp_path, summeval_tables):
+    """Issue 27, item 3: the file's anchors settings belong to pairs_anchors; `--set scheduler.name=full` means
+    the full scheduler instead, and the console names the dropped keys in one note."""
+    folder = write_input(tmp_path / "input", summeval_tables, 2, 3)
+    anchors = {"name": "pairs_anchors", "anchors": {"size": 2}, "symmetric": False}
+    spec = spec_for(folder, tmp_path / "store", name="switch", scheduler=anchors)
+    run = pairank_run(spec, tmp_path, sets=("scheduler.name=full",))
+    assert run.returncode == 0, run.stderr[-3000:]
+    notes = [line for line in run.stderr.splitlines() if line.startswith("[pairank] note: ")]
+    assert len(notes) == 1 and "scheduler keys anchors, symmetric" in notes[0], notes
+    report = (tmp_path / "store" / "runs" / "switch" / "report.md").read_text()
+    assert "scheduler: full" in report
+    refused = pairank_run(spec, tmp_path, sets=("scheduler.name=full", "scheduler.anchors.size=4"))
+    assert refused.returncode == 2 and "scheduler.anchors: unknown key for scheduler 'full'" in refused.stderr
 
 
 @pytest.mark.ray
