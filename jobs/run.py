@@ -61,6 +61,8 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     progress(
         f"{spec.name}: {inputs.contexts} contexts, {inputs.candidates.num_rows} candidates, {len(spec.aspects)} aspects"
     )
+    for line in spec.judge_choices:
+        progress(f"judge: {line}")
     manifest = {
         "name": spec.name,
         "state": "judging",
@@ -81,7 +83,8 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     scored = score(spec, inputs, judged)
     rates = win_rates(spec.winrate, spec.baseline, spec.aspects, inputs, judged.judgments, progress)
     counts = {"contexts": inputs.contexts, "candidates": inputs.candidates.num_rows, **asdict(judged.counts)}
-    rep = report(manifest["spec"], setup.identity, judged.totals, scored, rates, counts, started, judged.extra)
+    extra = {**judged.extra, "judge_choices": spec.judge_choices}
+    rep = report(manifest["spec"], setup.identity, judged.totals, scored, rates, counts, started, extra)
     write_run(
         layout,
         scored,

@@ -19,10 +19,8 @@ from pairank.operators.judges.modes import build_runner, failure_rows
 
 
 def engine_spec(spec: JobSpec) -> JudgeSettings:
-    """The judge settings as the pool's actors run them: the engine's ``placed`` hook, given the GPUs each actor
-    reserves (a vLLM judge's ``async_engine: auto`` is decided there)."""
-    placed: JudgeSettings = engine_of(spec.judge).placed(spec.judge, spec.pool.num_gpus)
-    return placed
+    """The judge settings as the pool's actors run them (:attr:`~pairank.jobs.specs.job.JobSpec.placed_judge`)."""
+    return spec.placed_judge
 
 
 def batches_in_flight(spec: JobSpec) -> int:
@@ -67,7 +65,7 @@ def pool_resources(spec: JobSpec) -> PoolResources:
 
 def failure_factory(spec: JobSpec) -> Callable[[str, pa.Table, str], pa.Table]:
     """What a pool answers for requests no engine could judge: error rows naming the reason."""
-    return partial(failure_rows, judge_identity(spec.judge), spec.judging)
+    return partial(failure_rows, judge_identity(spec.placed_judge), spec.judging)
 
 
 @dataclass

@@ -386,6 +386,18 @@ class JobSpec(Strict):
     )
 
     @property
+    def placed_judge(self) -> JudgeSettings:
+        """The judge settings as the pool's actors run them: the engine's ``placed`` hook, given the GPUs each actor
+        reserves (a vLLM judge's ``async_engine: auto`` and ``dtype: auto`` are decided there); what keys a
+        judgment is their identity."""
+        return engine_of(self.judge).placed(self.judge, self.pool.num_gpus)
+
+    @property
+    def judge_choices(self) -> list[str]:
+        """What the engine's ``placed`` hook decided that the spec left to it, and why (``dtype float32 (...)``)."""
+        return engine_of(self.judge).choices(self.judge, self.pool.num_gpus)
+
+    @property
     def baseline(self) -> str | None:
         """The win-rate baseline: ``winrate.baseline``, else the one_vs_n scheduler's."""
         return (self.winrate.baseline if self.winrate else None) or getattr(self.scheduler, "baseline", None)
