@@ -37,6 +37,7 @@ score).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -240,9 +241,10 @@ def judge_streamed(
     plan: StaticPlan, blocks: list[Handle], pool: Callable[..., Any], flush_rows: int, progress: Callable[[str], None]
 ) -> Streamed:
     """Judge every comparison of ``plan`` the store lacks, streaming the requests made from the candidates'
-    ``blocks`` (:func:`put_blocks`) by the planning stage into the pool that ``pool()`` enters (only when
-    something is left to judge). The run's judgments stay in the store: read them back
-    (:meth:`Streamed.read_back`) or score them block by block (:mod:`pairank.jobs.pipeline.block_scores`)."""
+    ``blocks`` (:func:`put_blocks`) by the planning stage into the pool that ``pool(poll=...)`` enters (only when
+    something is left to judge; ``poll`` says the plan line as soon as every block is planned). The run's
+    judgments stay in the store: read them back (:meth:`Streamed.read_back`) or score them block by block
+    (:mod:`pairank.jobs.pipeline.block_scores`)."""
 
     def requests(counter: Shared | None) -> executor.Stream:
         return executor.stream(blocks, Stage(plan_requests, plan, PLANNING), counter=counter)
@@ -251,18 +253,20 @@ def judge_streamed(
         return Streamed(plan, blocks, None)
     counter = executor.shared(PlanCounter, len(blocks))
     said: list[bool] = []
+    saying = threading.Lock()  # asked by the writer and by the pool's heartbeat thread
 
     def total() -> int | None:
         t = counter.call("totals")
         if t["planned"] < t["blocks"]:
             return None
-        if not said:
-            said.append(True)
-            progress(f"{t['wanted']} comparisons ({t['cached']} cached, {t['wanted'] - t['cached']} to judge)")
+        with saying:
+            if not said:
+                said.append(True)
+                progress(f"{t['wanted']} comparisons ({t['cached']} cached, {t['wanted'] - t['cached']} to judge)")
         return int(t["wanted"] - t["cached"])
 
     try:
-        with pool() as judge_pool:
+        with pool(poll=total) as judge_pool:
             writer = CacheWriter(plan.cache, flush_rows, progress, "pairwise", judge_pool.losses, total, keep=False)
             writer.run(judge_pool.judge(requests(counter), "pairwise"))
         total()
