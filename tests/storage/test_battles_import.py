@@ -83,7 +83,7 @@ def _csv_rows(loc: Location) -> list[dict]:
     return list(csv.DictReader(io.StringIO(loc.read_text())))
 
 
-@pytest.mark.parametrize("where", ["local", "s3"])
+@pytest.mark.parametrize("where", ["local", pytest.param("s3", marks=pytest.mark.s3)])
 def test_a_public_log_gets_a_leaderboard_and_the_peers_csv(tmp_path, where, request, capsys):
     if where == "s3":
         request.getfixturevalue("s3_server")
