@@ -178,7 +178,14 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         from pairank.jobs.leaderboard_input import input_leaderboard
 
         meta = input_leaderboard(
-            args.input, args.judgments or [], args.out, args.baseline, args.n_boot, args.seed, _progress
+            args.input,
+            args.judgments or [],
+            args.out,
+            args.baseline,
+            args.n_boot,
+            args.seed,
+            _progress,
+            compat=args.compat or [],
         )
         for line in quality_lines(meta["quality"]):
             _progress(f"quality: {line}")
@@ -193,6 +200,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         progress=_progress,
         finished_only=args.finished_only,
         references=args.reference or [],
+        compat=args.compat or [],
     )
     for aspect, c in result.board.counts.items():
         _progress(f"{aspect}: {c['systems']} systems, {c['used']} comparisons, {c['errors']} error rows skipped")

@@ -189,6 +189,14 @@ def parser() -> argparse.ArgumentParser:
         "the job's Delta log, into <root>/leaderboard/as-of/<night>/ (or --out)",
     )
     lb.add_argument("--out", default=None, help="with --as-of or --input: the folder to write")
+    lb.add_argument(
+        "--compat",
+        action="append",
+        default=None,
+        choices=["lmarena", "alpaca-eval"],
+        help="compute a statistic as a peer tool does (docs/leaderboards.md): lmarena (the style-controlled "
+        "columns as arena-rank fits them), alpaca-eval (the LC win rates as AlpacaEval's GLM); may be given twice",
+    )
     lb.set_defaults(fn=cmd_leaderboard)
 
     sv = sub.add_parser(
