@@ -239,14 +239,15 @@ class AdaptiveSymmetric(_Ledger):
             picks = d_optimal_picks(cov, 2.0 * s * (1.0 - s), allowed, room, disjoint=True)
         else:
             first, second = np.nonzero(allowed)
+            by = np.lexsort((second, first, np.abs(q[first, second] - 0.5)))  # least certain, then seeded order
             picks = []
             busy: set[int] = set()
-            for t in np.lexsort((second, first, np.abs(q[first, second] - 0.5))):  # least certain, then seeded order
+            for i, j in zip(first[by].tolist(), second[by].tolist()):
                 if len(picks) == room:
                     break
-                if first[t] not in busy and second[t] not in busy:
-                    picks.append((first[t], second[t]))
-                    busy.update((first[t], second[t]))
+                if i not in busy and j not in busy:
+                    picks.append((i, j))
+                    busy.update((i, j))
         return [(self.order[i], self.order[j]) for i, j in picks]
 
     def _open_round(self) -> None:
