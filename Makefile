@@ -1,6 +1,7 @@
 # pairank quick start:
 #   make demo   install everything into .venv, prepare the embedded judge, run configs/demo.yaml on data/
-#   make test   install everything into .venv (and Debian's chromium, for the browser tests) and run the tests
+#   make test   install everything into .venv (and Debian's chromium, for the browser tests), lint, run every test
+#   make test-fast  the tests that start nothing (no Ray, S3, engine or browser): a few minutes, no model needed
 #
 # On machines without a local CPU torch wheel, point pip at PyTorch's CPU index:
 #   make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
@@ -12,7 +13,7 @@ TORCH_INDEX ?=
 DATA ?= ../shared/data
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint typecheck model data browser clean
+.PHONY: install demo test test-fast lint typecheck model data browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,8 +57,17 @@ lint: install
 typecheck: install
 	$(BIN)/python -m tests.typecheck
 
+# Tests in TEST_WORKERS processes (pytest-xdist); tests/conftest.py groups them: the engine tests run one after
+# another in one worker, every other module is one unit of work (docs/development.md, "Tests").
+TEST_WORKERS ?= 2
+XDIST = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+FAST = not (ray or s3 or engine or browser)
+
 test: install browser lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(XDIST)
+
+test-fast: install
+	$(BIN)/python -m pytest $(XDIST) -m "$(FAST)"
 
 clean:
 	rm -rf runs/store

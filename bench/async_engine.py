@@ -72,7 +72,7 @@ def job_requests(spec):
     from pairank.jobs.pipeline.setup import prepare_judging
     from pairank.storage.layout import RunLayout
 
-    inputs = read_inputs(spec)
+    inputs = read_inputs(spec.input, spec.subset)
     setup = prepare_judging(spec, inputs.candidates, RunLayout.of(spec.output, spec.name))
     return setup.maker.table(scheduled_requests(setup.maker, inputs.candidates, spec.aspects, spec.scheduler))
 

@@ -153,7 +153,9 @@ def run_case(case: dict) -> dict:
         private.start()
         started = time.perf_counter()
         layout = RunLayout.of(spec.output, spec.name)
-        inputs = read_inputs(spec, texts=case["arm"] != "stream" or not scored_in_tasks(spec))  # as run_job
+        inputs = read_inputs(
+            spec.input, spec.subset, texts=case["arm"] != "stream" or not scored_in_tasks(spec)
+        )  # as run_job
         setup = prepare_judging(spec, inputs.candidates, layout)
         out["peak_mib_inputs"], out["private_mib_inputs"] = peak_mib(), private.now()
         t = time.perf_counter()
@@ -188,7 +190,7 @@ def run_case(case: dict) -> dict:
             return out
         t = time.perf_counter()
         scored = score(spec, inputs, judged)
-        rates = win_rates(spec, inputs, judged.judgments, lambda m: None)
+        rates = win_rates(spec.winrate, spec.baseline, spec.aspects, inputs, judged.judgments, lambda m: None)
         counts = {"contexts": inputs.contexts, "candidates": inputs.candidates.num_rows, **asdict(judged.counts)}
         report(
             spec.model_dump(mode="json"), setup.identity, judged.totals, scored, rates, counts, started, judged.extra

@@ -145,7 +145,7 @@ def run_case(case: dict) -> dict:
             },
             "driver_scale",
         )
-        candidates = read_inputs(spec).candidates
+        candidates = read_inputs(spec.input, spec.subset).candidates
         maker = RequestMaker(candidates, load_prompts(Path(spec.prompts), spec.aspects), judge_identity(spec.judge))
         cache = JudgmentCache(RunLayout.of(spec.output, spec.name).judgments)
         out["input_seconds"] = round(time.perf_counter() - t, 3)

@@ -5,11 +5,15 @@ Two deployments:
 * :class:`JudgeReplica`, ``resources.min_size`` replicas (up to ``max_size`` by
   Serve's autoscaling for a range ``pool.size``), each holding what
   ``factory()`` builds (the batch pools' factory, :func:`pairank.jobs.pipeline.pool.judge_factory`)
-  for the life of the server. Concurrent requests are gathered into batches of at
-  most ``resources.batch_size`` (``serve.batch``), run in one engine call, and each
-  batch's result is handed to ``after_batch`` (the judgment cache's append, from
-  :class:`pairank.jobs.serve.CacheAppend`). Every engine call, and the engine's start,
-  run on one dedicated thread, so a thread-bound engine always sees the same thread.
+  for the life of the server. Concurrent requests are judged in batches of at most
+  ``resources.batch_size``: what came while the engine judged the last batch, or
+  after an idle spell what comes within :data:`BATCH_WAIT_S` (:class:`pairank.cluster.batching.Batches`;
+  not ``serve.batch``, which cuts batches by time and queues them behind a busy
+  engine). A judged batch is committed to the judgment cache by a group commit
+  (:class:`pairank.cluster.batching.GroupCommit`; the append is
+  :class:`pairank.jobs.serve.CacheAppend`) before its requests are answered. Every
+  engine call, and the engine's start, run on one dedicated thread, so a
+  thread-bound engine always sees the same thread; commits run on another.
 * :class:`Ingress`: a plain ``__call__(starlette Request)`` deployment (no
   FastAPI) that hands each request to :meth:`pairank.jobs.serve.OnlineJudging.handle`
   with its body unread, as a stream: ``handle`` decides what the headers decide
@@ -41,66 +45,102 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 from ray import serve
 
+from pairank.cluster.batching import Batches, Forwarding, GroupCommit, NotStored
+
 #: Modules a judge replica must never load (see the module docstring); its ``info()`` reports any that are.
 FORBIDDEN_IN_ENGINE = ("pymc", "llvmlite", "numba", "pytensor", "nutpie")
 
 
+#: How long an idle judge replica waits for more requests to come with a first one (seconds).
+BATCH_WAIT_S = 0.01
+#: The ingress sends the requests that come within this many seconds to a judge replica in one call.
+FORWARD_WAIT_S = 0.005
+
+
 @serve.deployment(name="judge")
 class JudgeReplica:
-    """One engine; ``judge(request_row)`` answers one request row with one result row.
+    """One engine; ``judge(request_rows)`` answers each request row with its result row, once it is stored.
 
-    ``after_batch(table)`` gets every batch's result table before the callers are
-    answered and returns a dict of counters to add to :meth:`info`.
+    Requests are judged in :class:`Batches` of at most ``batch_size`` (what came while the engine
+    judged the last batch; after an idle spell, what comes within ``batch_wait_s``), one engine
+    call each. Each judged batch goes to a :class:`GroupCommit` of ``commit`` (the judgment
+    cache's append, from :class:`pairank.jobs.serve.CacheAppend`: it gets the tables of every
+    batch judged while the previous commit ran and stores them in one commit); the engine goes
+    on with the next batch while a commit runs, and a request is answered once its batch is
+    committed.
     """
 
     def __init__(
         self,
         factory: Callable[[], object],
-        after_batch: Callable[[pa.Table], dict],
+        commit: Callable[[list[pa.Table]], dict],
         request_schema: pa.Schema,
         batch_size: int,
-        batch_wait_s: float = 0.01,
+        batch_wait_s: float = BATCH_WAIT_S,
     ):
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pairank-judge")
         self.runner = self._thread.submit(factory).result()
-        self.after_batch, self.request_schema = after_batch, request_schema
+        self.engine: Batches[dict, tuple[dict, asyncio.Future]] = Batches(self._judge_batch, batch_size, batch_wait_s)
+        self.commits: GroupCommit[pa.Table] = GroupCommit(commit)
+        self.request_schema = request_schema
         self.stats: Counter = Counter({"pid": os.getpid(), "batches": 0, "rows": 0})
-        self.judge.set_max_batch_size(batch_size)
-        self.judge.set_batch_wait_timeout_s(batch_wait_s)
 
-    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.01)
-    async def judge(self, requests: list[dict]) -> list[dict]:
+    async def judge(self, requests: list[dict]) -> list:
+        """The result row of each request, once stored; a request that failed has its error in its place."""
+        out = await asyncio.gather(*(self._judge_one(r) for r in requests), return_exceptions=True)
+        return [x if isinstance(x, dict | NotStored) else RuntimeError(f"{type(x).__name__}: {x}") for x in out]
+
+    async def _judge_one(self, request: dict) -> dict:
+        row, committed = await self.engine.submit(request)
+        await asyncio.shield(committed)  # a client gone does not cancel the commit of its batch
+        return row
+
+    async def _judge_batch(self, requests: list[dict]) -> list[tuple[dict, asyncio.Future]]:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._thread, self._judge_and_append, requests)
+        table = await loop.run_in_executor(self._thread, self._judge, requests)
+        committed = self.commits.submit(table)
+        return [(row, committed) for row in table.to_pylist()]
 
-    def _judge_and_append(self, requests: list[dict]) -> list[dict]:
+    def _judge(self, requests: list[dict]) -> pa.Table:
         table = self.runner.run("pairwise", pa.Table.from_pylist(requests, schema=self.request_schema))
-        self.stats.update(self.after_batch(table))
         self.stats["batches"] += 1
         self.stats["rows"] += table.num_rows
-        return table.to_pylist()
+        return table
 
     def info(self) -> dict:
-        """pid, batches, rows (and ``after_batch``'s counters) so far, engine prompts per stage, and any
-        forbidden module loaded."""
+        """pid, engine batches and rows so far, the commits (``commits``, ``batches_committed``,
+        ``failed_commits``, and the store's own counters as of the last commit), engine prompts per stage,
+        and any forbidden module loaded."""
         loaded = sorted({m.split(".")[0] for m in sys.modules} & set(FORBIDDEN_IN_ENGINE))
-        return {**self.stats, **self.runner.info(), "forbidden_modules": loaded}
+        return {
+            **self.stats,
+            **self.commits.stats,
+            **self.commits.store,
+            **self.runner.info(),
+            "forbidden_modules": loaded,
+        }
 
 
 @serve.deployment(name="ingress")
 class Ingress:
-    """HTTP in, :meth:`pairank.jobs.serve.OnlineJudging.handle`, HTTP out."""
+    """HTTP in, :meth:`pairank.jobs.serve.OnlineJudging.handle`, HTTP out.
 
-    def __init__(self, service, judge=None):
+    The requests to judge that come within :data:`FORWARD_WAIT_S` of the first of them (at
+    most ``forward_size``) go to a judge replica in one call (:class:`Forwarding`, many calls
+    in flight): one Ray call per few milliseconds of requests instead of one per request.
+    """
+
+    def __init__(self, service, judge=None, forward_size: int = 64):
         self.service, self.judge_handle = service, judge
+        self.forwarding: Forwarding[dict, dict] = Forwarding(self._send, forward_size, FORWARD_WAIT_S)
 
-    async def _judge(self, row: dict) -> dict:
-        return await self.judge_handle.judge.remote(row)
+    async def _send(self, rows: list[dict]) -> list:
+        return await self.judge_handle.judge.remote(rows)
 
     async def __call__(self, request):
         from starlette.responses import Response
 
-        judge = self._judge if self.judge_handle is not None else None
+        judge = self.forwarding.submit if self.judge_handle is not None else None
         reply = await self.service.handle(request.method, request.url.path, request.headers, request.stream(), judge)
         return Response(reply.body, status_code=reply.status, media_type=reply.content_type, headers=reply.headers)
 
@@ -127,7 +167,7 @@ def start(
 ) -> str:
     """Start Serve's proxy on ``host:port`` and deploy the application; returns its URL once it is running.
 
-    ``judge`` is ``(factory, after_batch, request_schema, resources)`` (see :class:`JudgeReplica`;
+    ``judge`` is ``(factory, commit, request_schema, resources)`` (see :class:`JudgeReplica`;
     ``resources`` a :class:`pairank.cluster.pools.PoolResources`), or None to deploy no
     engine (a mode that is not served online). Ray must already be up
     (:func:`pairank.cluster.runtime.ensure_ray`); ``local``: the head node is this machine,
@@ -138,7 +178,7 @@ def start(
     serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
     handle = None
     if judge is not None:
-        factory, after_batch, request_schema, pool = judge
+        factory, commit, request_schema, pool = judge
         actor = {"num_cpus": pool.num_cpus, **({"num_gpus": pool.num_gpus} if pool.num_gpus else {})}
         # a range pool.size: Serve's autoscaling, a replica being busy with one batch
         replicas = (
@@ -154,10 +194,18 @@ def start(
                 }
             }
         )
+        # a batch being committed, one on the engine and a full one waiting: the engine never waits for a commit
+        # no access log line per internal call (the ingress logs each HTTP request)
         handle = JudgeReplica.options(
-            **replicas, ray_actor_options=actor, max_ongoing_requests=2 * pool.batch_size
-        ).bind(factory, after_batch, request_schema, pool.batch_size)
-    app = Ingress.options(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256).bind(service, handle)
+            **replicas,
+            ray_actor_options=actor,
+            max_ongoing_requests=3 * pool.batch_size,
+            logging_config={"enable_access_log": False},
+        ).bind(factory, commit, request_schema, pool.batch_size)
+    forward_size = judge[3].batch_size if judge is not None else 1
+    app = Ingress.options(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256).bind(
+        service, handle, forward_size
+    )
     serve.run(app, name=name, route_prefix="/", blocking=False)
     return f"http://{host}:{port}"
 

@@ -131,7 +131,9 @@ def run_each(stage: Stage[Any], blocks: Sequence[Handle]) -> list[Any]:
 
     r = stage.resources
     remote = ray.remote(stage.fn).options(num_cpus=r.num_cpus, max_retries=r.max_retries)
-    pending, done, running = list(enumerate(blocks)), {}, {}
+    pending = list(enumerate(blocks))
+    done: dict[int, Any] = {}
+    running: dict[Any, int] = {}
     while pending or running:
         while pending and len(running) < r.concurrency:
             index, block = pending.pop(0)
@@ -192,7 +194,7 @@ def stream(blocks: Sequence[Handle] | Sequence[pa.Table], stage: Stage[Any], **e
     import ray
 
     if blocks and isinstance(blocks[0], Handle):
-        dataset = ray.data.from_arrow_refs([b.ref for b in blocks])  # type: ignore[union-attr]
+        dataset = ray.data.from_arrow_refs([b.ref for b in blocks if isinstance(b, Handle)])
     else:
         dataset = ray.data.from_arrow(list(blocks))
     return Stream(_map(dataset, stage, len(blocks), extra))

@@ -64,7 +64,7 @@ class SubmitError(ValueError):
 def repository_root() -> Path:
     """The pairank checkout this module runs from (the default working directory)."""
     root = Path(__file__).resolve().parents[1]
-    if not (root / "pyproject.toml").is_file() or not (root / "jobs" / "cli.py").is_file():
+    if not (root / "pyproject.toml").is_file() or not (root / "jobs" / "cli" / "main.py").is_file():
         raise SubmitError(
             f"pairank is not running from a checkout ({root} has no pyproject.toml and jobs/cli/main.py): "
             "pass --working-dir"

@@ -51,6 +51,7 @@ from pairank.operators.board_quality import Reference, board_quality, board_refe
 from pairank.operators.judge_bias import judge_bias
 from pairank.operators.leaderboard import Leaderboard, LeaderboardOptions, leaderboard
 from pairank.operators.leaderboard_html import render_html
+from pairank.operators.style_control import lc_warnings
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_candidates, read_human_scores
@@ -374,6 +375,8 @@ def compute_leaderboard(
         "winrate_methods": list(options.winrate_methods),
         "judgments": counts,
         "counts": board.counts,
+        "intervals": board.intervals,
+        "lc_warnings": lc_warnings(judgments, systems, board.baseline) if board.baseline in systems_of(systems) else [],
         "judge_bias": judge_bias(judgments, systems),
         "quality": board_quality(
             table, judgments, systems, options, [human, *references] if human.scores else list(references)
@@ -392,6 +395,10 @@ def compute_leaderboard(
         ],
     }
     return board, table, meta
+
+
+def systems_of(candidates: pa.Table) -> set[str]:
+    return set(candidates.column("system").to_pylist())
 
 
 def read_reference(uri: str) -> Reference:
@@ -530,7 +537,7 @@ def build_leaderboard(
     banner naming it with the number of the board's judgments on its contexts; ``finished_only`` leaves such
     runs out instead. ``references``: leaderboard files (:func:`read_reference`) to compare the board with.
     """
-    loc = Location.of(root)
+    loc = Location.of(root).not_a_file("leaderboard root")
     options = LeaderboardOptions(n_boot=n_boot, seed=seed, baseline=baseline)
     refs = [read_reference(uri) for uri in references]
     infos = read_runs(loc, runs)

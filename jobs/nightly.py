@@ -310,7 +310,7 @@ def run_nightly(
     # A night ranks with every verdict its judge gave between the prefix's outputs, on any night.
     judgments = night_judgments(cached, setup.maker, candidates, spec.aspects)
     scored = score(spec, inputs, Judged(judgments, judged.counts, [state_rankings(state, judgments)]))
-    rates = win_rates(spec, inputs, judgments, progress)
+    rates = win_rates(spec.winrate, spec.baseline, spec.aspects, inputs, judgments, progress)
     counts = {
         "night": night,
         "input_folders": len(inputs.folders),

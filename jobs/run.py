@@ -56,7 +56,7 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     """Run a (non-nightly) job spec: read, judge what the cache lacks, score, write under ``runs/<name>/``."""
     started = time.perf_counter()
     layout = RunLayout.of(spec.output, spec.name)
-    inputs = read_inputs(spec, texts=not scored_in_tasks(spec))
+    inputs = read_inputs(spec.input, spec.subset, texts=not scored_in_tasks(spec))
     setup = prepare_judging(spec, inputs.candidates, layout)
     progress(
         f"{spec.name}: {inputs.contexts} contexts, {inputs.candidates.num_rows} candidates, {len(spec.aspects)} aspects"
@@ -79,7 +79,7 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
             raise own from exc
         raise
     scored = score(spec, inputs, judged)
-    rates = win_rates(spec, inputs, judged.judgments, progress)
+    rates = win_rates(spec.winrate, spec.baseline, spec.aspects, inputs, judged.judgments, progress)
     counts = {"contexts": inputs.contexts, "candidates": inputs.candidates.num_rows, **asdict(judged.counts)}
     rep = report(manifest["spec"], setup.identity, judged.totals, scored, rates, counts, started, judged.extra)
     write_run(
@@ -119,9 +119,7 @@ def run(
         spec = load_spec(spec, list(overrides))
     elif overrides:
         raise ValueError("overrides apply to a spec file; change a JobSpec with model_copy(update=...)")
-    root = Location.of(spec.output)
-    if root.exists() and not root.is_dir():
-        raise ValueError(f"output: {root.uri} is a file; expected a folder (local or s3://) to hold the runs")
+    root = Location.of(spec.output).not_a_file("output")
     with take(root, spec.name):  # one run of a name under a root at a time
         if spec.nightly is not None:
             return run_nightly(spec, progress=progress)

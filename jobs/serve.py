@@ -8,9 +8,12 @@ hold one engine for the life of the server).
   (:class:`pairank.operators.judges.modes.ModeRunner` on the engine its registered
   builder makes, :func:`pairank.jobs.pipeline.pool.judge_factory`), keyed by
   :class:`pairank.jobs.pipeline.requests.RequestMaker` exactly as a batch run of the same spec keys it.
-  A key with a verdict in the spec's judgment cache is answered from there (no engine call); otherwise the
-  judgment is appended to that cache (one atomic part per engine batch), so batch
-  runs reuse online judgments and the other way round.
+  A key with a verdict in the spec's judgment cache is answered from there (no engine call; the cache is looked
+  at once for all the requests that came while it was last looked at, :class:`SingleFlight`). Otherwise the
+  judge replica gathers it with concurrent requests into one engine batch, and answers it once the batch is
+  committed to that cache (a group commit: one commit for all the batches judged while the last one was being
+  written; :class:`CacheAppend` writes it, and compacts the table as its small files pile up). Batch runs
+  reuse online judgments and the other way round.
 * ``GET /leaderboard`` and ``GET /leaderboard.html``: the files ``pairank
   leaderboard`` last wrote under ``<output>/leaderboard/`` (local or ``s3://``),
   read on each request; read-only.
@@ -19,9 +22,8 @@ hold one engine for the life of the server).
 With a token, every request must carry ``Authorization: Bearer <token>``. Only a
 SHA-256 digest of the token reaches the server's processes, and the token is never
 logged. What the headers decide (the token, the route, the method, a declared
-length over :data:`MAX_BODY`) is answered before a byte of the body is read; a
-body is read up to :data:`MAX_BODY` bytes, and JSON nested deeper than
-:data:`MAX_DEPTH` is refused before it is parsed.
+length over :data:`pairank.jobs.serve_body.MAX_BODY`) is answered before a byte of
+the body is read; the body's limits and checks are in :mod:`pairank.jobs.serve_body`.
 """
 
 from __future__ import annotations
@@ -29,40 +31,27 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import itertools
 import json
 import logging
-import re
-from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
+import threading
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
+from pairank.cluster.batching import NotStored
 from pairank.jobs.cli.console import console
 from pairank.jobs.pipeline.requests import RequestMaker
+from pairank.jobs.serve_body import Body, CompareRequest, HttpError, RequestBody, parse_compare
 from pairank.jobs.specs.job import JobSpec
-from pairank.storage.cache import JudgmentCache
+from pairank.storage.cache import JudgmentCache, context_bucket
 from pairank.storage.cache_index import CacheIndex
-from pairank.storage.fs import Location
-from pairank.storage.keys import text_hash
+from pairank.storage.fs import Location, StorageError
 from pairank.storage.layout import RunLayout
 from pairank.storage.schemas import REQUESTS
 
 log = logging.getLogger(__name__)
 
-#: Fields of a ``POST /compare`` body.
-COMPARE_FIELDS = {
-    "context": "the input both candidates answer (string)",
-    "candidate_a": 'the candidate shown in slot A: {"id": string, "text": string}',
-    "candidate_b": 'the candidate shown in slot B: {"id": string, "text": string}',
-    "aspect": "an aspect of the served spec",
-    "context_id": "optional: the input's id (default: ctx- and a hash of the context); it is part of the key",
-    "variant": "optional: a prompt variant of the spec (judging.variants; default: the first)",
-}
-#: Largest request body accepted (bytes).
-MAX_BODY = 4 * 1024 * 1024
-#: Deepest nesting of JSON arrays and objects accepted in a body (a compare body has 2 levels).
-MAX_DEPTH = 32
 #: Modes answered online: a single pairwise stage on the engine.
 ONLINE_MODES = ("logprob", "generate", "sample")
 ROUTES = {
@@ -71,14 +60,6 @@ ROUTES = {
     "/leaderboard": ("GET", "the latest leaderboard.json under the storage root"),
     "/leaderboard.html": ("GET", "the latest leaderboard page (index.html)"),
 }
-
-
-class HttpError(Exception):
-    """A request the server answers with ``status`` and a JSON ``{"error": message}``."""
-
-    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None):
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, dict(headers or {})
 
 
 @dataclass(frozen=True)
@@ -97,168 +78,6 @@ class Reply:
 
 def _jsonable(value):
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
-
-
-# -- the body ------------------------------------------------------------------------------------------------------
-
-
-#: A request's body: whole, or its chunks as they arrive.
-Body = bytes | AsyncIterable[bytes]
-
-
-class RequestBody:
-    """A request's body, whole (bytes) or as its chunks arrive: read once, and at most :data:`MAX_BODY` bytes of it.
-
-    A declared ``Content-Length`` over the limit is refused before a byte is read; a
-    body of undeclared length (chunked) is read until it passes the limit, then refused.
-
-    >>> import asyncio
-    >>> async def chunks(n):
-    ...     for _ in range(n):
-    ...         yield b"x" * 1024 * 1024
-    >>> asyncio.run(RequestBody(chunks(2), {"transfer-encoding": "chunked"}).read()) == b"x" * 2 * 1024 * 1024
-    True
-    >>> body = RequestBody(chunks(8), {"transfer-encoding": "chunked"})
-    >>> try:
-    ...     asyncio.run(body.read())
-    ... except HttpError as e:
-    ...     print(e.status, e.message, body.left_unread)
-    413 body: more than 4194304 bytes; at most 4194304 accepted True
-    """
-
-    def __init__(self, body: Body, headers: Mapping[str, str]):
-        self._body = body
-        length = (headers.get("content-length") or "").strip()
-        self.declared = int(length) if length.isdigit() else None
-        self.sent = bool(self.declared) or "transfer-encoding" in headers
-        self.complete = isinstance(body, bytes)
-
-    @property
-    def left_unread(self) -> bool:
-        """Whether the client sends a body that was not read to its end (the reply then closes the connection)."""
-        return self.sent and not self.complete
-
-    async def read(self) -> bytes:
-        if self.declared is not None and self.declared > MAX_BODY:
-            raise HttpError(413, f"body: {self.declared} bytes declared (Content-Length); at most {MAX_BODY} accepted")
-        if isinstance(self._body, bytes):
-            if len(self._body) > MAX_BODY:
-                raise HttpError(413, f"body: {len(self._body)} bytes; at most {MAX_BODY} accepted")
-            return self._body
-        parts, size = [], 0
-        async for chunk in self._body:
-            size += len(chunk)
-            if size > MAX_BODY:
-                raise HttpError(413, f"body: more than {MAX_BODY} bytes; at most {MAX_BODY} accepted")
-            parts.append(chunk)
-        self.complete = True
-        return b"".join(parts)
-
-
-#: A JSON string, or an unterminated one up to the end. A match from a quote never fails, so the scan is one pass
-#: (a pattern that can fail there restarts at each later quote: quadratic on ``"\`` repeated).
-_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"?', re.DOTALL)
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
-
-
-def json_depth(data: bytes) -> int:
-    r"""How deep arrays and objects nest in JSON text (brackets in strings do not count); no recursion, no parse.
-
-    Linear in the length of ``data``, whatever the bytes (invalid JSON too).
-
-    >>> json_depth(b'{"a": [1, {"b": "[[{"}], "c": "\\"]"}'), json_depth(rb'["\"[", 1]'), json_depth(b"42")
-    (3, 1, 0)
-    >>> json_depth(b"[" * 100_000), json_depth(b"[" + b'"\\' * 100_000)
-    (100000, 1)
-    """
-    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
-    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
-
-
-# -- the compare body ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CompareRequest:
-    context: str
-    context_id: str
-    candidate_a: tuple[str, str]  # (id, text)
-    candidate_b: tuple[str, str]
-    aspect: str
-    variant: int
-    variant_name: str | None
-
-
-def _kind(value) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _string(body: dict, name: str, where: str, allow_empty: bool = False) -> str:
-    value = body.get(name)
-    if not isinstance(value, str) or (not allow_empty and not value.strip()):
-        expected = "a string" if allow_empty else "a non-empty string"
-        shown = "missing" if name not in body else f"found {_kind(value)} {json.dumps(value, default=str)[:60]}"
-        raise HttpError(400, f"{where}: expected {expected}, {shown}")
-    return value
-
-
-def _candidate(body: dict, name: str) -> tuple[str, str]:
-    value = body.get(name)
-    if not isinstance(value, dict):
-        shown = "missing" if name not in body else f"found {_kind(value)}"
-        raise HttpError(400, f'{name}: expected an object {{"id": string, "text": string}}, {shown}')
-    extra = sorted(set(value) - {"id", "text"})
-    if extra:
-        raise HttpError(400, f"{name}: unknown keys {extra}; allowed keys: id, text")
-    return _string(value, "id", f"{name}.id"), _string(value, "text", f"{name}.text")
-
-
-def parse_compare(body: bytes, aspects: list[str], variants: list[str]) -> CompareRequest:
-    """A ``POST /compare`` body, checked; a bad one is a 400 naming the field and what was expected.
-
-    >>> body = b'{"context": "doc", "candidate_a": {"id": "x", "text": "tx"}, "candidate_b": {"id": "y", "text": "ty"},'
-    >>> parse_compare(body + b' "aspect": "coherence"}', ["coherence"], []).context_id
-    'ctx-139d544b821b13eb'
-    >>> try:
-    ...     parse_compare(body + b' "aspect": 3}', ["coherence"], [])
-    ... except HttpError as e:
-    ...     print(e.status, e.message)
-    400 aspect: expected a non-empty string, found int 3
-    """
-    depth = json_depth(body)
-    if depth > MAX_DEPTH:
-        raise HttpError(400, f"body: expected JSON nested at most {MAX_DEPTH} levels deep, found {depth} levels")
-    try:
-        data = json.loads(body.decode("utf-8")) if body else None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise HttpError(400, f"body: expected a JSON object, found invalid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise HttpError(
-            400, f"body: expected a JSON object with fields {', '.join(COMPARE_FIELDS)}; found {_kind(data)}"
-        )
-    extra = sorted(set(data) - set(COMPARE_FIELDS))
-    if extra:
-        raise HttpError(400, f"body: unknown fields {extra}; allowed fields: {', '.join(COMPARE_FIELDS)}")
-    context = _string(data, "context", "context", allow_empty=True)
-    a, b = _candidate(data, "candidate_a"), _candidate(data, "candidate_b")
-    if a[0] == b[0]:
-        raise HttpError(400, f"candidate_b.id: expected an id other than candidate_a.id, found {a[0]!r} twice")
-    aspect = _string(data, "aspect", "aspect")
-    if aspect not in aspects:
-        raise HttpError(400, f"aspect: expected one of the spec's aspects {aspects}, found {aspect!r}")
-    context_id = (
-        _string(data, "context_id", "context_id") if data.get("context_id") is not None else f"ctx-{text_hash(context)}"
-    )
-    variant, name = 0, (variants[0] if variants else None)
-    if data.get("variant") is not None:
-        name = _string(data, "variant", "variant")
-        if not variants:
-            raise HttpError(400, "variant: not accepted: the spec has one prompt per aspect (judging.variants unset)")
-        if name not in variants:
-            raise HttpError(400, f"variant: expected one of the spec's judging.variants {variants}, found {name!r}")
-        variant = variants.index(name)
-    return CompareRequest(context, context_id, a, b, aspect, variant, name)
 
 
 # -- the token -----------------------------------------------------------------------------------------------------
@@ -286,6 +105,47 @@ def authorized(header: str | None, digest: str | None) -> bool:
 
 # -- the service ---------------------------------------------------------------------------------------------------
 
+
+class SingleFlight:
+    """``await flight()``: ``fn()`` on a thread, one run for all the callers that asked while the last one ran.
+
+    A caller always gets a run that started after it asked, so it sees what was there
+    when it asked; callers that ask while a run goes on share the next run. With
+    many requests at once, the cache is looked at once or twice, not once per request.
+
+    >>> import asyncio
+    >>> runs = []
+    >>> async def demo():
+    ...     flight = SingleFlight(lambda: runs.append(len(runs)))
+    ...     await asyncio.gather(*(flight() for _ in range(50)))
+    ...     await flight()
+    >>> asyncio.run(demo()); runs
+    [0, 1]
+    """
+
+    def __init__(self, fn: Callable[[], object]):
+        self.fn = fn
+        self._next: asyncio.Future | None = None  # the run the latest callers wait for, not started yet
+        self._runner: asyncio.Task | None = None
+
+    async def __call__(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._next is None:
+            self._next = loop.create_future()
+        run = self._next
+        if self._runner is None or self._runner.done():
+            self._runner = loop.create_task(self._run())
+        await asyncio.shield(run)
+
+    async def _run(self) -> None:
+        while self._next is not None:
+            run, self._next = self._next, None
+            try:
+                run.set_result(await asyncio.to_thread(self.fn))
+            except Exception as exc:
+                run.set_exception(exc)
+
+
 Judge = Callable[[dict], Awaitable[dict]]
 
 
@@ -306,17 +166,18 @@ class OnlineJudging:
         self.mode = spec.judging.mode
         self.engine_identity = judge_identity(spec.judge)
         self.identity = judging_identity(self.engine_identity, spec.judging)
-        self.prompts = mode_prompts(spec)
+        self.prompts = mode_prompts(spec.judging, spec.prompts, spec.aspects)
         if spec.judging.variants:
             self.variants = list(spec.judging.variants)
         else:
             self.variants = [] if self.mode == "logprob" else ["v1"]
         self.token_sha256 = token_sha256
         self._index: CacheIndex | None = None
+        self._refreshes: SingleFlight | None = None
         self._inflight: dict[str, asyncio.Future] = {}
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_index": None, "_inflight": {}}
+        return {**self.__dict__, "_index": None, "_refreshes": None, "_inflight": {}}
 
     @property
     def online(self) -> bool:
@@ -398,6 +259,9 @@ class OnlineJudging:
             return await self.leaderboard(html=path.endswith(".html"))
         except HttpError as exc:
             return Reply.json({"error": exc.message}, exc.status, exc.headers)
+        except StorageError as exc:  # the store did not answer (after its retries): say so, ask again later
+            log.warning("pairank serve: %s %s: %s", method, path, exc)
+            return Reply.json({"error": f"the storage is unavailable: {exc}"}, 503)
         except Exception as exc:  # a failure is answered, and logged without the request's headers
             log.exception("pairank serve: %s %s failed", method, path)
             return Reply.json({"error": f"{type(exc).__name__}: {exc}"}, 500)
@@ -415,8 +279,10 @@ class OnlineJudging:
         maker = self.maker(req)
         (a, _), (b, _) = req.candidate_a, req.candidate_b
         key = maker.key(req.aspect, req.context_id, a, b, req.variant)
-        await asyncio.to_thread(self.index.refresh)
-        row = self.index.get(key)
+        row = self.index.get(key)  # a verdict, once known, is the answer: no need to look for a newer one
+        if row is None and key not in self._inflight:
+            await self._refresh()  # the cache as it was when this request came, or later
+            row = self.index.get(key)
         cached = row is not None
         if not cached:
             pending = self._inflight.get(key)  # the same request twice at once: one engine call
@@ -428,8 +294,15 @@ class OnlineJudging:
             try:
                 row = dict(await asyncio.shield(pending))
             except Exception as exc:
+                if isinstance(exc, NotStored) or isinstance(getattr(exc, "cause", None), NotStored):
+                    raise HttpError(503, f"{exc}; nothing was answered: ask again") from exc
                 raise HttpError(502, f"the judge failed: {type(exc).__name__}: {exc}") from exc
         return {**row, "variant": req.variant_name, "cached": cached}
+
+    async def _refresh(self) -> None:
+        if self._refreshes is None:
+            self._refreshes = SingleFlight(lambda: self.index.refresh())
+        await self._refreshes()
 
     async def leaderboard(self, html: bool) -> Reply:
         layout = self.layout
@@ -477,24 +350,80 @@ def start_server(
     return start(service, judge, host=host, port=port, name=name, local=local)
 
 
-class CacheAppend:
-    """What a judge replica does with each batch it judged: one atomic part in the judgment cache.
+#: The server compacts the judgment table once its own commits have added this many data files since it last did
+#: (each commit writes one small file per aspect and context bucket it touches).
+COMPACT_AFTER_FILES = 256
 
-    Picklable (it holds the cache's URI), so it travels to the replica; returns the
-    counter it adds to the replica's ``info()`` (``parts``).
+
+class CacheAppend:
+    """What a judge replica does with the batches it judged: one commit of them all to the judgment cache.
+
+    Called by the replica's group commit with the tables of every batch judged while the
+    previous commit ran. Once its own commits have added :data:`COMPACT_AFTER_FILES` files
+    since the last compaction, it compacts the table on a thread of its own (appends go on
+    meanwhile; a compaction that fails is logged and tried again after as many files more).
+    Picklable (it holds the cache's URI), so it travels to the replica; returns its counters
+    for the replica's ``info()``: ``commits``, ``rows_committed``, ``files_written``,
+    ``compactions`` and ``failed_compactions``.
     """
 
-    def __init__(self, cache_uri: str):
-        self.cache_uri = cache_uri
+    def __init__(self, cache_uri: str, compact_after_files: int = COMPACT_AFTER_FILES):
+        self.cache_uri, self.compact_after_files = cache_uri, compact_after_files
         self._cache: JudgmentCache | None = None
+        self._counters: dict[str, int] = {}
+        self._since_compaction = 0
+        self._compaction: threading.Thread | None = None
+        self._lock = threading.Lock()
 
     def __getstate__(self) -> dict:
-        return {"cache_uri": self.cache_uri, "_cache": None}
+        return {"cache_uri": self.cache_uri, "compact_after_files": self.compact_after_files}
 
-    def __call__(self, table: pa.Table) -> dict:
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["cache_uri"], state["compact_after_files"])
+
+    @property
+    def cache(self) -> JudgmentCache:
         if self._cache is None:
             self._cache = JudgmentCache(Location.of(self.cache_uri), writer="serve")
-        return {"parts": 1 if self._cache.append(table) is not None else 0}
+        return self._cache
+
+    def __call__(self, tables: list[pa.Table]) -> dict:
+        table = pa.concat_tables(tables)
+        version = self.cache.append(table)
+        files = len(set(zip(table.column("aspect").to_pylist(), map(context_bucket, table["context_id"].to_pylist()))))
+        with self._lock:
+            if version is not None:
+                self._count(commits=1, rows_committed=table.num_rows, files_written=files)
+                self._since_compaction += files
+            if self._since_compaction >= self.compact_after_files and not (
+                self._compaction and self._compaction.is_alive()
+            ):
+                self._since_compaction = 0
+                self._compaction = threading.Thread(target=self._compact, name="pairank-compact", daemon=True)
+                self._compaction.start()
+            return dict(self._counters)
+
+    def _count(self, **add: int) -> None:
+        for name, n in add.items():
+            self._counters[name] = self._counters.get(name, 0) + n
+
+    def _compact(self) -> None:
+        from pairank.storage.maintenance import compact_table
+
+        try:
+            done = compact_table(self.cache)
+        except Exception:
+            log.warning("pairank serve: compacting %s failed; trying again later", self.cache_uri, exc_info=True)
+            with self._lock:
+                self._count(failed_compactions=1)
+            return
+        with self._lock:
+            self._count(compactions=1, files_compacted=done["files_removed"])
+
+    def wait_for_compaction(self, timeout: float | None = None) -> None:
+        """Wait until a compaction that is running ends (tests, and a clean stop)."""
+        if self._compaction is not None:
+            self._compaction.join(timeout)
 
 
 def serve_until_stopped(

@@ -43,13 +43,14 @@ from pairank.cluster.ray_jobs import (
 )
 from pairank.jobs.specs.job import apply_overrides, load_spec
 from pairank.operators.judges import judge_paths
+from pairank.storage.bounded_yaml import load_yaml
 
 #: A submitted job joins the cluster it runs on instead of starting a Ray of its own.
 JOIN_CLUSTER = "cluster.address=auto"
 
 
 def _raw_spec(path: Path, overrides: list[str]) -> dict:
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data = load_yaml(path.read_bytes(), str(path)) or {}
     return apply_overrides(data, overrides)
 
 

@@ -63,7 +63,7 @@ import pyarrow.compute as pc
 from pairank.operators.bradley_terry import PRIOR_TIES, bt_strengths, win_matrix
 from pairank.operators.checks import require_columns
 from pairank.operators.scores import DECISIVE_WEIGHT, LABEL_POINTS, min_ranks, verdict_weights
-from pairank.operators.style_control import board_columns
+from pairank.operators.style_control import board_columns, given_features
 from pairank.operators.votes import JUDGE_COLUMNS, judge_names
 from pairank.operators.winrate_table import METHODS as WINRATE_METHOD_NAMES
 from pairank.storage.schemas import LEADERBOARD
@@ -116,6 +116,27 @@ class Leaderboard:
     counts: dict = field(default_factory=dict)
     judges: list[str] = field(default_factory=list)
     baseline: str | None = None
+    intervals: dict = field(default_factory=dict)
+
+
+def interval_kinds(options: LeaderboardOptions) -> dict[str, str]:
+    """What each interval of a board is: the strengths' a bootstrap, the style-controlled columns' Wald intervals.
+
+    >>> interval_kinds(LeaderboardOptions(n_boot=0))["strength"]
+    'none (n_boot 0)'
+    """
+    boot = (
+        f"bootstrap percentile, {options.mass:.0%}, over contexts resampled with replacement ({options.n_boot} refits)"
+        if options.n_boot
+        else "none (n_boot 0)"
+    )
+    return {
+        "strength": boot,
+        "elo": boot,
+        "style_strength": "Wald, 95%, from the inverse Hessian of the one style-controlled fit (no bootstrap)",
+        "lc_win_rate": "Wald, 95%, from the inverse Hessian of each system's length-controlled fit",
+        "winrate_estimate": "credible interval of the carried win-rate method (winrate_mass)",
+    }
 
 
 def elo(theta):
@@ -342,8 +363,10 @@ def leaderboard(
     candidates: pa.Table,
     winrates: pa.Table | None = None,
     options: LeaderboardOptions = LeaderboardOptions(),
+    style_features: pa.Table | None = None,
 ) -> Leaderboard:
-    """The LEADERBOARD rows of every aspect and ``overall``, and their counts (see the module docstring)."""
+    """The LEADERBOARD rows of every aspect and ``overall``, and their counts (see the module docstring).
+    ``style_features``: STYLE_FEATURES given with the outputs, used by style control instead of counting them."""
     rows, systems, aspects, names = _parse(judgments, candidates, options.decisive_weight)
     baseline, carried = carried_winrates(winrates, options)
     if baseline is not None and systems and baseline not in systems:
@@ -416,12 +439,12 @@ def leaderboard(
             )
     groups = {OVERALL: judgments} if aspects else {}
     groups |= {a: judgments.filter(pc.equal(judgments.column("aspect"), a)) for a in aspects}
-    style = board_columns(judgments, candidates, baseline, groups)
+    style = board_columns(judgments, candidates, baseline, groups, given_features(style_features))
     for row in out:
         row.update(style.get((row["aspect"], row["system"]), {"style_status": "not in the style-controlled fit"}))
     table = pa.Table.from_pylist(out, schema=LEADERBOARD)
     used_judges = sorted({names[j] for j in np.unique(rows.judge[rows.ok])})
-    return Leaderboard(table, counts, used_judges, baseline)
+    return Leaderboard(table, counts, used_judges, baseline, interval_kinds(options))
 
 
 def aspect_rows(table: pa.Table, aspect: str) -> pa.Table:

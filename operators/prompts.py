@@ -46,9 +46,9 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from pairank.operators.verdicts import defuse, rewrite_folded
+from pairank.storage.bounded_yaml import load_yaml
+from pairank.storage.fs import decode_utf8
 
 PLACEHOLDERS = frozenset({"context", "candidate_a", "candidate_b"})
 _PAIR = PLACEHOLDERS
@@ -188,7 +188,7 @@ class PromptTemplate:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"prompt template {path}: no such file")
-        return cls(str(path), path.read_text(encoding="utf-8"), placeholders)
+        return cls(str(path), decode_utf8(path.read_bytes(), f"prompt template {path}"), placeholders)
 
 
 def load_prompts(folder: Path, aspects: list[str]) -> dict[str, PromptTemplate]:
@@ -250,10 +250,7 @@ class Domain:
         path = Path(folder) / "domain.yaml"
         if not path.is_file():
             raise FileNotFoundError(f"domain file {path}: no such file")
-        try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            raise ValueError(f"domain file {path}: not valid YAML: {exc}") from None
+        raw = load_yaml(path.read_bytes(), f"domain file {path}")  # within its limits: aliases expanded, nesting
         top = _mapping(f"domain file {path}", raw, DOMAIN_KEYS)
         names = {k: _text_value(f"domain file {path}: key {k!r}", top[k]) for k in ("context_name", "candidate_name")}
         aspects_raw = _mapping(f"domain file {path}: key 'aspects'", top["aspects"], None)
@@ -353,7 +350,7 @@ def mode_template(
         present = sorted(p.stem for p in folder.glob("*.txt"))
         raise FileNotFoundError(f"prompt folder {folder}: no variant {variant!r} of kind {kind!r}; present: {present}")
     domain.aspect(aspect)  # an unknown aspect fails before the template is read
-    raw = path.read_text(encoding="utf-8")
+    raw = decode_utf8(path.read_bytes(), f"prompt template {path}")
     text = instantiate(raw, str(path), domain, aspect, scale)
     # The runtime fields are checked on the file itself too, so an error names the file.
     PromptTemplate(str(path), raw, KINDS[kind])

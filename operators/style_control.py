@@ -172,8 +172,19 @@ class Separated(ValueError):
     """A fit whose outcomes are separated: its maximum-likelihood estimate is infinite."""
 
 
-def style_controlled_bt(judgments: pa.Table, candidates: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """Systems' strengths with style held equal, and the style coefficients (see the module docstring)."""
+def given_features(style: pa.Table | None) -> dict[str, dict[str, float]]:
+    """``candidate_id -> {feature: count}`` from a STYLE_FEATURES table (none: ``{}``)."""
+    if style is None:
+        return {}
+    cols = {c: style.column(c).to_pylist() for c in ("candidate_id", *STYLE_FEATURES)}
+    return {cid: {f: float(cols[f][i]) for f in STYLE_FEATURES} for i, cid in enumerate(cols["candidate_id"])}
+
+
+def style_controlled_bt(
+    judgments: pa.Table, candidates: pa.Table, given: dict[str, dict[str, float]] | None = None
+) -> tuple[pa.Table, pa.Table]:
+    """Systems' strengths with style held equal, and the style coefficients (see the module docstring).
+    ``given``: style counts per candidate id (:func:`given_features`), used instead of counting them in the text."""
     system_of, text_of = _candidates(candidates)
     o = _outcomes(judgments)
     keep = [
@@ -185,7 +196,8 @@ def style_controlled_bt(judgments: pa.Table, candidates: pa.Table) -> tuple[pa.T
     if len(systems) < 2:
         raise ValueError("style-controlled Bradley-Terry: needs comparisons between at least two systems")
     index = {s: j for j, s in enumerate(systems)}
-    feats = {c: style_features(text_of[c]) for c in {o[s][i] for i in keep for s in ("a", "b")}}
+    given = given or {}
+    feats = {c: given.get(c) or style_features(text_of[c]) for c in {o[s][i] for i in keep for s in ("a", "b")}}
     names = list(STYLE_FEATURES)
     x = np.zeros((len(keep), len(systems) + len(names) + 1))
     for r, i in enumerate(keep):
@@ -320,7 +332,11 @@ def style_control_lines(sections: list[dict] | None) -> list[str]:
 
 
 def board_columns(
-    judgments: pa.Table, candidates: pa.Table, baseline: str | None, groups: dict[str, pa.Table]
+    judgments: pa.Table,
+    candidates: pa.Table,
+    baseline: str | None,
+    groups: dict[str, pa.Table],
+    given: dict[str, dict[str, float]] | None = None,
 ) -> dict[tuple[str, str], dict]:
     """The leaderboard's style-controlled columns (``style_*``, ``lc_*``; see LEADERBOARD) per (group, system),
     ``groups`` naming each aspect's (or the pooled) judgments. Without candidate texts, or where the fit is not
@@ -336,7 +352,7 @@ def board_columns(
     out: dict[tuple[str, str], dict] = {}
     for group, mine in groups.items():
         try:
-            strengths, _ = style_controlled_bt(mine, candidates)
+            strengths, _ = style_controlled_bt(mine, candidates, given)
         except ValueError as exc:  # Separated, or fewer than two systems compared
             not_identified = isinstance(exc, Separated)
             status = "not identified (separated outcomes)" if not_identified else str(exc).split(": ", 1)[-1]
@@ -357,4 +373,51 @@ def board_columns(
             out.setdefault((group, r["system"]), {"style_status": "ok"}).update(
                 lc_win_rate=r["lc_win_rate"], lc_low=r["lc_low"], lc_high=r["lc_high"]
             )
+    return out
+
+
+#: An LC win rate extrapolates when at least this share of a system's pairs with the baseline lie on one side.
+EXTRAPOLATES = 0.9
+
+
+def length_sides(judgments: pa.Table, candidates: pa.Table, baseline: str) -> dict[str, tuple[int, int, int]]:
+    """Per system: how many of its decisive or tied comparisons with the baseline have its output shorter, longer,
+    and in all (characters)."""
+    system_of, text_of = _candidates(candidates)
+    out: dict[str, list[int]] = {}
+    o = _outcomes(judgments)
+    for a, b in zip(o["a"], o["b"]):
+        sa, sb = system_of.get(a), system_of.get(b)
+        if sa is None or sb is None or (sa == baseline) == (sb == baseline):
+            continue
+        mine, base = (a, b) if sb == baseline else (b, a)
+        n = out.setdefault(system_of[mine], [0, 0, 0])
+        n[0] += len(text_of[mine]) < len(text_of[base])
+        n[1] += len(text_of[mine]) > len(text_of[base])
+        n[2] += 1
+    return {s: (n[0], n[1], n[2]) for s, n in sorted(out.items())}
+
+
+def lc_warnings(judgments: pa.Table, candidates: pa.Table, baseline: str, share: float = EXTRAPOLATES) -> list[str]:
+    """A warning for each system whose length-controlled win rate is an extrapolation: its outputs are shorter (or
+    longer) than the baseline's in at least ``share`` of its comparisons with it, so the fit reads the win rate at
+    equal length off a range of length differences the data barely reaches.
+
+    >>> import pyarrow as pa
+    >>> c = pa.table({"candidate_id": ["x1", "b1", "x2", "b2"], "system": ["x", "b", "x", "b"],
+    ...               "text": ["hi", "a longer answer", "yo", "another long one"]})
+    >>> j = pa.table({"context_id": ["1", "2"], "candidate_a": ["x1", "b2"], "candidate_b": ["b1", "x2"],
+    ...               "label": ["A", "A"], "error": [None, None]})
+    >>> print(*lc_warnings(j, c, "b"))  # doctest: +NORMALIZE_WHITESPACE
+    x: the length-controlled win rate against b extrapolates: its outputs are shorter than b's in 2 of its 2
+    comparisons (100%)
+    """
+    out = []
+    for system, (shorter, longer, n) in length_sides(judgments, candidates, baseline).items():
+        for count, word in ((shorter, "shorter"), (longer, "longer")):
+            if n and count / n >= share:
+                out.append(
+                    f"{system}: the length-controlled win rate against {baseline} extrapolates: its outputs are "
+                    f"{word} than {baseline}'s in {count} of its {n} comparisons ({count / n:.0%})"
+                )
     return out

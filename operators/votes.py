@@ -105,7 +105,9 @@ class PairVotes:
         return self.votes[:, self.judges.index(name)]
 
 
-def pair_votes(judgments: pa.Table, pairs: Sequence[Pair], truth: Sequence[int] | None = None, seed: int = 0):
+def pair_votes(
+    judgments: pa.Table, pairs: Sequence[Pair], truth: Sequence[int] | np.ndarray | None = None, seed: int = 0
+):
     """Swap-and-sum votes of every judge in ``judgments`` on ``pairs`` (see the module docstring).
 
     ``judgments`` needs :data:`VOTE_COLUMNS`; only rows of ``pairs`` (either slot

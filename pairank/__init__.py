@@ -14,7 +14,11 @@ small, stable API a program needs:
 - :class:`Judge` is the engine interface (request rows in, judgment rows out);
   :data:`ENGINES` and :data:`SCHEDULERS` are the registries of judge engines and schedulers
   by the names a spec uses; an :class:`Engine` declares a judge engine (its
-  :class:`JudgeSettings` model, builder and hooks) and :func:`register_engine` adds it.
+  :class:`JudgeSettings` model, builder and hooks) and :func:`register_engine` adds it;
+- :func:`bradley_terry` and :func:`style_controlled` take a table of battles (``model_a``,
+  ``model_b``, ``winner``, optional ``context`` and style columns) and return a
+  :class:`BattleBoard`: scores, intervals (their kind stated) and bootstrap replicates
+  (:mod:`pairank.operators.battles`).
 
 A run on the SIMULATED judge (no model needed), two texts of one context, both slot
 orders::
@@ -63,6 +67,9 @@ _API = {
     "JudgeSettings": ("pairank.operators.judges.engine", "JudgeSettings"),
     "register_engine": ("pairank.operators.judges", "register"),
     "SCHEDULERS": ("pairank.jobs.schedulers", "REGISTRY"),
+    "bradley_terry": ("pairank.operators.battles", "bradley_terry"),
+    "style_controlled": ("pairank.operators.battles", "style_controlled"),
+    "BattleBoard": ("pairank.operators.battles", "BattleBoard"),
 }
 
 __all__ = sorted(_API)

@@ -164,11 +164,11 @@ class JudgmentCache:
         """The newest version (None before the first append)."""
         return delta.open_table(self.folder).version() if self.exists() else None
 
-    def files(self) -> list[str]:
-        """The data files of the newest version, relative to the table's folder, sorted."""
+    def files(self, version: int | None = None) -> list[str]:
+        """The data files of ``version`` (default: the newest), relative to the table's folder, sorted."""
         if not self.exists():
             return []
-        return sorted(frag.path for frag in delta.dataset(self.folder).get_fragments())
+        return sorted(frag.path for frag in delta.dataset(self.folder, version).get_fragments())
 
     def stored_files(self) -> set[str]:
         """The Parquet files under the table's folder, listed by its newest version or not (relative paths)."""
@@ -189,10 +189,11 @@ class JudgmentCache:
             if path not in stored:
                 raise MissingFile(self.folder.join(path).uri, self._hint("commits a version without it"))
 
-    def read_files(self, paths: Iterable[str]) -> pa.Table:
-        """The rows of the given data files (from :meth:`files`), validated; a corrupt one is named."""
+    def read_files(self, paths: Iterable[str], version: int | None = None) -> pa.Table:
+        """The rows of the given data files of ``version`` (default: the newest; paths as :meth:`files` gives
+        them), validated; a corrupt one is named."""
         wanted = set(paths)
-        data = delta.dataset(self.folder)
+        data = delta.dataset(self.folder, version)
         tables = [self._read_fragment(frag, data.schema) for frag in data.get_fragments() if frag.path in wanted]
         return pa.concat_tables(tables) if tables else self.schema.empty_table()
 

@@ -25,6 +25,7 @@ files are unreferenced and ``vacuum`` removes them).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import posixpath
@@ -32,6 +33,8 @@ import random
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -53,6 +56,10 @@ def storage_options(loc: Location) -> dict[str, str] | None:
     opts = {
         "AWS_REGION": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
         "conditional_put": "etag",
+        # delta-rs retries a failed request itself, 10 times over up to 3 min by default: a few times here, so
+        # that pairank's own retries (storage/fs.py), within PAIRANK_STORAGE_RETRY_S, say how long to wait.
+        "max_retries": "3",
+        "retry_timeout": "10s",
     }
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if endpoint:
@@ -173,3 +180,45 @@ def scan(loc: Location, expression: pads.Expression | None, version: int | None 
     """The rows of the table that satisfy ``expression`` (partition filters prune files, the rest filters rows)."""
     data = dataset(loc, version)
     return loc._retrying("read the Delta table", lambda: data.to_table(filter=expression))
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What one version of a table did to its data files (from its log entry)."""
+
+    version: int
+    operation: str
+    #: Data files added and removed, as paths relative to the table (decoded, as :func:`dataset` names them).
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    #: Whether the rows changed (an append, a delete); False for a rewrite of the same rows (OPTIMIZE).
+    data_change: bool
+
+
+def commit_at(loc: Location, version: int) -> Commit | None:
+    """The log entry of ``version`` (``_delta_log/<version>.json``), or None when there is none: not written
+    yet, or removed with the log's older entries after a checkpoint (:func:`last_checkpoint` tells which)."""
+    try:
+        text = loc.join("_delta_log", f"{version:020d}.json").read_text()
+    except FileNotFoundError:
+        return None
+    operation, added, removed, changed = "", [], [], False
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        action = json.loads(line)
+        if "commitInfo" in action:
+            operation = action["commitInfo"].get("operation") or ""
+        for kind, paths in (("add", added), ("remove", removed)):
+            if kind in action:
+                paths.append(unquote(action[kind]["path"]))
+                changed = changed or bool(action[kind].get("dataChange", True))
+    return Commit(version, operation, tuple(added), tuple(removed), changed)
+
+
+def last_checkpoint(loc: Location) -> int | None:
+    """The version of the table's newest checkpoint (``_delta_log/_last_checkpoint``), None before the first."""
+    try:
+        return int(json.loads(loc.join("_delta_log", "_last_checkpoint").read_text())["version"])
+    except FileNotFoundError:
+        return None

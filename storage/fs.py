@@ -17,11 +17,12 @@ name exactly one wins. Locally that is a hard link of the written temporary file
 
 Object stores fail for a while and come back (a throttled bucket, a restarted
 gateway, a stalled connection). Every operation of a :class:`Location` on S3
-retries such transient errors with capped exponential backoff for up to
-``PAIRANK_STORAGE_RETRY_S`` seconds (default 120), then raises
-:class:`StorageUnavailable`. Other failures (no such path, a file where a folder
-should be, access denied) are not retried: they raise :class:`StorageError`
-naming the path, or ``FileNotFoundError``.
+retries such transient errors with capped exponential backoff until
+``PAIRANK_STORAGE_RETRY_S`` seconds (default 120) after its store began failing,
+then raises :class:`StorageUnavailable`. The window is a deadline for the outage,
+shared by every operation of the process (:class:`Outages`), not one per step.
+Other failures (no such path, a file where a folder should be, access denied) are
+not retried: they raise :class:`StorageError` naming the path, or ``FileNotFoundError``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import os
 import pickle
 import posixpath
 import random
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -144,7 +146,8 @@ class StorageUnavailable(StorageError):
     def __init__(self, uri: str, action: str, cause: BaseException, waited: float, attempts: int):
         OSError.__init__(
             self,
-            f"{uri}: could not {action}: the storage kept failing for {waited:.0f} s ({attempts} attempts); "
+            f"{uri}: could not {action}: the storage kept failing for {waited:.0f} s "
+            f"({attempts} attempt{'s' if attempts != 1 else ''}); "
             f"last error: {cause}. Check that the object store is up and reachable (AWS_ENDPOINT_URL="
             f"{os.environ.get('AWS_ENDPOINT_URL_S3') or os.environ.get('AWS_ENDPOINT_URL') or 'unset'}); "
             "PAIRANK_STORAGE_RETRY_S sets how long to keep trying",
@@ -152,29 +155,110 @@ class StorageUnavailable(StorageError):
         self.uri, self.action, self.cause, self.waited, self.attempts = uri, action, cause, waited, attempts
 
 
+#: Transient failures of one store further apart than this many seconds belong to two outages, not one.
+OUTAGE_GAP_S = 30.0
+
+
+class Outages:
+    """When each object store (endpoint and bucket) began failing, shared by every operation of the process.
+
+    An operation's retry window is counted from there, not from its own first try: when one operation gives
+    up, the next ones to fail on the same store (a run's clean-up: its manifest, its lease, its log) give up
+    after one try instead of waiting out a window each. An operation that reaches the store (a success, or an
+    answer such as "no such file") ends the outage; a failure more than :data:`OUTAGE_GAP_S` seconds after the
+    last one starts a new one.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._failing: dict[str, tuple[float, float]] = {}  # store -> (outage began, last failure)
+
+    def failed(self, store: str, since: float, now: float) -> float:
+        """Record a transient failure at ``now`` of an operation that began at ``since``; when the outage began."""
+        with self._lock:
+            known = self._failing.get(store)
+            began = since if known is None or now - known[1] > OUTAGE_GAP_S else min(known[0], since)
+            self._failing[store] = (began, now)
+            return began
+
+    def reached(self, store: str | None) -> None:
+        """An operation reached ``store``: it is not failing (now)."""
+        if store is not None:
+            with self._lock:
+                self._failing.pop(store, None)
+
+
+#: The outages of this process's object stores.
+OUTAGES = Outages()
+
+
+def store_of(uri: str) -> str | None:
+    """The object store ``uri`` is on (endpoint and bucket), or None for a local path.
+
+    >>> store_of("s3://bucket/runs/x").endswith(" bucket"), store_of("/tmp/x")
+    (True, None)
+    """
+    parsed = urlparse(str(uri))
+    if parsed.scheme != "s3":
+        return None
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "aws"
+    return f"{endpoint} {parsed.netloc}"
+
+
 def with_retries(uri: str, action: str, fn, window: float | None = None):
-    """``fn()``, retried on transient errors with capped exponential backoff (full jitter) for ``window`` seconds."""
+    """``fn()``, retried on transient errors with capped exponential backoff (full jitter) until ``window`` seconds
+    after its store began failing (:class:`Outages`: for an operation that fails first, its own start)."""
     window = retry_window() if window is None else window
+    store = store_of(uri)
     start = time.monotonic()
     delay, attempts = 0.25, 0
     while True:
         attempts += 1
         try:
-            return fn()
+            result = fn()
         except (FileNotFoundError, CorruptFile):
+            OUTAGES.reached(store)
             raise
         except Exception as exc:
             if not is_transient(exc):
+                OUTAGES.reached(store)
                 if isinstance(exc, OSError) and not isinstance(exc, StorageError):
                     raise StorageError(uri, action, exc) from exc
                 raise
-            waited = time.monotonic() - start
+            now = time.monotonic()
+            began = OUTAGES.failed(store, start, now) if store is not None else start
+            waited = now - began
             if waited >= window:
                 raise StorageUnavailable(uri, action, exc, waited, attempts) from exc
             if attempts == 1:
-                log.warning("%s: could not %s (%s); retrying for up to %.0f s", uri, action, exc, window)
+                log.warning("%s: could not %s (%s); retrying for up to %.0f s", uri, action, exc, window - waited)
             time.sleep(min(random.uniform(delay / 2, delay), window - waited))
             delay = min(delay * 2, 8.0)
+        else:
+            OUTAGES.reached(store)
+            return result
+
+
+def decode_utf8(data: bytes, source: str) -> str:
+    r"""``data`` as UTF-8 text; bytes that are not UTF-8 raise a ``ValueError`` naming ``source``, line and column.
+
+    >>> decode_utf8("café\n".encode(), "a.txt")
+    'café\n'
+    >>> decode_utf8(b"one\ntw\xffo", "a.txt")
+    Traceback (most recent call last):
+    ...
+    ValueError: a.txt: line 2, column 3: not UTF-8 text (byte 0xff)
+    """
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start]
+        line_start = before.rfind(b"\n") + 1
+        line = before.count(b"\n") + 1
+        column = len(before[line_start:].decode("utf-8", "replace")) + 1
+        raise ValueError(
+            f"{source}: line {line}, column {column}: not UTF-8 text (byte 0x{data[exc.start]:02x})"
+        ) from None
 
 
 class CorruptFile(ValueError):
@@ -185,6 +269,25 @@ class CorruptFile(ValueError):
         self.uri, self.reason = uri, reason
 
     __reduce__ = reduced
+
+
+def check_uri(uri: str) -> str:
+    """``uri`` when it names a place pairank can read or write: a local path, ``file://...`` or ``s3://bucket``
+    (with or without a prefix); otherwise a ``ValueError`` saying what was expected.
+
+    >>> check_uri("s3://bucket/runs"), check_uri("runs/store")
+    ('s3://bucket/runs', 'runs/store')
+    >>> check_uri("s3:///runs")
+    Traceback (most recent call last):
+    ...
+    ValueError: 's3:///runs' names no bucket; expected s3://bucket or s3://bucket/prefix
+    """
+    parsed = urlparse(str(uri))
+    if parsed.scheme == "s3" and not parsed.netloc:
+        raise ValueError(f"{str(uri)!r} names no bucket; expected s3://bucket or s3://bucket/prefix")
+    if parsed.scheme not in ("", "file", "s3"):
+        raise ValueError(f"{uri}: expected a local path or an s3:// URI, found scheme {parsed.scheme!r}")
+    return str(uri)
 
 
 def s3_filesystem() -> pafs.S3FileSystem:
@@ -227,17 +330,15 @@ class Location:
 
     @classmethod
     def of(cls, uri: str) -> Location:
-        """Resolve ``uri`` (``s3://bucket/key``, ``file:///abs``, or a local path)."""
-        uri = str(uri)
+        """Resolve ``uri`` (``s3://bucket/key``, ``file:///abs``, or a local path; see :func:`check_uri`)."""
+        uri = check_uri(uri)
         parsed = urlparse(uri)
         if parsed.scheme == "s3":
             path = (parsed.netloc + parsed.path).rstrip("/")
             return cls(s3_filesystem(), path, f"s3://{path}")
-        if parsed.scheme in ("", "file"):
-            local = parsed.path if parsed.scheme == "file" else uri
-            local = os.path.abspath(os.path.expanduser(local))
-            return cls(pafs.LocalFileSystem(), local, local)
-        raise ValueError(f"{uri}: expected a local path or an s3:// URI, found scheme {parsed.scheme!r}")
+        local = parsed.path if parsed.scheme == "file" else uri
+        local = os.path.abspath(os.path.expanduser(local))
+        return cls(pafs.LocalFileSystem(), local, local)
 
     @property
     def is_local(self) -> bool:
@@ -257,6 +358,15 @@ class Location:
 
     def exists(self) -> bool:
         return self._type() != pafs.FileType.NotFound
+
+    def not_a_file(self, what: str) -> Location:
+        """This location, when it is a folder or nothing yet; a file here raises ``NotADirectoryError`` naming it as
+        ``what`` (``output``, ``--root``): a storage root is a folder."""
+        if self._type() == pafs.FileType.File:
+            raise NotADirectoryError(
+                f"{what}: {self.uri} is a file; expected a folder (local or s3://) to hold the runs"
+            )
+        return self
 
     def is_dir(self) -> bool:
         return self._type() == pafs.FileType.Directory
@@ -288,7 +398,8 @@ class Location:
         return self._retrying("read it", read)
 
     def read_text(self) -> str:
-        return self.read_bytes().decode("utf-8")
+        """The file as UTF-8 text; bytes that are not UTF-8 are a ``ValueError`` naming the file, line and column."""
+        return decode_utf8(self.read_bytes(), self.uri)
 
     def write_bytes(self, data: bytes) -> None:
         """Write atomically: readers see the old file, or the whole new one."""

@@ -5,6 +5,7 @@
     <input>/candidates.parquet        CANDIDATES (required)
     <input>/human_scores.parquet      HUMAN_SCORES (optional)
     <input>/pairwise_labels.parquet   PAIRWISE_LABELS (optional)
+    <input>/style_features.parquet    STYLE_FEATURES (optional: style counts given with the outputs)
 
 A nightly job reads an input *prefix* instead (:func:`read_prefix`): the union of
 the input folders under it, one per drop of new outputs.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from pairank.storage.fs import Location
-from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS
+from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS, STYLE_FEATURES
 from pairank.storage.validation import TableError, check_one_score, validate
 
 
@@ -43,7 +44,10 @@ def read_candidate_ids(folder: Location) -> pa.Table:
     validates all of it) and cut it into blocks (:mod:`pairank.jobs.pipeline.static_stream`)."""
     cand = candidates_file(folder)
     schema = pa.schema([CANDIDATES.field(c) for c in ID_COLUMNS])
-    return validate(cand.read_columns(list(ID_COLUMNS)), schema, cand.uri)  # their columns and types, no nulls
+    ids = validate(cand.read_columns(list(ID_COLUMNS)), schema, cand.uri)  # their columns and types, no nulls
+    if ids.num_rows == 0:  # as read_candidates says it, before a task is asked to cut nothing into blocks
+        raise TableError(cand.uri, None, "candidate_id", "at least one candidate", "an empty table")
+    return ids
 
 
 def read_optional(folder: Location, name: str, schema: pa.Schema) -> pa.Table:
@@ -57,6 +61,12 @@ def read_human_scores(folder: Location) -> pa.Table:
     table = read_optional(folder, "human_scores", HUMAN_SCORES)
     check_one_score(table, folder.join("human_scores.parquet").uri)
     return table
+
+
+def read_style_features(folder: Location) -> pa.Table | None:
+    """``<folder>/style_features.parquet`` (style counts an import brought: ``pairank import battles``), or None."""
+    loc = folder.join("style_features.parquet")
+    return validate(loc.read_parquet(), STYLE_FEATURES, loc.uri) if loc.exists() else None
 
 
 def read_labels(folder: Location) -> pa.Table:

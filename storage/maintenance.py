@@ -124,17 +124,25 @@ def _tables(root: str | Location):
 
 def compact(root: str | Location, target_mb: int = 128) -> dict[str, dict]:
     """Merge each table's small files into files of about ``target_mb``; one commit a table. Metrics by store."""
-    out = {}
-    for name, cache, table in _tables(root):
-        metrics = cache.folder._retrying(
-            "compact the Delta table", lambda table=table: table.optimize.compact(target_size=target_mb * 2**20)
-        )
-        out[name] = {
-            "files_removed": metrics.get("numFilesRemoved", 0),
-            "files_added": metrics.get("numFilesAdded", 0),
-            "version": table.version(),
-        }
-    return out
+    return {name: compact_table(cache, target_mb, table) for name, cache, table in _tables(root)}
+
+
+def compact_table(cache: JudgmentCache, target_mb: int = 128, table=None) -> dict:
+    """Merge one store's small files into files of about ``target_mb`` (one commit; none when nothing is
+    small): files removed and added, and the version after. ``table``: the store's open DeltaTable, if at hand.
+
+    Appends may commit meanwhile (a compaction rewrites only files that exist when it starts, and Delta lets
+    blind appends and a compaction commit side by side).
+    """
+    table = delta.open_table(cache.folder) if table is None else table
+    metrics = cache.folder._retrying(
+        "compact the Delta table", lambda: table.optimize.compact(target_size=target_mb * 2**20)
+    )
+    return {
+        "files_removed": metrics.get("numFilesRemoved", 0),
+        "files_added": metrics.get("numFilesAdded", 0),
+        "version": table.version(),
+    }
 
 
 def vacuum(root: str | Location, retention_hours: int = RETENTION_HOURS, dry_run: bool = False) -> dict[str, list]:

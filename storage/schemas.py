@@ -46,6 +46,54 @@ CATEGORY = _field(
 )
 
 
+#: CANDIDATES' optional column: the context as a conversation (a system prompt, earlier turns).
+CONVERSATION = _field(
+    "conversation",
+    pa.string(),
+    "The context as a conversation: JSON of a list of messages {role: system|user|assistant, content: text} that "
+    "ends with a user message (storage.conversations); the same for every candidate of a context. `context` holds "
+    "its transcript, and prompts show the messages turn by turn. Null: the context is one user message.",
+    nullable=True,
+)
+
+#: CANDIDATES' optional column: the candidate's own replies to the conversation's earlier user turns.
+PRIOR_REPLIES = _field(
+    "prior_replies",
+    pa.string(),
+    "JSON list of the candidate's own replies to the conversation's earlier user turns, one per turn before the "
+    "last (MT-Bench's second turn: the model's first answer); `text` is its reply to the last. Null: none.",
+    nullable=True,
+)
+
+#: CANDIDATES' optional column: a reference answer of the context.
+REFERENCE = _field(
+    "reference",
+    pa.string(),
+    "A reference answer to the context (MT-Bench's math and reasoning questions), shown to the judge after the "
+    "context; the same for every candidate of a context. Null: none.",
+    nullable=True,
+)
+
+#: CANDIDATES' optional columns, in the order a table carries them (after the schema's own).
+CANDIDATE_OPTIONAL = (CATEGORY, CONVERSATION, PRIOR_REPLIES, REFERENCE)
+
+
+STYLE_FEATURES = pa.schema(
+    [
+        _field("candidate_id", pa.string(), "Candidate the counts are of."),
+        _field(
+            "length",
+            pa.float64(),
+            "Its length as the source counts it (tokens in LMArena's and Arena-Hard's metadata; characters when "
+            "counted from the text).",
+        ),
+        _field("headers", pa.float64(), "Markdown headers (h1 to h6)."),
+        _field("bold", pa.float64(), "Bold spans (** and __)."),
+        _field("lists", pa.float64(), "List items (ordered and unordered)."),
+    ]
+)
+
+
 HUMAN_SCORES = pa.schema(
     [
         _field("candidate_id", pa.string(), "Candidate the score belongs to."),

@@ -8,9 +8,12 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pairank.storage.conversations import ConversationError, open_turns, parse_messages, parse_replies
 from pairank.storage.schemas import (
+    CANDIDATE_OPTIONAL,
     CANDIDATES,
     CATEGORY,
+    CONVERSATION,
     HUMAN_SCORES,
     JUDGMENTS,
     LABELS,
@@ -20,6 +23,8 @@ from pairank.storage.schemas import (
     PAIRWISE_LABELS,
     PASS_KINDS,
     PASSES,
+    PRIOR_REPLIES,
+    REFERENCE,
     STYLE_COLUMNS,
 )
 
@@ -58,12 +63,13 @@ def later_fields(schema: pa.Schema) -> tuple[pa.Field, ...]:
 
 
 def optional_fields(schema: pa.Schema) -> tuple[pa.Field, ...]:
-    """The columns a table of ``schema`` may also carry, or not: CANDIDATES' ``category``, none elsewhere.
+    """The columns a table of ``schema`` may also carry, or not: CANDIDATES' ``category``, ``conversation``,
+    ``prior_replies`` and ``reference``; none elsewhere.
 
     >>> [f.name for f in optional_fields(CANDIDATES)], optional_fields(HUMAN_SCORES)
-    (['category'], ())
+    (['category', 'conversation', 'prior_replies', 'reference'], ())
     """
-    return (CATEGORY,) if schema.equals(CANDIDATES) else ()
+    return CANDIDATE_OPTIONAL if schema.equals(CANDIDATES) else ()
 
 
 def conform(table: pa.Table, schema: pa.Schema, source: str) -> pa.Table:
@@ -112,8 +118,35 @@ def conform(table: pa.Table, schema: pa.Schema, source: str) -> pa.Table:
                 row = _first_uncastable(col, field.type)
                 value = col[row].as_py() if row is not None else col.type
                 raise TableError(source, row, field.name, f"a value of type {field.type}", repr(value)) from None
+        if pa.types.is_string(field.type):
+            check_utf8(col, source, field.name)
         columns.append(col)
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def check_utf8(col: pa.ChunkedArray, source: str, column: str) -> None:
+    """The values of a text column are UTF-8. Parquet does not check it on reading, and a bad byte would
+    otherwise fail later, in whatever decodes the value first, naming no file, row or column.
+
+    >>> check_utf8(pa.chunked_array([pa.array([b"ok", b"caf\\xe9"]).view(pa.string())]), "c.parquet", "text")
+    Traceback (most recent call last):
+    ...
+    pairank.storage.validation.TableError: column `text` in c.parquet row 1: expected UTF-8 text, found byte 0xe9 ...
+    """
+    offset = 0
+    for chunk in col.chunks:
+        try:
+            chunk.validate(full=True)
+        except pa.ArrowInvalid:
+            for i, value in enumerate(chunk.view(pa.binary()).to_pylist()):
+                try:
+                    (value or b"").decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    around = value[max(0, exc.start - 40) : exc.start + 20]
+                    found = f"byte 0x{value[exc.start]:02x} at byte {exc.start} of {around!r}"
+                    raise TableError(source, offset + i, column, "UTF-8 text", found) from None
+            raise
+        offset += len(chunk)
 
 
 def _first_uncastable(col: pa.ChunkedArray, type_: pa.DataType) -> int | None:
@@ -201,6 +234,11 @@ def _check_candidates(table: pa.Table, source: str, per_context: int = 2) -> Non
                 raise TableError(source, row, column, "a non-empty text", repr(value))
     if CATEGORY.name in table.column_names:
         _check_categories(table, source)
+    for field in (CONVERSATION, REFERENCE):
+        if field.name in table.column_names:
+            _check_one_per_context(table, field.name, source)
+    if CONVERSATION.name in table.column_names or PRIOR_REPLIES.name in table.column_names:
+        _check_conversations(table, source)
     texts: dict[str, tuple[int, str]] = {}
     cols = (table.column(c).to_pylist() for c in ("context_id", "context"))
     for row, (ctx, text) in enumerate(zip(*cols)):
@@ -239,6 +277,44 @@ def _check_categories(table: pa.Table, source: str) -> None:
                 f"the category of context {ctx!r} in row {seen[0]} ({seen[1]!r}; one category per context)",
                 repr(category),
             )
+
+
+def _check_one_per_context(table: pa.Table, column: str, source: str) -> None:
+    """An optional per-context column: a non-empty text or null, the same for every candidate of a context."""
+    first: dict[str, tuple[int, str | None]] = {}
+    for row, (ctx, value) in enumerate(zip(*(table.column(c).to_pylist() for c in ("context_id", column)))):
+        if value is not None and not value.strip():
+            raise TableError(source, row, column, "a non-empty text or null", repr(value))
+        seen = first.setdefault(ctx, (row, value))
+        if seen[1] != value:
+            raise TableError(
+                source, row, column, f"the {column} of context {ctx!r} in row {seen[0]} (one per context)", "another"
+            )
+
+
+def _check_conversations(table: pa.Table, source: str) -> None:
+    """A conversation parses (storage.conversations), and a candidate's prior replies answer its earlier turns."""
+    n = table.num_rows
+    convs = table.column(CONVERSATION.name).to_pylist() if CONVERSATION.name in table.column_names else [None] * n
+    replies = table.column(PRIOR_REPLIES.name).to_pylist() if PRIOR_REPLIES.name in table.column_names else [None] * n
+    turns: dict[str, int] = {}
+    for row, (conv, prior) in enumerate(zip(convs, replies)):
+        column = CONVERSATION.name
+        try:
+            if conv is not None and conv not in turns:
+                turns[conv] = open_turns(parse_messages(conv))
+            earlier = turns[conv] - 1 if conv is not None else 0
+            column = PRIOR_REPLIES.name
+            if prior is not None:
+                parse_replies(prior, earlier)
+            elif earlier:
+                raise ConversationError(
+                    f"{earlier} earlier replies (the conversation has {earlier + 1} open user turns)"
+                )
+        except ConversationError as exc:
+            raise TableError(
+                source, row, column, "a conversation as storage.conversations describes", str(exc)
+            ) from None
 
 
 def _check_finite(table: pa.Table, column: str, source: str) -> None:

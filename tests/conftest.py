@@ -3,10 +3,12 @@ the real vLLM CPU engine with the converted Gemma-3-270M)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 
 from pairank.storage.fs import Location
 from tests.helpers import (
+    ROOT,
     S3_ENV,
     S3_PORT,
     SHARED_DATA,
@@ -24,6 +27,23 @@ from tests.helpers import (
     wait_for_port,
     write_input,
 )
+
+
+def _guard():
+    """The guard, one per process: the one Python imported at start-up, in a process started under a guard (a
+    pytest-xdist worker, a test's own pytest), else this checkout's."""
+    loaded = sys.modules.get("sitecustomize")
+    if getattr(loaded, "ENV", None) == "PAIRANK_TEST_GUARD":
+        return loaded
+    from tests.guard import sitecustomize
+
+    return sitecustomize
+
+
+guard = _guard()
+#: The folder whose ``sitecustomize.py`` guards the processes the tests start.
+GUARD = Path(__file__).parent / "guard"
+GUARD_FOLDER = pytest.StashKey[Path]()
 
 
 @pytest.fixture(scope="session")
@@ -136,20 +156,128 @@ def tiny_input(tmp_path, summeval_tables):
 #: fails on llvmlite's function wrappers, which PyMC/nutpie (the Dawid-Skene tests) load.
 #: pairank's judges run in Ray actors, separate processes, so runs are not affected.
 IN_PROCESS_ENGINE_MODULES = ("test_judges_engine.py",)
+#: What a fixture starts, as the markers of every test that uses it (directly or through another fixture): the
+#: session's fixtures here, and ``ray_head`` (tests/cluster/test_submit.py, a Ray head of its own).
+FIXTURE_MARKERS = {
+    "s3_server": ("s3",),
+    "ray_local": ("ray", "s3"),
+    "default_model": ("engine",),
+    "ray_head": ("ray",),
+}
+#: The markers of tests that start something; a test with none of them is in the fast tier (`make test-fast`).
+STARTS = ("ray", "s3", "engine", "browser")
+#: Where the workers of a pytest-xdist run write each test's unit of work (set by the controller, which reads it).
+UNITS_ENV = "PAIRANK_TEST_UNITS"
+
+
+def _rank(item) -> int:
+    """In-process engine tests first (see IN_PROCESS_ENGINE_MODULES), then the other engine tests, then those that
+    start Ray, S3 or a browser, then the rest."""
+    if item.path.name in IN_PROCESS_ENGINE_MODULES:
+        return 0
+    return 1 if item.get_closest_marker("engine") else 2 if any(map(item.get_closest_marker, STARTS)) else 3
+
+
+def pytest_itemcollected(item):
+    """Markers from the fixtures a test uses (before ``-m`` selects)."""
+    for fixture, markers in FIXTURE_MARKERS.items():
+        if fixture in item.fixturenames:
+            for marker in markers:
+                item.add_marker(marker)
 
 
 def pytest_collection_modifyitems(config, items):
-    """In-process engine tests first (see IN_PROCESS_ENGINE_MODULES); `gpu` tests only where CUDA is present."""
-    items.sort(key=lambda item: item.path.name not in IN_PROCESS_ENGINE_MODULES)
-    try:
-        import torch
+    """The order of :func:`_rank` (stable within a rank); under pytest-xdist, also the units of work (see
+    :func:`pytest_xdist_make_scheduler`), written where the controller reads them."""
+    items.sort(key=_rank)
+    units_folder = os.environ.get(UNITS_ENV)
+    if units_folder and hasattr(config, "workerinput"):
+        units = {item.nodeid: _unit(item) for item in items}
+        (Path(units_folder) / f"{config.workerinput['workerid']}.json").write_text(json.dumps(units))
 
-        has_gpu = torch.cuda.is_available()
-    except ImportError:
-        has_gpu = False
-    if has_gpu:
-        return
-    skip = pytest.mark.skip(reason="needs an NVIDIA GPU (marker `gpu`)")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+
+def _unit(item) -> str:
+    """A test's unit of work under pytest-xdist: every engine test is in one; a test that starts Ray, S3 or a
+    browser is in its module's (whose fixtures it may share); any other test is a unit of its own."""
+    rank = _rank(item)
+    return "engine" if rank < 2 else item.path.relative_to(ROOT).as_posix() if rank == 2 else item.nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``make test`` (``--dist loadgroup``) hands out the units of :func:`_unit` in the order of :func:`_rank`: the
+    engine tests first, one after another on one worker (two CPU engines on two cores would only fight); the
+    modules that start Ray, S3 or a browser next, each on one worker (its module fixtures set up once); the rest
+    test by test, wherever a worker is free. pytest-xdist's own ``loadgroup`` reads ``xdist_group`` marks; here the
+    units follow from the markers instead."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    folder = Path(os.environ[UNITS_ENV])
+
+    class Units(LoadScopeScheduling):
+        units: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.units is None:  # every worker has collected (and written its units) before the first split
+                self.units = json.loads(next(folder.glob("*.json")).read_text())
+            return self.units.get(nodeid, nodeid)
+
+    return Units(config, log)
+
+
+def _ray_of_its_own(*args, **kwargs):
+    raise RuntimeError(
+        "this test starts Ray in the pytest process without the `ray_local` fixture: request it (the session's "
+        "one Ray), never start a Ray of its own, whose CPUs would then be every later test's"
+    )
+
+
+def pytest_configure(config):
+    """The guard (``tests/guard/sitecustomize.py``) on, in this process and every process started from it."""
+    folder = Path(tempfile.mkdtemp(prefix="pairank-guard-"))
+    config.stash[GUARD_FOLDER] = folder
+    if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist"):
+        os.environ[UNITS_ENV] = str(folder)  # the workers write their units here, for this controller's scheduler
+    os.environ[guard.ENV] = str(folder)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(GUARD), os.environ.get("PYTHONPATH")]))
+    guard.watch(folder)
+
+
+def pytest_unconfigure(config):
+    folder = config.stash.get(GUARD_FOLDER, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """While a test runs (its fixtures' setup and teardown too), the guard allows what its markers
+    (:data:`STARTS`) name, and nothing else; Ray in this process only through ``ray_local``."""
+    from pairank.cluster import runtime
+
+    folder = item.config.stash[GUARD_FOLDER]
+    (folder / "allows.new").write_text(",".join(name for name in STARTS if item.get_closest_marker(name)))
+    os.replace(folder / "allows.new", folder / "allows")  # whole, for the processes reading it now
+    ensure_ray = runtime.ensure_ray
+    if "ray_local" not in item.fixturenames:
+        runtime.ensure_ray = _ray_of_its_own
+    try:
+        return (yield)
+    finally:
+        runtime.ensure_ray = ensure_ray
+        (folder / "allows").unlink()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A phase in which the test started what its markers do not allow fails, naming what and the marker."""
+    report = yield
+    refused = item.config.stash[GUARD_FOLDER] / "refused.log"
+    if refused.exists():
+        text = refused.read_text()
+        refused.unlink()
+        report.outcome = "failed"
+        report.longrepr = f"started what its markers do not allow ({call.when}):\n{text}"
+    return report

@@ -16,6 +16,9 @@ import pytest
 SUBPACKAGES = ("jobs", "operators", "cluster", "storage")
 #: Modules whose import needs an optional engine; their examples need it too.
 OPTIONAL = {"pairank.operators.judges.vllm_judge"}
+#: Examples that run a job (module-level ones, named as their module): on the session's Ray (``ray_local``), never
+#: on a local Ray of their own, which would stay up with other CPUs for the tests after it.
+ON_RAY = {"pairank"}
 
 
 def _modules() -> list[str]:
@@ -55,8 +58,21 @@ def test_every_subpackage_module_is_walked():
     assert len(EXAMPLES) > 50, EXAMPLES
 
 
-@pytest.mark.parametrize(("module", "name"), EXAMPLES, ids=[name for _, name in EXAMPLES])
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [e for e in EXAMPLES if e[1] not in ON_RAY],
+    ids=[name for _, name in EXAMPLES if name not in ON_RAY],
+)
 def test_docstring_example(module: str, name: str) -> None:
+    run_example(module, name)
+
+
+@pytest.mark.parametrize("name", sorted(ON_RAY))
+def test_docstring_example_on_the_sessions_ray(name: str, ray_local) -> None:
+    run_example(name, name)
+
+
+def run_example(module: str, name: str) -> None:
     test = next(t for t in doctest.DocTestFinder().find(importlib.import_module(module), module) if t.name == name)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     out: list[str] = []

@@ -17,8 +17,6 @@ import pytest
 
 from tests.helpers import ROOT
 
-pytestmark = pytest.mark.engine
-
 
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory) -> Path:
@@ -28,6 +26,7 @@ def clone(tmp_path_factory) -> Path:
     return where
 
 
+@pytest.mark.ray  # and `engine`, from default_model
 def test_the_demo_runs_in_a_clone_with_nothing_beside_it(clone, default_model):
     run = subprocess.run(
         [sys.executable, "-m", "pairank.jobs.cli.main", "run", "configs/demo.yaml"],

@@ -10,6 +10,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import ROOT
 
 PACKAGES = ("jobs", "operators", "cluster", "storage")
@@ -25,6 +27,7 @@ def _site_packages(venv: Path) -> Path:
     return next(venv.glob("lib/python3*/site-packages"))
 
 
+@pytest.mark.ray
 def test_the_wheel_installs_pairank_alone_and_its_documented_example_runs(tmp_path):
     """Built as a user's pip builds it, installed into a fresh venv: the only import name is ``pairank``
     (plus the console script), and the API example of ``pairank/__init__.py`` runs from outside the checkout."""
@@ -42,7 +45,7 @@ def test_the_wheel_installs_pairank_alone_and_its_documented_example_runs(tmp_pa
     assert {n.split("/")[0] for n in names} == {"pairank", f"{wheel.name.split('-py3')[0]}.dist-info"}
     for module in (
         "pairank/__init__.py",
-        "pairank/jobs/cli.py",
+        "pairank/jobs/cli/main.py",
         "pairank/jobs/schedulers/pairs.py",
         "pairank/operators/judges/modes.py",
         "pairank/cluster/pools.py",

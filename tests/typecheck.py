@@ -16,9 +16,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("jobs", "operators", "cluster", "storage")
-#: The strictly typed modules, as globs under the checkout: the settings base, the judge engine registry and
+#: The strictly typed modules, as globs under the checkout: the judging runtime and the run's steps
+#: (``jobs/pipeline/``), the executor and the Ray shim, the settings base, the judge engine registry and
 #: declarations (every ``*_engine.py``), and the toy engine a test declares outside pairank.
 STRICT = (
+    "jobs/pipeline/*.py",
+    "cluster/executor.py",
+    "cluster/ray_shim.py",
     "operators/settings.py",
     "operators/judges/__init__.py",
     "operators/judges/engine.py",

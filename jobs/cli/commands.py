@@ -35,14 +35,14 @@ def _quietly(args: argparse.Namespace, spec, prefix: str, work):
     if args.verbose:
         return work()
     written, kept = run_log_file(spec.output, spec.name, prefix=prefix)
-    with console.quiet(written) as log_file:
-        if log_file is not None:
-            _progress(f"Ray, engine and library output: {kept.uri} (-v shows it here)")
-        try:
-            return work()
-        finally:
-            if log_file is not None and kept.path != str(log_file):
-                _keep_log(log_file, kept)
+    log_file = console.quiet(written)  # until the process ends: Ray's late output goes there too
+    if log_file is not None:
+        _progress(f"Ray, engine and library output: {kept.uri} (-v shows it here)")
+    try:
+        return work()
+    finally:
+        if log_file is not None and kept.path != str(log_file):
+            _keep_log(log_file, kept)
 
 
 def _keep_log(written, kept) -> None:
@@ -54,14 +54,61 @@ def _keep_log(written, kept) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    if args.set_name in ("outputs", "battles"):
+        return _import_formats(args)
     from pairank.storage.importers import run_import
 
+    if len(args.paths) != 2:
+        raise ValueError(f"pairank import {args.set_name}: expected SRC DST, found {len(args.paths)} paths")
     systems = [x for x in args.systems.split(",") if x] if args.systems else None
     counts = run_import(
-        args.set_name, args.src, args.dst, skip_invalid=args.skip_invalid, systems=systems, contexts=args.contexts
+        args.set_name,
+        args.paths[0],
+        args.paths[1],
+        skip_invalid=args.skip_invalid,
+        systems=systems,
+        contexts=args.contexts,
     )
     for message in counts["skipped"]:
         print(f"pairank: skipped: {message}", file=sys.stderr)
+    print(json.dumps(counts, indent=2, default=str))
+    return 0
+
+
+def _import_formats(args: argparse.Namespace) -> int:
+    """``pairank import outputs`` and ``pairank import battles``."""
+    if len(args.paths) < 2:
+        raise ValueError(f"pairank import {args.set_name}: expected SRC [SRC ...] DST, found {len(args.paths)} path")
+    *src, dst = args.paths
+    if args.set_name == "outputs":
+        from pairank.storage.importers.outputs import Fields, import_outputs
+
+        if args.format is None:
+            raise ValueError("pairank import outputs: give --format alpaca-eval, arena-hard, mt-bench or table")
+        given = {
+            "context": args.context_field,
+            "output": args.output_field,
+            "system": args.system_field,
+            "id": args.id_field,
+            "category": args.category_field,
+            "reference": args.reference_field,
+            "system_prompt": args.system_prompt_field,
+            "system_name": args.system,
+        }
+        counts = import_outputs(args.format, src, dst, Fields(**{k: v for k, v in given.items() if v}), args.part)
+    else:
+        from pairank.storage.importers.battles import BattleFields, import_battles
+
+        given = {
+            "model_a": args.model_a_field,
+            "model_b": args.model_b_field,
+            "winner": args.winner_field,
+            "id": args.id_field,
+            "category": args.category_field,
+            "judge": args.judge,
+        }
+        fields = BattleFields(**{k: v for k, v in given.items() if v})
+        counts = import_battles(src, dst, fields, args.format or "lmarena")
     print(json.dumps(counts, indent=2, default=str))
     return 0
 
@@ -125,6 +172,18 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         if args.reference:
             raise ValueError("--reference does not go with --as-of: a past night's leaderboard is rebuilt as it was")
         return _leaderboard_as_of(args)
+    if (args.root is None) == (args.input is None):
+        raise ValueError("pairank leaderboard: give --root (the runs under a storage root) or --input (a folder)")
+    if args.input is not None:
+        from pairank.jobs.leaderboard_input import input_leaderboard
+
+        meta = input_leaderboard(
+            args.input, args.judgments or [], args.out, args.baseline, args.n_boot, args.seed, _progress
+        )
+        for line in quality_lines(meta["quality"]):
+            _progress(f"quality: {line}")
+        print(meta["out"] + "/index.html")
+        return 0
     result = build_leaderboard(
         args.root,
         runs=args.runs,
@@ -137,6 +196,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     )
     for aspect, c in result.board.counts.items():
         _progress(f"{aspect}: {c['systems']} systems, {c['used']} comparisons, {c['errors']} error rows skipped")
+    for warning in result.meta.get("lc_warnings", []):
+        _progress(f"warning: {warning}")
     for line in quality_lines(result.meta["quality"]):
         _progress(f"quality: {line}")
     for c in result.categories:
@@ -152,9 +213,8 @@ def _leaderboard_as_of(args: argparse.Namespace) -> int:
 
     if args.as_of is None or args.nightly is None:
         raise ValueError("--as-of and --nightly go together: the nightly job's name and the night to rebuild")
-    commit, out = publish_as_of(
-        Location.of(args.root), args.nightly, args.as_of, Location.of(args.out) if args.out else None
-    )
+    root = Location.of(args.root).not_a_file("leaderboard root")
+    commit, out = publish_as_of(root, args.nightly, args.as_of, Location.of(args.out) if args.out else None)
     _progress(f"{args.nightly}: leaderboard as of commit {commit.seq} ({commit.night})")
     print(out.join("index.html").uri)
     return 0

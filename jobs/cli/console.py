@@ -4,10 +4,11 @@ A run starts Ray (its daemons, workers and Ray Data's executor), vLLM and torch,
 and each of them writes warnings and progress of its own to the process's
 standard streams: about forty lines around pairank's six in the demo. In quiet
 mode (:meth:`Console.quiet`, the default of ``pairank run`` and ``pairank serve``)
-file descriptors 1 and 2 of the process point at a log file, so whatever any
-library, thread or child process (Ray's raylet, GCS, workers) writes lands
-there, while pairank's own lines go to the terminal through :attr:`Console.out`
-and :attr:`Console.err` (duplicates of the original descriptors). Warnings of
+file descriptors 1 and 2 of the process point at a log file, until it exits, so
+whatever any library, thread or child process (Ray's raylet, GCS, workers) writes
+lands there, late output too, while pairank's own lines, its last error among them,
+go to the terminal through :attr:`Console.out` and :attr:`Console.err` (duplicates
+of the original descriptors). Warnings of
 pairank's own loggers (a storage retry, say) reach the terminal too.
 
 ``-v`` leaves the streams alone. So does a process whose ``sys.stdout`` or
@@ -25,10 +26,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import secrets
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
@@ -88,40 +88,31 @@ class Console:
     def err(self) -> TextIO:
         return self._err or sys.stderr
 
-    @contextmanager
-    def quiet(self, log_file: Path) -> Iterator[Path | None]:
-        """Send the process's descriptors 1 and 2 to ``log_file`` for the block; yields it (None when not quiet)."""
+    def quiet(self, log_file: Path) -> Path | None:
+        """Point the process's descriptors 1 and 2 at ``log_file`` for the rest of its life; returns it (None when
+        not quiet: a replaced ``sys.stdout`` or ``sys.stderr``, as under pytest).
+
+        They are not given back when the command's work ends: Ray's threads that forward its workers' output (a
+        failed task's traceback comes late), its exit handler and the collection of its objects write after that,
+        and what they write belongs in the log, not after pairank's last line. pairank's own lines, the error
+        that ends a command among them, go to :attr:`out` and :attr:`err` (the console).
+        """
         if sys.stdout is not sys.__stdout__ or sys.stderr is not sys.__stderr__:
-            yield None
-            return
+            return None
         log_file.parent.mkdir(parents=True, exist_ok=True)
         sys.stdout.flush()
         sys.stderr.flush()
-        saved = os.dup(1), os.dup(2)
         fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self._out = os.fdopen(os.dup(saved[0]), "w", buffering=1)
-        self._err = os.fdopen(os.dup(saved[1]), "w", buffering=1)
+        self._out = os.fdopen(os.dup(1), "w", buffering=1)
+        self._err = os.fdopen(os.dup(2), "w", buffering=1)
         handler = logging.StreamHandler(self._err)
         handler.setLevel(logging.WARNING)
         handler.setFormatter(logging.Formatter("pairank: %(levelname)s %(message)s"))
-        own = logging.getLogger("pairank")
-        own.addHandler(handler)
+        logging.getLogger("pairank").addHandler(handler)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
-        try:
-            yield log_file
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            own.removeHandler(handler)
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            for kept in saved:
-                os.close(kept)
-            for stream in (self._out, self._err):
-                stream.close()
-            self._out = self._err = None
+        return log_file
 
 
 #: The console of this process.
@@ -133,8 +124,11 @@ def run_log_file(output: str, name: str, now: dt.datetime | None = None, prefix:
 
     On a local output root the two are the same file; on ``s3://`` the log is
     written under ``~/.cache/pairank/logs/<name>/`` and copied to the root at the end.
+    The name is the UTC time, this process's id and a random word: two runs of a name started in the same second
+    (one of them refused) each write their own log.
     """
-    stamp = prefix + (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
+    when = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
+    stamp = f"{prefix}{when}-{os.getpid()}-{secrets.token_hex(2)}"
     kept = Location.of(output).join("runs", name, "logs", f"{stamp}.log")
     if kept.is_local and not Path(output).is_file():
         return Path(kept.path), kept

@@ -22,14 +22,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except KeyboardInterrupt:
-        print("pairank: interrupted", file=sys.stderr)
+        print("pairank: interrupted", file=_console(), flush=True)
         return 130
     except Exception as exc:
         code, message = explain(exc)
         if args.verbose:
             traceback.print_exc()
-        print(f"pairank: error: {message}", file=sys.stderr, flush=True)
+        print(f"pairank: error: {message}", file=_console(), flush=True)
         return code
+
+
+def _console():
+    """Where pairank's last word goes: the console's stderr (descriptor 2 may be a run's log by then)."""
+    from pairank.jobs.cli.console import console
+
+    return console.err
 
 
 if __name__ == "__main__":  # pragma: no cover

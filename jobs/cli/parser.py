@@ -66,10 +66,17 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec field (dotted keys)")
     run.set_defaults(fn=cmd_run)
 
-    imp = sub.add_parser("import", help="import a public evaluation set into pairank tables")
-    imp.add_argument("set_name", metavar="set", help="summeval, newsroom, topicalchat, hanna or llmbar")
-    imp.add_argument("src", help="source folder (as in shared/data)")
-    imp.add_argument("dst", help="destination folder, local or s3://")
+    imp = sub.add_parser(
+        "import",
+        help="import a public evaluation set, outputs in the field's formats, or battles into pairank tables",
+        description="pairank import <set> SRC DST (summeval, newsroom, topicalchat, hanna, llmbar); "
+        "pairank import outputs SRC [SRC ...] DST --format alpaca-eval|arena-hard|mt-bench|table; "
+        "pairank import battles SRC [SRC ...] DST (LMArena battle logs or mapped columns). DST is local or s3://.",
+    )
+    imp.add_argument(
+        "set_name", metavar="set", help="summeval, newsroom, topicalchat, hanna, llmbar, outputs or battles"
+    )
+    imp.add_argument("paths", nargs="+", metavar="SRC ... DST", help="source file(s) or folder, then the destination")
     imp.add_argument(
         "--skip-invalid",
         action="store_true",
@@ -77,6 +84,30 @@ def parser() -> argparse.ArgumentParser:
     )
     imp.add_argument("--systems", metavar="S1,S2", help="keep only these systems' outputs (e.g. one night's drop)")
     imp.add_argument("--contexts", type=int, metavar="N", help="keep only the first N contexts (by id)")
+    out = imp.add_argument_group("outputs and battles")
+    out.add_argument(
+        "--format",
+        default=None,
+        help="outputs: alpaca-eval, arena-hard, mt-bench or table (JSONL, JSON, CSV or Parquet by suffix); "
+        "battles: lmarena (default) or table",
+    )
+    out.add_argument("--context-field", default=None, help="table: the field of the context (a text or messages)")
+    out.add_argument("--output-field", default=None, help="table: the field of the output")
+    out.add_argument("--system-field", default=None, help="table: the field naming the system (model)")
+    out.add_argument("--system", default=None, help="one system name for every record (e.g. a file per model)")
+    out.add_argument("--id-field", default=None, help="table: the field of the context id (default: a text hash)")
+    out.add_argument("--category-field", default=None, help="table: the field of the context's category")
+    out.add_argument("--reference-field", default=None, help="table: the field of a reference answer")
+    out.add_argument("--system-prompt-field", default=None, help="table: the field of a system prompt")
+    out.add_argument(
+        "--part",
+        action="store_true",
+        help="outputs: the destination is one drop of a nightly input prefix (a context may have 1 candidate)",
+    )
+    out.add_argument("--judge", default=None, help="battles: who voted (the judgments' model; default: human)")
+    out.add_argument("--winner-field", default=None, help="battles table: the field of the winner")
+    out.add_argument("--model-a-field", default=None, help="battles table: the field of model A")
+    out.add_argument("--model-b-field", default=None, help="battles table: the field of model B")
     imp.set_defaults(fn=cmd_import)
 
     wr = sub.add_parser(
@@ -113,7 +144,21 @@ def parser() -> argparse.ArgumentParser:
         "with quality figures (separability, held-out Brier score, agreement with human scores and --reference "
         "boards), and the same per category under <root>/leaderboard/categories/ where candidates have a category.",
     )
-    lb.add_argument("--root", required=True, help="storage root (the runs' `output`), local or s3://")
+    lb.add_argument("--root", default=None, help="storage root (the runs' `output`), local or s3://")
+    lb.add_argument(
+        "--input",
+        default=None,
+        metavar="DIR",
+        help="instead of --root: an input folder whose own judgments are ranked (e.g. `pairank import battles`); "
+        "writes --out (default DIR/leaderboard), with a baseline also alpaca_eval.csv and arena_hard.csv",
+    )
+    lb.add_argument(
+        "--judgments",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="with --input: judgments tables (default DIR/judgments.parquet); may be given more than once",
+    )
     lb.add_argument("--runs", nargs="+", default=None, metavar="NAME", help="runs to include (default: all)")
     lb.add_argument(
         "--baseline", default=None, help="baseline of the carried win rates (needed where the runs have several)"
@@ -143,7 +188,7 @@ def parser() -> argparse.ArgumentParser:
         help="rebuild the leaderboard of --nightly NAME as it was after this night (label or commit number), from "
         "the job's Delta log, into <root>/leaderboard/as-of/<night>/ (or --out)",
     )
-    lb.add_argument("--out", default=None, help="with --as-of: the folder to write")
+    lb.add_argument("--out", default=None, help="with --as-of or --input: the folder to write")
     lb.set_defaults(fn=cmd_leaderboard)
 
     sv = sub.add_parser(

@@ -34,8 +34,9 @@ batch`` estimates each aspect's prior from all of its verdicts.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -66,7 +67,7 @@ class ScoreSettings:
 
     @classmethod
     def of(
-        cls, plan: StaticPlan, candidates: pa.Table, modes, decisive_weight: float, baseline: str | None
+        cls, plan: StaticPlan, candidates: pa.Table, modes: Sequence[str], decisive_weight: float, baseline: str | None
     ) -> ScoreSettings:
         """The settings of ``plan``'s run: the fits' share from the most comparisons its candidates make (every
         ordered pair of each context, per aspect and prompt variant), so that it does not depend on what was
@@ -83,8 +84,8 @@ class BlockScores:
     comparisons: int
     rankings: dict[str, pa.Table]  # per verdict mode
     triads: pa.Table
-    counts: dict  # {"position": position_counts, "totals": judgment_totals}
-    bias: dict  # the block's judge_bias section
+    counts: dict[str, Any]  # {"position": position_counts, "totals": judgment_totals}
+    bias: dict[str, Any]  # the block's judge_bias section
     sample: pa.Table  # judgments kept for the whole-run fits
     candidates: pa.Table  # the candidates of the sample's contexts (with their texts)
     kept: pa.Table  # judgments with a candidate of the baseline system
@@ -142,13 +143,13 @@ class StreamScores:
     rankings: pa.Table  # each verdict mode in turn, block by block (a block's rows by context and aspect)
     triads: pa.Table  # block by block, as the rankings
     position: pa.Table  # POSITION_BIAS
-    totals: dict  # judgment_totals
-    judge_bias: dict
+    totals: dict[str, Any]  # judgment_totals
+    judge_bias: dict[str, Any]
     sample: pa.Table  # the comparisons the whole-run fits read
     candidates: pa.Table  # the candidates of the sample's contexts, with their texts
     kept: pa.Table  # the comparisons win rates read
 
-    def fit_note(self) -> dict | None:
+    def fit_note(self) -> dict[str, Any] | None:
         """The report's ``fit_sample`` section where the fits read a sample: rows read, of how many."""
         if self.sample.num_rows == self.comparisons:
             return None
@@ -170,7 +171,7 @@ def score_streamed(run: Streamed, settings: ScoreSettings, progress: Callable[[s
     add the blocks' scores up; the judge-bias length slopes are fitted on the sample here."""
     progress(f"scoring the run's judgments where they are ({blocks_text(run.blocks)})")
     parts = executor.run_each(Stage(score_block, settings, PLANNING), run.blocks)  # in block order
-    counts: dict = {}
+    counts: dict[str, Any] = {}
     for part in parts:
         add_counts(counts, part.counts)
     sample = pa.concat_tables([p.sample for p in parts]) if parts else run.plan.cache.schema.empty_table()

@@ -37,6 +37,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -94,13 +95,13 @@ class Task:
     context_id: str
     seed: int
     machine: AdaptiveScheduler
-    pairs: set = field(default_factory=set)  # ordered pairs it was answered
+    pairs: set[tuple[str, str]] = field(default_factory=set)  # ordered pairs it was answered
 
 
 @dataclass
 class DriverResult:
     tasks: list[Task]
-    rounds: list[dict]
+    rounds: list[dict[str, Any]]
     used_keys: set[str]
     stopped: str  # "done" or "budget"
     judgments: pa.Table  # one row per used key: the cache's verdicts and this run's new judgments
@@ -118,7 +119,7 @@ class Driver:
         candidates: pa.Table,
         judging: Judging,
         cache: JudgmentCache,
-        pool: Callable[[JobSpec], AbstractContextManager],
+        pool: Callable[[JobSpec], AbstractContextManager[Any]],
         progress: Callable[[str], None] = log.info,
         tasks: list[Task] | None = None,
     ) -> None:
@@ -126,6 +127,9 @@ class Driver:
         self.spec, self.judging, self.cache, self.pool, self.progress = spec, judging, cache, pool, progress
         self.maker = judging.maker
         sched = spec.scheduler
+        if not isinstance(sched, AdaptiveSettings):
+            raise ValueError(f"scheduler {sched.name!r} is static: the lockstep driver runs adaptive schedulers")
+        self.sched = sched
         self.tasks = (
             tasks
             if tasks is not None
@@ -147,10 +151,10 @@ class Driver:
         calibrate = RoundCalibration()
         new_tables: list[pa.Table] = []
         used: set[str] = set()
-        rounds: list[dict] = []
+        rounds: list[dict[str, Any]] = []
         judged = errors = hits = 0
         stopped = "done"
-        budget = self.spec.scheduler.budget
+        budget = self.sched.budget
         with ExitStack() as stack:
             pool = None
             while True:
@@ -192,7 +196,7 @@ class Driver:
                     known.update(zip(table.column("key").to_pylist(), table.column("p_a").to_pylist()))
                     round_errors = error_count(table)
                 judge_seconds = time.perf_counter() - t_judge
-                values = {k: NO_PREFERENCE if known.get(k) is None else known[k] for k in wanted}
+                values = {k: NO_PREFERENCE if (p := known.get(k)) is None else p for k in wanted}
                 if self.spec.scoring.calibration == "batch":
                     ok = {k: v for k, v in values.items() if known.get(k) is not None}
                     values.update(calibrate(ok, {k: wanted[k][0] for k in ok}))

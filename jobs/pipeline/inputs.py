@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pairank.jobs.pipeline.requests import subset
-from pairank.jobs.specs.job import JobSpec
+from pairank.jobs.specs.job import JobSpec, SubsetSpec
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_candidate_ids, read_candidates, read_human_scores, read_labels
 
@@ -24,19 +24,20 @@ class Inputs:
 
     @property
     def contexts(self) -> int:
-        return pc.count_distinct(self.candidates.column("context_id")).as_py()
+        return int(pc.count_distinct(self.candidates.column("context_id")).as_py())
 
     def labels(self) -> pa.Table:
         """The source's pairwise human labels (empty when it has none)."""
         return read_labels(self.source)
 
 
-def read_inputs(spec: JobSpec, texts: bool = True) -> Inputs:
-    """The spec's input folder, validated, with ``subset`` applied; ``texts=False``: the candidates' ids only, for
-    a run whose tasks read (and validate) the texts (:func:`scored_in_tasks`)."""
-    source = Location.of(spec.input)
+def read_inputs(input: str, part: SubsetSpec, texts: bool = True) -> Inputs:
+    """The input folder (the spec's ``input``), validated, with the spec's ``subset`` section applied;
+    ``texts=False``: the candidates' ids only, for a run whose tasks read (and validate) the texts
+    (:func:`scored_in_tasks`)."""
+    source = Location.of(input)
     candidates = (read_candidates if texts else read_candidate_ids)(source)
-    return Inputs(subset(candidates, spec.subset.contexts, spec.subset.candidates), read_human_scores(source), source)
+    return Inputs(subset(candidates, part.contexts, part.candidates), read_human_scores(source), source)
 
 
 def scored_in_tasks(spec: JobSpec) -> bool:

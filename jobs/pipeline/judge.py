@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,9 +18,17 @@ from pairank.jobs.pipeline.progress import Progress
 from pairank.jobs.pipeline.requests import scheduled_requests
 from pairank.jobs.pipeline.setup import JudgingSetup
 from pairank.jobs.pipeline.static_stream import StaticPlan, judge_streamed, put_blocks
+from pairank.jobs.schedulers import StaticSettings
 from pairank.jobs.specs.job import JobSpec
 from pairank.operators.reports import judgment_totals
 from pairank.storage.schemas import JUDGMENTS
+
+
+def static_scheduler(spec: JobSpec) -> StaticSettings:
+    """The spec's scheduler, which must be a static one here."""
+    if not isinstance(spec.scheduler, StaticSettings):
+        raise ValueError(f"scheduler {spec.scheduler.name!r} is adaptive: judge it with judge_adaptive")
+    return spec.scheduler
 
 
 @dataclass(frozen=True)
@@ -41,11 +50,11 @@ class Judged:
     judgments: pa.Table
     counts: Counts
     rankings: list[pa.Table] = field(default_factory=list)  # the adaptive scheduler's own rankings
-    extra: dict = field(default_factory=dict)  # report sections: pool, adaptive rounds, first passes
+    extra: dict[str, Any] = field(default_factory=dict)  # report sections: pool, adaptive rounds, first passes
     scores: StreamScores | None = None  # a streamed static run scored where its judgments are
 
     @property
-    def totals(self) -> dict:
+    def totals(self) -> dict[str, Any]:
         """The report's totals of the judgments the job used (rows, verdicts, tokens, failures)."""
         return self.scores.totals if self.scores is not None else judgment_totals(self.judgments)
 
@@ -56,7 +65,7 @@ def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: P
     them on the driver and render their prompts in a Ray Data stage (:mod:`pairank.jobs.pipeline.render`)."""
     if setup.judging.kind is None:
         return _judge_static_streamed(spec, inputs, setup, progress)
-    wanted = scheduled_requests(setup.maker, inputs.candidates, spec.aspects, spec.scheduler)
+    wanted = scheduled_requests(setup.maker, inputs.candidates, spec.aspects, static_scheduler(spec))
     answered = setup.cache.answered(aspects=spec.aspects, contexts=list(setup.maker.context), keys=wanted)
     done = set(answered.column("key").to_pylist())
     todo = {k: req for k, req in wanted.items() if k not in done}
@@ -78,9 +87,10 @@ def _judge_static_streamed(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, p
     from pairank.cluster.runtime import ensure_ray
 
     systems = {s: s for s in pc.unique(inputs.candidates.column("system")).to_pylist()}  # one entry a system
-    spec.scheduler.pairs({}, systems)  # the scheduler's checks on the run as a whole (one_vs_n: its baseline)
+    scheduler = static_scheduler(spec)
+    scheduler.pairs({}, systems)  # the scheduler's checks on the run as a whole (one_vs_n: its baseline)
     ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
-    plan = StaticPlan(setup.maker.variants, setup.maker.judge, spec.scheduler, tuple(spec.aspects), setup.cache)
+    plan = StaticPlan(setup.maker.variants, setup.maker.judge, scheduler, tuple(spec.aspects), setup.cache)
     record = PoolRecord()
     blocks = put_blocks(inputs.candidates, inputs.source)
     run = judge_streamed(plan, blocks, lambda: judge_pool(spec, record), spec.flush_rows, progress)
@@ -130,12 +140,12 @@ def judge_adaptive(
     return Judged(
         result.judgments,
         Counts(len(result.used_keys), result.cache_hits, result.judged, result.errors),
-        [ranking_rows(result.tasks, spec.scheduler, system)],
+        [ranking_rows(result.tasks, driver.sched, system)],
         _with_passes({"adaptive": adaptive, **record.sections()}, setup),
     )
 
 
-def _with_passes(extra: dict, setup: JudgingSetup) -> dict:
+def _with_passes(extra: dict[str, Any], setup: JudgingSetup) -> dict[str, Any]:
     """The report's first-pass counts, for a multi-pass mode."""
     if setup.judging.kind is not None:
         extra["first_passes"] = {"kind": setup.judging.kind, **setup.judging.stats}

@@ -27,23 +27,28 @@ import logging
 import time
 import weakref
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
+from typing import Any
 
 import pyarrow as pa
 
 from pairank.cluster import executor
-from pairank.cluster.executor import Stage
-from pairank.jobs.pipeline.progress import StageProgress
+from pairank.cluster.executor import Handle, Stage, Stream
+from pairank.cluster.pools import JudgePool
+from pairank.jobs.pipeline.progress import Progress, StageProgress
 from pairank.jobs.pipeline.render import (
     PASS_IDS,
     RENDERING,
+    Texts,
     put_texts,
     render_passes,
     render_requests,
     rendered,
     request_ids,
 )
+from pairank.jobs.pipeline.requests import RequestMaker
+from pairank.jobs.specs.job import JudgingSpec
 from pairank.operators.judges.modes import (
     describe_scores,
     judging_identity,
@@ -56,22 +61,22 @@ from pairank.storage.schemas import JUDGMENTS
 
 log = logging.getLogger(__name__)
 
-Request = tuple  # (aspect, context_id, candidate_a, candidate_b[, variant])
+Request = tuple[Any, ...]  # (aspect, context_id, candidate_a, candidate_b[, variant])
 
 
 def error_count(judgments: pa.Table) -> int:
     """Rows of a JUDGMENTS table that are errors (no verdict)."""
-    return judgments.num_rows - judgments.column("error").null_count
+    return int(judgments.num_rows - judgments.column("error").null_count)
 
 
 def judge_into_cache(
-    pool,
+    pool: JudgePool,
     todo: pa.Table,
     cache: JudgmentCache,
     flush_rows: int,
     progress: Callable[[str], None],
     stage: str = "pairwise",
-    render: Callable[[pa.Table], object] | None = None,
+    render: Callable[[pa.Table], Stream] | None = None,
 ) -> pa.Table:
     """Stream ``todo`` through the pool's ``stage``, appending a cache part every ``flush_rows``; returns the rows.
 
@@ -103,7 +108,7 @@ class CacheWriter:
         flush_rows: int,
         progress: Callable[[str], None],
         stage: str,
-        losses: Callable[[], dict] | None,
+        losses: Callable[[], dict[str, Any]] | None,
         total: Callable[[], int | None],
         keep: bool = True,
     ):
@@ -146,7 +151,7 @@ class CacheWriter:
             )
         )
 
-    def run(self, batches) -> None:
+    def run(self, batches: Iterable[pa.Table]) -> None:
         schema = self.cache.schema
         try:
             for batch in batches:
@@ -199,14 +204,21 @@ class Judging:
     ``stats`` counts first passes reused from the cache, run now, and failed.
     """
 
-    def __init__(self, judging, maker, engine_identity: dict, passes: JudgmentCache | None, flush_rows: int):
+    def __init__(
+        self,
+        judging: JudgingSpec,
+        maker: RequestMaker,
+        engine_identity: dict[str, Any],
+        passes: JudgmentCache | None,
+        flush_rows: int,
+    ):
         self.judging, self.maker, self.flush_rows = judging, maker, flush_rows
         self.identity = judging_identity(engine_identity, judging)
         self.kind = judging.passes[0] if len(judging.passes) > 1 or judging.mode == "pointwise" else None
-        self.stats: Counter = Counter(cached=0, run=0, errors=0)
-        self.known: dict[str, dict] = {}
-        self._texts = None  # the job's texts in the object store, for the render tasks: put once per pool
-        self._texts_pool = None
+        self.stats: Counter[str] = Counter(cached=0, run=0, errors=0)
+        self.known: dict[str, dict[str, Any]] = {}
+        self._texts: Texts | None = None  # the job's texts in the object store for the render tasks: once per pool
+        self._texts_pool: weakref.ReferenceType[JudgePool] | None = None
         if self.kind is not None:
             if passes is None:
                 raise ValueError(f"judging.mode {judging.mode!r} needs a cache for its first passes")
@@ -216,7 +228,7 @@ class Judging:
             self.known = {r["key"]: r for r in answered.to_pylist()}
 
     def judge(
-        self, pool, wanted: dict[str, Request], cache: JudgmentCache, progress: Callable[[str], None]
+        self, pool: JudgePool, wanted: dict[str, Request], cache: JudgmentCache, progress: Callable[[str], None]
     ) -> pa.Table:
         """Judgments of every request in ``wanted``, appended to ``cache`` as they come."""
         if not wanted:
@@ -247,26 +259,37 @@ class Judging:
         return pa.concat_tables(parts)
 
     def _judge_ids(
-        self, pool, ids: pa.Table, cache: JudgmentCache, progress, stage: str = "pairwise", analyses=None
+        self,
+        pool: JudgePool,
+        ids: pa.Table,
+        cache: JudgmentCache,
+        progress: Progress,
+        stage: str = "pairwise",
+        analyses: Handle | None = None,
     ) -> pa.Table:
         """Judge REQUEST_IDS (PASS_IDS) rows on ``pool``, their prompts rendered by a Ray Data stage in front of
         the pool's; appended to ``cache`` as they come."""
-        if self._texts_pool is None or self._texts_pool() is not pool:
+        if self._texts is None or self._texts_pool is None or self._texts_pool() is not pool:
             self._texts, self._texts_pool = put_texts(self.maker), weakref.ref(pool)
+        texts = self._texts
         if stage == "pairwise":
-            render = partial(rendered, stage=Stage(render_requests, self._texts, RENDERING), analyses=analyses)
+            render = partial(rendered, stage=Stage(render_requests, texts, RENDERING), analyses=analyses)
         else:
-            render = partial(rendered, stage=Stage(render_passes, self._texts, RENDERING))
+            render = partial(rendered, stage=Stage(render_passes, texts, RENDERING))
         return judge_into_cache(pool, ids, cache, self.flush_rows, progress, stage, render)
 
     # -- first passes --------------------------------------------------------------------------------------------
 
-    def _pass_rows(self, req: Request) -> list[dict]:
+    def _pass_rows(self, req: Request) -> list[dict[str, Any]]:
         """The two first-pass requests a pairwise request needs, as PASS_IDS rows (slot A's output first; their
         prompts are rendered in the cluster: :func:`pairank.jobs.pipeline.render.pass_prompt`)."""
         aspect, ctx, a, b, *rest = req
         variant = rest[0] if rest else 0
         template = self.maker.variants[aspect][variant].first
+        if template is None:
+            raise ValueError(
+                f"judging.mode {self.judging.mode!r}: prompt variant {variant} of {aspect!r} has no first pass"
+            )
         context, ta, tb = self.maker.context[ctx], self.maker.text[a], self.maker.text[b]
         same = dict(context_id=ctx, aspect=aspect, kind=self.kind, variant=variant)
         if self.kind == "analysis_pairwise":
@@ -293,10 +316,12 @@ class Judging:
             for cid, text in ((a, ta), (b, tb))
         ]
 
-    def _first_passes(self, pool, wanted: dict[str, Request], progress) -> dict[str, tuple[dict, dict]]:
+    def _first_passes(
+        self, pool: JudgePool, wanted: dict[str, Request], progress: Progress
+    ) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         """Per judgment key, its two first-pass rows; the missing ones are run on the pool first."""
         needs = {key: self._pass_rows(req) for key, req in wanted.items()}
-        todo: dict[str, dict] = {}
+        todo: dict[str, dict[str, Any]] = {}
         for rows in needs.values():
             for r in rows:
                 if r["key"] not in self.known:
@@ -306,7 +331,7 @@ class Judging:
             progress(f"{self.kind}: {len(todo)} outputs to pass over ({self.stats['cached']} cached so far)")
             ordered = sorted(todo.values(), key=lambda r: (r["context_id"], r["aspect"], r["candidate_id"], r["focus"]))
             ids = pa.Table.from_pylist(ordered, schema=PASS_IDS)
-            done = self._judge_ids(pool, ids, self.passes, progress, stage=self.kind)
+            done = self._judge_ids(pool, ids, self.passes, progress, stage=str(self.kind))
             rows = done.to_pylist()
             self.stats["run"] += len(rows)
             self.stats["errors"] += sum(r["error"] is not None for r in rows)
@@ -315,7 +340,7 @@ class Judging:
         else:
             fresh = {}
 
-        def found(r: dict) -> dict:
+        def found(r: dict[str, Any]) -> dict[str, Any]:
             got = self.known.get(r["key"]) or fresh.get(r["key"])
             return got if got is not None else {**r, "error": "the pool returned no row for this pass"}
 
@@ -340,22 +365,39 @@ class Judging:
             self._request_table(wanted), self.identity, [None] * n, [None] * n, [None] * n, [errors[k] for k in wanted]
         )
 
-    def _score_verdicts(self, wanted: dict[str, Request], firsts: dict[str, tuple[dict, dict]]) -> pa.Table:
-        scale, margin = tuple(self.judging.scale), self.judging.tie_margin
-        p_a, label, raw, error = [], [], [], []
+    def _score_verdicts(
+        self, wanted: dict[str, Request], firsts: dict[str, tuple[dict[str, Any], dict[str, Any]]]
+    ) -> pa.Table:
+        scale, margin = self.judging.scale, self.judging.tie_margin
+        p_a: list[float | None] = []
+        label: list[str | None] = []
+        raw: list[str | None] = []
+        error: list[str | None] = []
         for key in wanted:
             ra, rb = firsts[key]
             bad = ra if ra.get("error") is not None else rb if rb.get("error") is not None else None
             if bad is not None:
-                p_a.append(None), label.append(None), raw.append(None)
+                p_a.append(None)
+                label.append(None)
+                raw.append(None)
                 error.append(f"score of {bad['candidate_id']} failed: {bad['error']}")
                 continue
             p, lab = pair_scores_verdict(ra["score"], rb["score"], scale, margin)
-            p_a.append(p), label.append(lab), raw.append(describe_scores(ra["score"], rb["score"])), error.append(None)
+            p_a.append(p)
+            label.append(lab)
+            raw.append(describe_scores(ra["score"], rb["score"]))
+            error.append(None)
         return judgment_table_of(self._request_table(wanted), self.identity, p_a, label, raw, error)
 
 
-def judgment_table_of(requests: pa.Table, identity: dict, p_a, label, raw_text, error) -> pa.Table:
+def judgment_table_of(
+    requests: pa.Table,
+    identity: dict[str, Any],
+    p_a: Sequence[float | None],
+    label: Sequence[str | None],
+    raw_text: Sequence[str | None],
+    error: Sequence[str | None],
+) -> pa.Table:
     """JUDGMENTS rows made on the driver (no engine time or tokens)."""
     from pairank.operators.judges.base import judgment_table
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import pyarrow as pa
 
@@ -20,7 +21,8 @@ from pairank.operators.judges.modes import build_runner, failure_rows
 def engine_spec(spec: JobSpec) -> JudgeSettings:
     """The judge settings as the pool's actors run them: the engine's ``placed`` hook, given the GPUs each actor
     reserves (a vLLM judge's ``async_engine: auto`` is decided there)."""
-    return engine_of(spec.judge).placed(spec.judge, spec.pool.num_gpus)
+    placed: JudgeSettings = engine_of(spec.judge).placed(spec.judge, spec.pool.num_gpus)
+    return placed
 
 
 def batches_in_flight(spec: JobSpec) -> int:
@@ -73,10 +75,10 @@ class PoolRecord:
     """What the job's pools did: each actor's counters (stopped ones too), the engines lost and replaced, and how
     many actors the pools had at most and at the end."""
 
-    actors: list[dict] = field(default_factory=list)
-    engines: dict = field(default_factory=dict)
+    actors: list[dict[str, Any]] = field(default_factory=list)
+    engines: dict[str, Any] = field(default_factory=dict)
 
-    def add(self, actors: list[dict], losses: dict, sizes: dict | None = None) -> None:
+    def add(self, actors: list[dict[str, Any]], losses: dict[str, Any], sizes: dict[str, Any] | None = None) -> None:
         self.actors.extend(actors)
         for k, v in losses.items():
             self.engines[k] = self.engines.get(k, [] if isinstance(v, list) else 0) + v  # counts add, slots append
@@ -85,7 +87,7 @@ class PoolRecord:
             self.engines["actors_end"] = sizes["actors_end"]  # the last pool's
             self.engines["actors_stopped"] = self.engines.get("actors_stopped", 0) + sizes["actors_stopped"]
 
-    def sections(self) -> dict:
+    def sections(self) -> dict[str, Any]:
         """The report's ``pool`` (per actor) and ``engines`` (losses) sections."""
         return {"pool": self.actors, "engines": self.engines}
 

@@ -80,8 +80,8 @@ class Texts:
     identity (pickled into the task)."""
 
     ref: Handle  # (candidate_id/text table, context_id/context table), in the object store
-    variants: dict
-    judge: dict
+    variants: dict[str, Any]
+    judge: dict[str, Any]
 
 
 def put_texts(maker: RequestMaker) -> Texts:
@@ -108,7 +108,7 @@ def maker_of(texts: Texts) -> RequestMaker:
     return _MAKERS[name]
 
 
-def request_ids(wanted: dict[str, tuple], analyses: dict[str, tuple[str, str]] | None = None) -> pa.Table:
+def request_ids(wanted: dict[str, tuple[Any, ...]], analyses: dict[str, tuple[str, str]] | None = None) -> pa.Table:
     """REQUEST_IDS rows for ``{key: (aspect, ctx, a, b[, variant])}`` in prefix order (the order of
     :meth:`RequestMaker.table <pairank.jobs.pipeline.requests.RequestMaker.table>`); ``analyses``: the keys of each
     request's two first-pass rows.
@@ -151,16 +151,20 @@ def render_requests(batch: pa.Table, texts: Texts, analyses: Handle | None = Non
     return pa.Table.from_pylist(rows, schema=REQUESTS)
 
 
-def pass_prompt(maker: RequestMaker, row: dict) -> str:
+def pass_prompt(maker: RequestMaker, row: dict[str, Any]) -> str:
     """The first-pass prompt of a PASS_IDS row: one output (analysis, score), or the pair's two with the
     analysed one's slot (analysis_pairwise: slot A shows the pair's candidate A whichever is analysed)."""
     template = maker.variants[row["aspect"]][row["variant"]].first
+    if template is None:
+        raise ValueError(f"prompt variant {row['variant']} of {row['aspect']!r} has no first-pass template")
     context = maker.context[row["context_id"]]
     if row["kind"] == "analysis_pairwise":
         cid, other = row["candidate_id"], row["other_id"]
         a, b = (cid, other) if row["focus"] == "A" else (other, cid)
-        return template.fill(context=context, candidate_a=maker.text[a], candidate_b=maker.text[b], focus=row["focus"])
-    return template.fill(context=context, candidate=maker.text[row["candidate_id"]])
+        return str(
+            template.fill(context=context, candidate_a=maker.text[a], candidate_b=maker.text[b], focus=row["focus"])
+        )
+    return str(template.fill(context=context, candidate=maker.text[row["candidate_id"]]))
 
 
 def render_passes(batch: pa.Table, texts: Texts) -> pa.Table:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from typing import Any
 
 from pairank.jobs.pipeline.score import Scored
 from pairank.jobs.pipeline.winrates import WinRates
@@ -15,15 +16,15 @@ from pairank.storage.layout import RunLayout
 
 
 def report(
-    spec: dict,
-    identity: dict,
-    totals: dict,
+    spec: dict[str, Any],
+    identity: dict[str, Any],
+    totals: dict[str, Any],
     scored: Scored,
     winrates: WinRates | None,
-    counts: dict,
+    counts: dict[str, Any],
     started: float,
-    extra: dict,
-) -> dict:
+    extra: dict[str, Any],
+) -> dict[str, Any]:
     """The report (Markdown and JSON are rendered from it); ``totals``: the judgments' (``Judged.totals``);
     ``started`` is the job's ``perf_counter``."""
     extra = {**extra, **scored.extra}
@@ -41,7 +42,9 @@ def report(
     )
 
 
-def write_run(layout: RunLayout, scored: Scored, winrates: WinRates | None, report: dict, manifest: dict) -> None:
+def write_run(
+    layout: RunLayout, scored: Scored, winrates: WinRates | None, report: dict[str, Any], manifest: dict[str, Any]
+) -> None:
     """The run's tables and report under ``runs/<name>/``; the (finished) manifest last."""
     if winrates is not None:
         layout.winrates.write_parquet(winrates.rates)

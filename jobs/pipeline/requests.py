@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pairank.jobs.schedulers import StaticSettings, parse_scheduler
+from pairank.operators.conversations import candidate_texts, context_texts
 from pairank.operators.prompts import PromptTemplate
 from pairank.storage.keys import judgment_key, text_hash
 from pairank.storage.schemas import REQUESTS
@@ -32,7 +35,7 @@ def subset(candidates: pa.Table, contexts: int | None, per_context: int | None) 
     return candidates.filter(pc.is_in(candidates.column("candidate_id"), pa.array(sorted(keep))))
 
 
-def prefix_order(rows: list[dict]) -> list[dict]:
+def prefix_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Sort so all pairs of a context are adjacent and both orders of a pair sit together.
 
     Requests of one context share the context as a prompt prefix, so an engine with
@@ -47,7 +50,7 @@ def prefix_order(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda r: prefix_key(r["aspect"], r["context_id"], r["candidate_a"], r["candidate_b"]))
 
 
-def prefix_key(aspect: str, ctx: str, a: str, b: str) -> tuple:
+def prefix_key(aspect: str, ctx: str, a: str, b: str) -> tuple[Any, ...]:
     """The sort key of :func:`prefix_order`: context, the unordered pair, aspect, slot A."""
     return (ctx, min(a, b), max(a, b), aspect, a)
 
@@ -67,13 +70,20 @@ class Variant:
     @property
     def hash(self) -> str:
         if self.first is None:
-            return self.verdict.hash
+            return self.template.hash
         if self.verdict is None:
             return self.first.hash
         return text_hash(f"{self.first.hash}+{self.verdict.hash}")
 
+    @property
+    def template(self) -> PromptTemplate:
+        """The verdict template (every mode with a pairwise pass has one)."""
+        if self.verdict is None:
+            raise ValueError("this prompt variant has no verdict template (a pointwise mode judges no pairs)")
+        return self.verdict
 
-def as_variants(prompts: dict) -> dict[str, list[Variant]]:
+
+def as_variants(prompts: dict[str, Any]) -> dict[str, list[Variant]]:
     """Per aspect, its variants: a template, a list of templates, or a list of :class:`Variant`."""
     out = {}
     for aspect, value in prompts.items():
@@ -94,25 +104,27 @@ class RequestMaker:
     builds them.
     """
 
-    def __init__(self, candidates: pa.Table, prompts: dict, judge: dict) -> None:
+    def __init__(self, candidates: pa.Table, prompts: dict[str, Any], judge: dict[str, Any]) -> None:
         self.candidates = candidates
         self.variants = as_variants(prompts)
         self.judge = judge
 
     @cached_property
     def text(self) -> dict[str, str]:
-        """``candidate_id -> text``."""
-        c = self.candidates
-        return dict(zip(c.column("candidate_id").to_pylist(), c.column("text").to_pylist()))
+        """``candidate_id -> text`` as the judge sees it (with its earlier replies to a conversation, where the
+        table has them: :func:`pairank.operators.conversations.candidate_texts`)."""
+        return candidate_texts(self.candidates)
 
     @cached_property
     def context(self) -> dict[str, str]:
-        """``context_id -> context``."""
-        c = self.candidates
-        return dict(zip(c.column("context_id").to_pylist(), c.column("context").to_pylist()))
+        """``context_id -> context`` as the judge sees it (a conversation turn by turn, a reference answer:
+        :func:`pairank.operators.conversations.context_texts`)."""
+        return context_texts(self.candidates)
 
     @classmethod
-    def of_texts(cls, text: dict[str, str], context: dict[str, str], prompts: dict, judge: dict) -> RequestMaker:
+    def of_texts(
+        cls, text: dict[str, str], context: dict[str, str], prompts: dict[str, Any], judge: dict[str, Any]
+    ) -> RequestMaker:
         """A maker over texts by candidate id and contexts by context id (a render task's:
         :mod:`pairank.jobs.pipeline.render`)."""
         maker = cls.__new__(cls)
@@ -136,13 +148,13 @@ class RequestMaker:
         variant: int = 0,
         key: str | None = None,
         analyses: tuple[str, str] | None = None,
-    ) -> dict:
+    ) -> dict[str, Any]:
         v = self.variants[aspect][variant]
         context, ta, tb = self.context[ctx], self.text[a], self.text[b]
         if analyses is None:
-            prompt = v.verdict.render(context, ta, tb)
+            prompt = v.template.render(context, ta, tb)
         else:
-            prompt = v.verdict.fill(
+            prompt = v.template.fill(
                 context=context, candidate_a=ta, candidate_b=tb, analysis_a=analyses[0], analysis_b=analyses[1]
             )
         return {
@@ -155,13 +167,21 @@ class RequestMaker:
             "prompt_hash": v.hash,
         }
 
-    def table(self, wanted: dict[str, tuple], analyses: dict[str, tuple[str, str]] | None = None) -> pa.Table:
+    def table(self, wanted: dict[str, tuple[Any, ...]], analyses: dict[str, tuple[str, str]] | None = None) -> pa.Table:
         """REQUESTS rows for ``{key: (aspect, ctx, a, b[, variant])}``, in prefix order.
 
         ``analyses`` gives the two analyses of each key (multi-pass modes).
         """
         rows = [
-            self.row(*req, key=key, analyses=analyses[key] if analyses is not None else None)
+            self.row(
+                req[0],
+                req[1],
+                req[2],
+                req[3],
+                req[4] if len(req) > 4 else 0,
+                key,
+                analyses[key] if analyses is not None else None,
+            )
             for key, req in wanted.items()
         ]
         return pa.Table.from_pylist(prefix_order(rows), schema=REQUESTS)
@@ -174,12 +194,14 @@ def build_requests(
     scheduler: str,
     comparisons: int | None,
     seed: int,
-    judge: dict,
+    judge: dict[str, Any],
     baseline: str | None = None,
 ) -> pa.Table:
     """REQUESTS rows for every context, aspect and pair of the static ``scheduler``, in prefix order."""
     settings = {"name": scheduler, "seed": seed, "comparisons": comparisons, "baseline": baseline}
     static = parse_scheduler({k: v for k, v in settings.items() if v is not None})
+    if not isinstance(static, StaticSettings):
+        raise ValueError(f"scheduler {scheduler!r} is adaptive; build_requests makes a static schedule's requests")
     maker = RequestMaker(candidates, prompts, judge)
     return maker.table(scheduled_requests(maker, candidates, aspects, static))
 
@@ -193,8 +215,9 @@ def scheduled_requests(
     """``{key: (aspect, ctx, a, b, variant)}`` of every pair the static ``scheduler`` makes, per prompt variant."""
     systems = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
     wanted = {}
+    contexts: dict[str, Sequence[str]] = dict(contexts_of(candidates))
     for aspect in aspects:
-        pairs = scheduler.pairs(contexts_of(candidates), systems)
+        pairs = scheduler.pairs(contexts, systems)
         for ctx, ctx_pairs in pairs.items():
             for a, b in ctx_pairs:
                 for v, key in enumerate(maker.keys(aspect, ctx, a, b)):

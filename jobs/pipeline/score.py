@@ -4,6 +4,7 @@ consistency."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -11,7 +12,8 @@ import pyarrow.compute as pc
 from pairank.jobs.pipeline.driver import method_name
 from pairank.jobs.pipeline.inputs import Inputs
 from pairank.jobs.pipeline.judge import Judged
-from pairank.jobs.specs.job import JobSpec
+from pairank.jobs.schedulers import AdaptiveSettings, SchedulerSpec
+from pairank.jobs.specs.job import JobSpec, QuantileSpec
 from pairank.operators.judge_bias import judge_bias
 from pairank.operators.reports import (
     position_bias,
@@ -29,7 +31,7 @@ class Scored:
     rankings: pa.Table
     spearman: pa.Table
     bias: pa.Table
-    extra: dict
+    extra: dict[str, Any]
 
 
 def score(spec: JobSpec, inputs: Inputs, judged: Judged) -> Scored:
@@ -41,9 +43,9 @@ def score(spec: JobSpec, inputs: Inputs, judged: Judged) -> Scored:
     if streamed is not None:  # scored block by block: the fits read a sample (see jobs/pipeline/block_scores.py)
         table, ranked, triads, bias = streamed.sample, [streamed.rankings], streamed.triads, streamed.position
         biases, fit, texts = streamed.judge_bias, streamed.fit_note(), streamed.candidates
-        extra = {"fit_sample": fit} if fit is not None else {}
+        extra: dict[str, Any] = {"fit_sample": fit} if fit is not None else {}
     else:
-        table, extra, texts = judged.judgments, {}, inputs.candidates
+        table, extra, texts = judged.judgments, dict[str, Any](), inputs.candidates
         scored = table
         if spec.scoring.calibration == "batch":
             from pairank.operators.calibration import calibrate_table
@@ -58,7 +60,7 @@ def score(spec: JobSpec, inputs: Inputs, judged: Judged) -> Scored:
     if spec.scoring.quantile is not None:
         rankings = pa.concat_tables([rankings, quantile_rankings(rankings, inputs.human, spec.scoring.quantile)])
     extra = {
-        **consistency_sections(triads, spearman, spec),
+        **consistency_sections(triads, spearman, spec.scheduler),
         "judge_bias": biases,
         "style_control": style_control_section(table, texts, spec.baseline),
         **extra,
@@ -66,7 +68,7 @@ def score(spec: JobSpec, inputs: Inputs, judged: Judged) -> Scored:
     return Scored(rankings, spearman, bias, extra)
 
 
-def quantile_rankings(rankings: pa.Table, human: pa.Table, target_spec) -> pa.Table:
+def quantile_rankings(rankings: pa.Table, human: pa.Table, target_spec: QuantileSpec) -> pa.Table:
     """Every ranking's scores mapped onto the target distribution (methods suffixed ``_quantile``)."""
     from pairank.operators.quantile import (
         quantile_table,
@@ -86,7 +88,7 @@ def quantile_rankings(rankings: pa.Table, human: pa.Table, target_spec) -> pa.Ta
     return pa.concat_tables(parts)
 
 
-def consistency_sections(triads: pa.Table, spearman: pa.Table, spec: JobSpec) -> dict:
+def consistency_sections(triads: pa.Table, spearman: pa.Table, sched: SchedulerSpec) -> dict[str, Any]:
     """Intransitive triads of any full matrices judged (TRIADS rows), and the Spearman spread across seeds."""
     from pairank.operators.transitivity import seed_spread
 
@@ -105,8 +107,7 @@ def consistency_sections(triads: pa.Table, spearman: pa.Table, spec: JobSpec) ->
             }
         )
     seeds = []
-    sched = spec.scheduler
-    if sched.adaptive and sched.repeats > 1:
+    if isinstance(sched, AdaptiveSettings) and sched.repeats > 1:
         methods = {method_name(sched, s) for s in range(sched.seed, sched.seed + sched.repeats)}
         groups: dict[tuple[str, str], list[float]] = {}
         for r in spearman.to_pylist():

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -12,7 +14,7 @@ from pairank.jobs.pipeline.requests import (
     RequestMaker,
     Variant,
 )
-from pairank.jobs.specs.job import JobSpec
+from pairank.jobs.specs.job import JobSpec, JudgingSpec
 from pairank.operators.judges import judge_identity
 from pairank.operators.judges.modes import judging_identity
 from pairank.operators.prompts import load_prompts
@@ -21,14 +23,15 @@ from pairank.storage.layout import RunLayout
 from pairank.storage.schemas import PASSES
 
 
-def mode_prompts(spec: JobSpec) -> dict[str, list[Variant]]:
-    """Per aspect, the prompt variants of the spec's judging mode (see ``JudgingSpec.variants``)."""
+def mode_prompts(judging: JudgingSpec, prompts: str, aspects: Sequence[str]) -> dict[str, list[Variant]]:
+    """Per aspect, the prompt variants of a judging mode (the spec's ``judging`` section; see
+    ``JudgingSpec.variants``) from the spec's ``prompts`` folder."""
     from pairank.operators.prompts import Domain, load_mode_prompts
 
-    j = spec.judging
+    j = judging
     if j.mode == "logprob" and j.variants is None:
-        return {aspect: [Variant(t)] for aspect, t in load_prompts(Path(spec.prompts), spec.aspects).items()}
-    folder = Path(spec.prompts)
+        return {aspect: [Variant(t)] for aspect, t in load_prompts(Path(prompts), list(aspects)).items()}
+    folder = Path(prompts)
     templates = Path(j.templates) if j.templates else folder.parent
     Domain.load(folder)  # a clear error for a prompts folder without domain.yaml
     variants = j.variants or ["v1"]
@@ -41,8 +44,7 @@ def mode_prompts(spec: JobSpec) -> dict[str, list[Variant]]:
         "pointwise": ("pointwise", None),
     }[j.mode]
     loaded = [
-        load_mode_prompts(templates, folder, kind, spec.aspects, variants, tuple(j.scale)) if kind else None
-        for kind in kinds
+        load_mode_prompts(templates, folder, kind, list(aspects), variants, j.scale) if kind else None for kind in kinds
     ]
     first, verdict = loaded
     return {
@@ -50,7 +52,7 @@ def mode_prompts(spec: JobSpec) -> dict[str, list[Variant]]:
             Variant(verdict[aspect][i] if verdict else None, first[aspect][i] if first else None)
             for i in range(len(variants))
         ]
-        for aspect in spec.aspects
+        for aspect in aspects
     }
 
 
@@ -63,14 +65,16 @@ class JudgingSetup:
     cache: JudgmentCache
 
     @property
-    def identity(self) -> dict:
+    def identity(self) -> dict[str, Any]:
         return self.judging.identity
 
 
 def prepare_judging(spec: JobSpec, candidates: pa.Table, layout: RunLayout) -> JudgingSetup:
     """Prompts, keys and caches for ``candidates``; nothing is judged and no engine starts."""
     engine = judge_identity(spec.judge)
-    maker = RequestMaker(candidates, mode_prompts(spec), judging_identity(engine, spec.judging))
+    maker = RequestMaker(
+        candidates, mode_prompts(spec.judging, spec.prompts, spec.aspects), judging_identity(engine, spec.judging)
+    )
     writer = f"run:{layout.name}"  # recorded in each commit (`pairank store history`)
     judging = Judging(spec.judging, maker, engine, JudgmentCache(layout.passes, PASSES, writer), spec.flush_rows)
     return JudgingSetup(maker, judging, JudgmentCache(layout.judgments, writer=writer))

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -50,6 +51,7 @@ from pairank.jobs.pipeline.passes import CacheWriter
 from pairank.jobs.pipeline.requests import RequestMaker, prefix_key, scheduled_requests
 from pairank.jobs.schedulers import StaticSettings
 from pairank.storage.cache import JudgmentCache, context_bucket
+from pairank.storage.fs import Location
 
 #: Contexts per planning task at most, and ordered pairs (per aspect and prompt variant) at most: a block of
 #: contexts with many candidates holds fewer of them.
@@ -67,13 +69,13 @@ PLANNING = Resources(concurrency=TASKS)
 class StaticPlan:
     """What a planning task needs besides its block of candidates (pickled into the tasks)."""
 
-    variants: dict  # aspect -> prompt variants (RequestMaker.variants)
-    judge: dict  # the judging identity in every key
+    variants: dict[str, Any]  # aspect -> prompt variants (RequestMaker.variants)
+    judge: dict[str, Any]  # the judging identity in every key
     scheduler: StaticSettings
     aspects: tuple[str, ...]
     cache: JudgmentCache
 
-    def wanted(self, block: pa.Table) -> tuple[RequestMaker, dict[str, tuple]]:
+    def wanted(self, block: pa.Table) -> tuple[RequestMaker, dict[str, tuple[Any, ...]]]:
         """The block's request maker and ``{key: (aspect, ctx, a, b, variant)}`` of its comparisons."""
         maker = RequestMaker(block, self.variants, self.judge)
         baseline = getattr(self.scheduler, "baseline", None)
@@ -86,12 +88,13 @@ class PlanCounter:
     """Per block: comparisons wanted and found cached (a Ray actor; a task run twice counts once)."""
 
     def __init__(self, blocks: int) -> None:
-        self.blocks, self.seen = blocks, {}
+        self.blocks = blocks
+        self.seen: dict[str, tuple[int, int]] = {}
 
     def add(self, block: str, wanted: int, cached: int) -> None:
         self.seen[block] = (wanted, cached)
 
-    def totals(self) -> dict:
+    def totals(self) -> dict[str, Any]:
         wanted = sum(w for w, _ in self.seen.values())
         cached = sum(c for _, c in self.seen.values())
         return {"planned": len(self.seen), "blocks": self.blocks, "wanted": wanted, "cached": cached}
@@ -141,7 +144,7 @@ def cut_blocks(candidates: pa.Table, groups: list[list[str]]) -> list[pa.Table]:
     return [candidates.take(pa.array(rows[bounds[i] : bounds[i + 1]])) for i in range(len(groups))]
 
 
-def read_blocks(folder, keep: pa.Array, groups: list[list[str]]):
+def read_blocks(folder: Location, keep: pa.Array, groups: list[list[str]]) -> tuple[Any, ...]:
     """Ray task: the input folder's candidates, read and validated whole (the driver read only their ids), those
     in ``keep`` (candidate ids: the run's ``subset``) cut into the blocks of ``groups``. Returns the rows kept, then
     each block (one return each)."""
@@ -152,7 +155,7 @@ def read_blocks(folder, keep: pa.Array, groups: list[list[str]]):
     return (table.num_rows, *cut_blocks(table, groups))
 
 
-def put_blocks(candidates: pa.Table, folder=None) -> list[Handle]:
+def put_blocks(candidates: pa.Table, folder: Location | None = None) -> list[Handle]:
     """The planning blocks of ``candidates``, in the object store. A table with the texts is cut here; a table of
     ids (:func:`pairank.storage.inputs.read_candidate_ids`) is cut by a task that reads the whole of ``folder``'s
     candidates (:func:`read_blocks`), so the driver never holds the texts. A bad input table raises here, as a
@@ -228,13 +231,13 @@ class Streamed:
         return pa.concat_tables(parts) if parts else self.plan.cache.schema.empty_table()
 
 
-def blocks_text(blocks: list) -> str:
+def blocks_text(blocks: list[Any]) -> str:
     """``"1 block"``, ``"3 blocks"``: the progress lines' count of ``blocks``."""
     return f"{len(blocks)} block{'s' * (len(blocks) != 1)}"
 
 
 def judge_streamed(
-    plan: StaticPlan, blocks: list[Handle], pool: Callable, flush_rows: int, progress: Callable[[str], None]
+    plan: StaticPlan, blocks: list[Handle], pool: Callable[..., Any], flush_rows: int, progress: Callable[[str], None]
 ) -> Streamed:
     """Judge every comparison of ``plan`` the store lacks, streaming the requests made from the candidates'
     ``blocks`` (:func:`put_blocks`) by the planning stage into the pool that ``pool()`` enters (only when
@@ -247,7 +250,7 @@ def judge_streamed(
     if not requests(None).any():  # anything to judge? (a run whose comparisons are all cached starts no engine)
         return Streamed(plan, blocks, None)
     counter = executor.shared(PlanCounter, len(blocks))
-    said = []
+    said: list[bool] = []
 
     def total() -> int | None:
         t = counter.call("totals")
@@ -256,7 +259,7 @@ def judge_streamed(
         if not said:
             said.append(True)
             progress(f"{t['wanted']} comparisons ({t['cached']} cached, {t['wanted'] - t['cached']} to judge)")
-        return t["wanted"] - t["cached"]
+        return int(t["wanted"] - t["cached"])
 
     try:
         with pool() as judge_pool:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pairank.jobs.pipeline.inputs import Inputs
 from pairank.jobs.pipeline.progress import Progress
-from pairank.jobs.specs.job import JobSpec, WinRateSpec
+from pairank.jobs.specs.job import WinRateSpec
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_labels
 from pairank.storage.schemas import WINRATE_JUDGES, WINRATES
@@ -24,14 +25,21 @@ class WinRates:
     judges: pa.Table
 
 
-def win_rates(spec: JobSpec, inputs: Inputs, judgments: pa.Table, progress: Progress) -> WinRates | None:
-    """The spec's ``winrate`` section over ``judgments`` (None without one)."""
-    if spec.winrate is None:
+def win_rates(
+    winrate: WinRateSpec | None,
+    baseline: str,
+    aspects: Sequence[str],
+    inputs: Inputs,
+    judgments: pa.Table,
+    progress: Progress,
+) -> WinRates | None:
+    """The spec's ``winrate`` section over ``judgments`` (None without one), against ``baseline`` per aspect."""
+    if winrate is None:
         return None
     rates, judges = winrate_tables(
-        spec.winrate,
-        spec.baseline,
-        spec.aspects,
+        winrate,
+        baseline,
+        list(aspects),
         judgments,
         inputs.candidates,
         inputs.human,
@@ -66,7 +74,7 @@ def winrate_tables(
     unknown = [s for s in systems if s not in present]
     if unknown:
         raise ValueError(f"winrate.systems {unknown} are not systems of the input; systems: {', '.join(present)}")
-    ood = ood_accuracies(ws.ood, aspects, ws.seed) if ws.prior == "ood" else {}
+    ood = ood_accuracies(ws.ood, aspects, ws.seed) if ws.prior == "ood" and ws.ood is not None else {}
     pairs_of = {system: system_pairs(candidates, system, baseline) for system in systems}
     rows, judge_rows = [], []
     for aspect in aspects:
@@ -90,7 +98,7 @@ def winrate_tables(
     return pa.Table.from_pylist(rows, schema=WINRATES), pa.Table.from_pylist(judge_rows, schema=WINRATE_JUDGES)
 
 
-def ood_accuracies(folder: str, aspects: list[str], seed: int) -> dict[str, dict]:
+def ood_accuracies(folder: str, aspects: list[str], seed: int) -> dict[str, dict[str, Any]]:
     """Per aspect, each judge's accuracies on another labelled set: ``{aspect: {judge: Accuracy}}``.
 
     The set's pairwise labels give the truth (class 0: the candidate listed first is

@@ -26,7 +26,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Union
+from typing import TYPE_CHECKING, Annotated, Union
 
 from pydantic import Discriminator, Tag, TypeAdapter
 
@@ -117,10 +117,13 @@ def _name(value: object) -> str | None:
 
 
 #: The ``scheduler`` of a job spec: one of :data:`REGISTRY`'s models, chosen by ``name``.
-SchedulerSpec = Annotated[
-    Union[tuple(Annotated[cls, Tag(name)] for name, cls in REGISTRY.items())],  # noqa: UP007
-    Discriminator(_name),
-]
+if TYPE_CHECKING:  # to a type checker, a scheduler's settings are of the common base
+    SchedulerSpec = SchedulerSettings
+else:
+    SchedulerSpec = Annotated[
+        Union[tuple(Annotated[cls, Tag(name)] for name, cls in REGISTRY.items())],  # noqa: UP007
+        Discriminator(_name),
+    ]
 
 _ADAPTER: TypeAdapter = TypeAdapter(SchedulerSpec)
 

@@ -37,7 +37,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -68,6 +68,9 @@ class SchedulerSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     #: Adaptive schedulers run as machines in lockstep rounds; static ones emit every pair at once.
     adaptive: ClassVar[bool] = False
+
+    if TYPE_CHECKING:  # every scheduler's settings declare ``name: Literal["<its name>"]``
+        name: str
 
     seed: int = Field(0, description="Seed; the same seed gives the same requests.")
 

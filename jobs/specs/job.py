@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     Field,
@@ -27,6 +26,8 @@ from pairank.operators.judges import ENGINES, engine_of, judge_paths, parse_judg
 from pairank.operators.judges.engine import JUDGING_MODES, JudgeSettings
 from pairank.operators.scores import DECISIVE_WEIGHT
 from pairank.operators.settings import Strict
+from pairank.storage.bounded_yaml import YamlError, load_yaml
+from pairank.storage.fs import check_uri
 
 
 def pool_sizes(size: int | str) -> tuple[int, int]:
@@ -523,7 +524,7 @@ def parse_spec(data: dict, source: str) -> JobSpec:
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
-    """Apply ``key.sub=value`` overrides (values parsed as YAML scalars).
+    """Apply ``key.sub=value`` overrides (values parsed as YAML, within :mod:`~pairank.storage.bounded_yaml`'s limits).
 
     >>> apply_overrides({"a": {"b": 1}}, ["a.b=2", "c=s3://x/y"])
     {'a': {'b': 2}, 'c': 's3://x/y'}
@@ -540,41 +541,52 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             child = dict(child) if isinstance(child, dict) else {}
             node[part] = child
             node = child
-        node[parts[-1]] = yaml.safe_load(value) if value else value
+        try:
+            node[parts[-1]] = load_yaml(value, f"--set {key}") if value else value
+        except YamlError as exc:
+            raise SpecError(str(exc)) from None
     return data
 
 
-def _resolve(base: Path, value: str) -> str:
+def _resolve(base: Path, value: str, key: str, source: Path) -> str:
+    """The path ``value`` of ``key``, a relative one under ``base``; a URI without a bucket is a :class:`SpecError`."""
+    try:
+        check_uri(value)
+    except ValueError as exc:
+        raise SpecError(f"{source}: invalid job spec\n  {key}: {exc}") from None
     if "://" in value or Path(value).is_absolute():
         return value
     return str((base / value).resolve())
 
 
+#: The spec's paths besides the judge's (its engine names those): local, or a storage URI; a relative local one is
+#: relative to the spec file.
+PATH_KEYS = ("input", "output", "prompts", "judging.templates", "winrate.ood")
+
+
 def load_spec(path: str | Path, overrides: list[str] = ()) -> JobSpec:
     """Read a YAML spec, apply overrides, resolve relative paths, validate.
 
-    Relative ``input``, ``output`` and ``prompts`` are relative to the folder the
-    spec file is in (so ``configs/demo.yaml`` works from any working directory).
+    Relative :data:`PATH_KEYS` are relative to the spec file's folder (``configs/demo.yaml`` works from any working
+    directory). The YAML is read within :mod:`~pairank.storage.bounded_yaml`'s limits (expanded size, nesting).
     """
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"{path}: no such spec file")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{path}: not valid YAML: {exc}") from None
+        data = load_yaml(path.read_bytes(), str(path)) or {}
+    except ValueError as exc:  # not UTF-8, not YAML, or past a limit: the message names the file and where
+        raise SpecError(str(exc)) from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping at the top level, found {type(data).__name__}")
     data = apply_overrides(data, list(overrides))
     base = path.resolve().parent
-    for key in ("input", "output", "prompts"):
-        if isinstance(data.get(key), str):
-            data[key] = _resolve(base, data[key])
-    if isinstance(data.get("judging"), dict) and isinstance(data["judging"].get("templates"), str):
-        data["judging"] = {**data["judging"], "templates": _resolve(base, data["judging"]["templates"])}
-    if isinstance(data.get("winrate"), dict) and isinstance(data["winrate"].get("ood"), str):
-        data["winrate"] = {**data["winrate"], "ood": _resolve(base, data["winrate"]["ood"])}
+    for name in PATH_KEYS:  # the YAML was read here: its mappings are this function's own
+        section, _, key = name.rpartition(".")
+        node = data.get(section) if section else data
+        if isinstance(node, dict) and isinstance(node.get(key), str):
+            node[key] = _resolve(base, node[key], name, path)
     judge = data.get("judge")
-    if isinstance(judge, dict):
-        data["judge"] = {**judge, **{key: _resolve(base, judge[key]) for key in judge_paths(judge)}}
+    if isinstance(judge, dict):  # the engine names its own paths
+        data["judge"] = {**judge, **{k: _resolve(base, judge[k], f"judge.{k}", path) for k in judge_paths(judge)}}
     return parse_spec(data, str(path))

@@ -226,7 +226,7 @@ def judgment_rows(requests: pa.Table, scores: list[LabelScore], identity: dict) 
     )
 
 
-def judgment_table(requests: pa.Table, identity: dict, **values: list) -> pa.Table:
+def judgment_table(requests: pa.Table, identity: dict, **values: Sequence) -> pa.Table:
     """JUDGMENTS rows: the request's columns, the judge identity, and ``values`` per outcome column.
 
     ``values`` gives p_a, label, raw_text, input_tokens, output_tokens, seconds and

@@ -8,6 +8,8 @@ import threading
 import time
 from collections import Counter
 
+import pytest
+
 from pairank.cluster.judge_actor import Gate
 from pairank.cluster.pool_monitor import PoolMonitor
 from pairank.storage.cache import JudgmentCache
@@ -66,6 +68,7 @@ def only_actor(run_pid: int) -> int:
     return actor
 
 
+@pytest.mark.ray
 def test_a_pool_with_batches_in_flight_judges_each_key_once_and_survives_a_sigkill(summeval_tables, tmp_path):
     """`pairank run` (its own local Ray) on the SIMULATED judge, 3 batches in flight per actor: its actor is
     SIGKILLed mid-run with batches in it; Ray restarts it, the batches are judged again, exit 0, each key once."""

@@ -74,7 +74,11 @@ def test_keys_shared_with_batch_runs(server):
     table, rows = candidates_of(folder)
     ctx = rows[0]["context_id"]
     a, b, c = [r for r in rows if r["context_id"] == ctx][:3]
-    maker = RequestMaker(table, mode_prompts(spec), judging_identity(judge_identity(spec.judge), spec.judging))
+    maker = RequestMaker(
+        table,
+        mode_prompts(spec.judging, spec.prompts, spec.aspects),
+        judging_identity(judge_identity(spec.judge), spec.judging),
+    )
 
     body = compare_body(
         a["context"], (a["candidate_id"], a["text"]), (b["candidate_id"], b["text"]), aspect="fluency", context_id=ctx
@@ -94,6 +98,11 @@ def test_keys_shared_with_batch_runs(server):
     assert rows_with_key(spec.output, from_batch["key"]) == 1
 
 
+def with_raw(field: bytes) -> bytes:
+    """A compare body with one more field written as raw JSON text (what json.dumps would not write)."""
+    return json.dumps(compare_body("x", ("a", "ta"), ("b", "tb")))[:-1].encode() + b", " + field + b"}"
+
+
 @pytest.mark.parametrize(
     "body, field",
     [
@@ -105,6 +114,13 @@ def test_keys_shared_with_batch_runs(server):
         (compare_body("x", ("a", "ta"), ("a", "tb")), "candidate_b.id: expected an id other than"),
         ({**compare_body("x", ("a", "ta"), ("b", "tb")), "temperature": 1}, "body: unknown fields ['temperature']"),
         (compare_body("x", ("a", "ta"), ("b", "tb"), variant="v2"), "variant: not accepted"),
+        (
+            with_raw(b'"context_id": 1' + b"0" * 99_999),
+            "context_id: expected a non-empty string, found int of 100000 digits",
+        ),
+        (with_raw(b'"context_id": -Infinity'), "context_id: expected a non-empty string, found -Infinity (not a JSON"),
+        (with_raw(b'"variant": 1e99999'), "variant: expected a non-empty string, found float 1e99999"),
+        (with_raw(b'"context_id": "\\ud800x"'), "context_id: expected Unicode text, found a lone surrogate \\ud800"),
     ],
 )
 def test_bad_bodies_are_400_naming_the_field(server, body, field):

@@ -26,7 +26,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairank.jobs.serve import MAX_BODY, MAX_DEPTH, json_depth, start_server, token_digest
+from pairank.jobs.serve import start_server, token_digest
+from pairank.jobs.serve_body import MAX_BODY, MAX_DEPTH, json_depth
 from pairank.jobs.specs.job import parse_spec
 from tests.helpers import ROOT, TOKEN, compare_body, free_port, request, spec_dict, write_input
 
@@ -120,6 +121,7 @@ def rss_mib(procs: dict[int, psutil.Process]) -> float:
     return sum(p.memory_info().rss for p in procs.values()) / MIB
 
 
+@pytest.mark.ray
 def test_the_token_reaches_no_process_the_server_starts(tmp_path, summeval_tables):
     """`pairank serve --token-env`: no process Ray or Serve starts has the token in /proc/<pid>/environ."""
     token, name = f"pairank-env-{uuid.uuid4().hex}", f"PAIRANK_TEST_TOKEN_{uuid.uuid4().hex[:8].upper()}"

@@ -105,9 +105,9 @@ def test_generating_modes_online(tmp_path, ray_local, endpoint, judging, p_a, la
             }
         )
         identity = judging_identity(judge_identity(spec.judge), spec.judging)
-        assert first["key"] == RequestMaker(candidates, mode_prompts(spec), identity).key(
-            "coherence", "doc-1", "x", "y"
-        )
+        assert first["key"] == RequestMaker(
+            candidates, mode_prompts(spec.judging, spec.prompts, spec.aspects), identity
+        ).key("coherence", "doc-1", "x", "y")
     finally:
         stop()
 

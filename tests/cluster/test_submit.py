@@ -182,7 +182,7 @@ def test_a_spec_in_the_checkout_runs_from_its_own_path_with_the_overrides_on_the
     assert sub.runtime_env() == {"working_dir": str(ROOT), "excludes": list(EXCLUDES)}
     # the code travels as the pairank package the submitting command runs
     package = staged_package(Path(tempfile.mkdtemp()))
-    assert (package / "jobs" / "cli.py").is_file() and (package / "__init__.py").is_file()
+    assert (package / "jobs" / "cli" / "main.py").is_file() and (package / "__init__.py").is_file()
     assert sub.runtime_env(package=package)["py_modules"] == [str(package)] and "/pairank" in EXCLUDES
     # the demo's input ships in data/, which is uploaded with the checkout: nothing to warn about
     assert list(sub.notes) == [] and not any(x in ("/data", "data") for x in EXCLUDES)
@@ -204,7 +204,7 @@ def test_a_spec_from_elsewhere_is_uploaded_as_a_validated_copy_that_finds_the_ch
     copy = yaml.safe_load(text)
     assert copy["prompts"] == "../configs/prompts/summarization" and copy["subset"] == {"contexts": 2}
     upload = staged_upload(ROOT, sub.staged, tmp_path / "upload")  # the checkout, linked, plus the copy
-    assert (upload / "jobs" / "cli.py").is_file()
+    assert (upload / "jobs" / "cli" / "main.py").is_file()
     assert load_spec(upload / path) == load_spec(spec, ["subset.contexts=2", "cluster.address=auto"])
     assert prepare(str(spec), forward_env=False, environ=environ).env_vars == {}
     with pytest.raises(ValueError, match="--env MISSING: not set"):

@@ -22,7 +22,7 @@ from pairank.storage.fs import Location
 from tests.browser import check_screenshot, render
 from tests.helpers import CPU_ENGINE_ENV, ROOT
 
-pytestmark = [pytest.mark.engine, pytest.mark.s3]
+pytestmark = [pytest.mark.engine, pytest.mark.s3, pytest.mark.browser]
 
 PREFIX = "s3://pairank/nightly-accept/inputs"
 ROOT_URI = "s3://pairank/nightly-accept/store"

@@ -19,7 +19,6 @@ from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from tests.helpers import CPU_ENGINE_ENV, ROOT, write_input
 
-pytestmark = [pytest.mark.engine, pytest.mark.s3]
 PAIRANK = [sys.executable, "-m", "pairank.jobs.cli.main"]
 TOTAL = 3 * (4 * 3) * 2  # contexts x ordered pairs of 4 candidates x aspects
 
@@ -72,6 +71,7 @@ def test_import_to_s3_with_the_cli(s3_server, shared_data):
     assert keys == {"data/summeval/candidates.parquet", "data/summeval/human_scores.parquet"}
 
 
+@pytest.mark.ray
 def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice(s3_server, default_model, tmp_path, summeval_tables):
     assert parts_on_s3(s3_server) == []
     write_input("s3://pairank/killed-input", summeval_tables, 3, 4)  # the shipped SummEval, on S3

@@ -14,12 +14,15 @@ import sys
 import time
 from collections import Counter
 
+import pytest
 import yaml
 
 from pairank.jobs.cli.main import main
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from tests.helpers import ROOT, spec_for, write_input
+
+pytestmark = pytest.mark.ray  # each test's `pairank run` starts a Ray of its own
 
 TTL_S = "4"
 

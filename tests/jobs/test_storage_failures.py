@@ -8,7 +8,9 @@ judge's constructor failing in its Ray actor on an unreadable quality source.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -113,6 +115,7 @@ def test_an_output_that_is_a_file_and_an_input_table_that_is_a_folder_are_exit_2
     assert f"{tmp_path / 'odd' / 'candidates.parquet'}: could not read it" in run.stderr
 
 
+@pytest.mark.ray
 def test_an_engine_that_fails_to_start_is_exit_5_and_the_manifest_says_failed(tmp_path, summeval_tables):
     folder = write_input(tmp_path / "input", summeval_tables, 1, 3)
     (tmp_path / "q" / "quality.parquet").parent.mkdir()
@@ -132,6 +135,98 @@ def test_an_engine_that_fails_to_start_is_exit_5_and_the_manifest_says_failed(tm
     assert manifest["state"] == "failed" and "failed to start" in manifest["error"]
     verbose = cli(["-v", "run", spec_file(tmp_path, data)])
     assert verbose.returncode == 5 and "Traceback" in verbose.stderr
+
+
+class Gateway:
+    """A TCP relay on 127.0.0.1 in front of the session's S3 server. :meth:`close` ends it and every connection
+    through it: from then on the store is gone (connections refused), as when an S3 gateway goes away."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        self.closed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            if self.closed.is_set():  # accepted as it closed: relayed, it would reach the store
+                client.close()
+                return
+            upstream = socket.create_connection(("127.0.0.1", S3_PORT))
+            self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        for sock in (a, b):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.closed.set()
+        with contextlib.suppress(OSError):
+            self.server.shutdown(socket.SHUT_RDWR)  # wakes the accept (a close alone leaves it listening)
+        self.server.close()
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+
+def test_the_retry_window_is_a_deadline_for_the_whole_run_not_for_each_step(s3_server, tmp_path, summeval_tables):
+    """S3 goes away for good mid-run with a 30 s window: the run says so (exit 5) about 30 s later, and nothing
+    after that line. Its clean-up (the lease, the log's copy) fails at once instead of waiting out a window of
+    its own: before, each step did, and the error came three or four windows after the store went away."""
+    window = 30
+    out = "s3://pairank/deadline/store"
+    folder = write_input("s3://pairank/deadline/input", summeval_tables, 6, 6)
+    data = spec_for(folder, out, name="deadline", scheduler={"name": "full"}, judge={"seconds_per_comparison": 0.2})
+    gateway = Gateway()
+    env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{gateway.port}", "PAIRANK_STORAGE_RETRY_S": str(window)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec_file(tmp_path, data)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[tuple[float, str]] = []  # (when, line) of the run's console
+    reader = threading.Thread(target=lambda: lines.extend((time.monotonic(), x) for x in proc.stderr), daemon=True)
+    reader.start()
+    log = Location.of(out).join("tables", "judgments", "_delta_log")
+    try:
+        deadline = time.monotonic() + 300
+        while len(log.files(".json")) < 2:  # created, and a first flush of judgments committed
+            assert proc.poll() is None and time.monotonic() < deadline, "the run ended or never judged"
+            time.sleep(0.5)
+        gateway.close()
+        gone = time.monotonic()
+        code = proc.wait(timeout=8 * window)
+        ended = time.monotonic()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    reader.join(10)
+    text = "".join(line for _, line in lines)
+    assert code == 5, text[-3000:]
+    ((said_at, said),) = [(t, x) for t, x in lines if x.startswith("pairank: error: ")]
+    assert said.startswith("pairank: error: storage unavailable: s3://pairank/deadline/store/")
+    assert lines[-1][1] == said  # Ray's late output went to the run's log
+    assert "the storage kept failing for" in said and f"127.0.0.1:{gateway.port}" in said
+    assert said_at - gone < 1.75 * window, f"the error came {said_at - gone:.0f} s after the store went away"
+    assert ended - gone < 2.5 * window, f"exit 5 came {ended - gone:.0f} s after the store went away"
 
 
 def test_transient_errors_are_retried_with_backoff_and_permanent_ones_are_not():
@@ -161,6 +256,35 @@ def test_transient_errors_are_retried_with_backoff_and_permanent_ones_are_not():
 
     with pytest.raises(StorageUnavailable, match="kept failing"):
         with_retries("s3://b/k", "read it", down, window=0.5)
+
+
+def test_operations_failing_one_after_another_share_one_window():
+    """The window runs from when the store began failing: a second operation on a store that has failed for the
+    whole window gives up after one try; one that reaches the store ends the outage, and the next failure gets a
+    window of its own. Another bucket is another store."""
+    calls = []
+
+    def down():
+        calls.append(time.monotonic())
+        raise OSError("curlCode: 7, Could not connect to server")
+
+    with pytest.raises(StorageUnavailable):
+        with_retries("s3://outage-a/one", "read it", down, window=1.0)
+    first = len(calls)
+    calls.clear()
+    with pytest.raises(StorageUnavailable, match=r"kept failing for 1 s \(1 attempt\)"):
+        with_retries("s3://outage-a/two", "list it", down, window=1.0)
+    assert first > 1 and len(calls) == 1
+    calls.clear()
+    with pytest.raises(StorageUnavailable):
+        with_retries("s3://outage-b/one", "read it", down, window=1.0)  # another bucket: a window of its own
+    assert len(calls) > 1
+    assert with_retries("s3://outage-a/three", "read it", lambda: "back", window=1.0) == "back"
+    calls.clear()
+    started = time.monotonic()
+    with pytest.raises(StorageUnavailable):
+        with_retries("s3://outage-a/four", "read it", down, window=1.0)
+    assert len(calls) > 1 and time.monotonic() - started >= 1.0
 
 
 def test_every_exit_code_is_documented():

@@ -41,7 +41,7 @@ def test_a_lease_is_renewed_while_held_and_expires_when_its_holder_stops(tmp_pat
         assert taken_over.seq == lease.seq + 1
 
 
-@pytest.mark.parametrize("where", ["local", "s3"])
+@pytest.mark.parametrize("where", ["local", pytest.param("s3", marks=pytest.mark.s3)])
 def test_of_runs_racing_for_a_name_exactly_one_gets_it(tmp_path, where, request):
     if where == "s3":
         request.getfixturevalue("s3_server")

@@ -7,11 +7,14 @@ session's SeaweedFS server.
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 import yaml
 
 from pairank.jobs.cli.console import Console
@@ -36,6 +39,7 @@ def pairank_run(spec: dict, tmp_path, *flags: str) -> subprocess.CompletedProces
     )
 
 
+@pytest.mark.ray
 def test_the_console_holds_pairank_lines_only_and_the_log_holds_the_rest(tmp_path, summeval_tables):
     folder = write_input(tmp_path / "input", summeval_tables, 2, 3)
     out = tmp_path / "store"
@@ -55,6 +59,7 @@ def test_the_console_holds_pairank_lines_only_and_the_log_holds_the_rest(tmp_pat
     assert not (out / "runs" / "loud" / "logs").exists()
 
 
+@pytest.mark.ray
 def test_a_failing_run_keeps_its_error_on_the_console(tmp_path, summeval_tables):
     folder = write_input(tmp_path / "input", summeval_tables, 1, 3)
     (tmp_path / "q.parquet").write_bytes(b"garbage")  # the simulated judge's constructor fails in its actor
@@ -67,6 +72,7 @@ def test_a_failing_run_keeps_its_error_on_the_console(tmp_path, summeval_tables)
     assert "JudgeActor" in log.read_text()
 
 
+@pytest.mark.ray
 def test_the_log_of_a_run_on_s3_is_kept_under_the_run(s3_server, tmp_path, summeval_tables):
     folder = write_input("s3://pairank/console/input", summeval_tables, 2, 3)
     run = pairank_run(
@@ -114,3 +120,75 @@ def test_on_a_terminal_a_stage_is_one_bar_that_ends_at_its_total():
     text = c._err.getvalue()
     assert "[pairank] pairwise" in text and "80/80" in text and "errors=0" in text
     assert "pairwise: 40/80 (0 errors)" not in text and not c._bars  # no plain lines; the bar was closed
+
+
+def broken_input(folder, summeval_tables, fault: str):
+    """An input of 2 contexts x 3 candidates with a duplicate candidate id, or a text that is not UTF-8."""
+    import pyarrow as pa
+
+    loc = write_input(folder, summeval_tables, 2, 3)
+    cand = loc.join("candidates.parquet").read_parquet()
+    if fault == "duplicate id":
+        ids = cand.column("candidate_id").to_pylist()
+        column, values = "candidate_id", pa.array([*ids[:-1], ids[0]])
+    else:
+        texts = [t.encode() for t in cand.column("text").to_pylist()]
+        column, values = "text", pa.array([texts[0] + b"\xff", *texts[1:]], pa.binary()).view(pa.string())
+    loc.join("candidates.parquet").write_parquet(cand.set_column(cand.schema.get_field_index(column), column, values))
+    return loc
+
+
+def test_nothing_reaches_the_console_after_pairank_error_line(tmp_path, summeval_tables):
+    """A bad input found by a Ray task (the candidates are read in one): Ray's traceback of the task, its INFO
+    lines and its shutdown go to the run's log, before and after pairank's error line (issue 30, item 7)."""
+    for fault, said in [("duplicate id", "expected a unique candidate id"), ("not utf-8", "expected UTF-8 text")]:
+        folder = broken_input(tmp_path / fault.replace(" ", "-"), summeval_tables, fault)
+        out = tmp_path / "store"
+        run = pairank_run(spec_for(folder, out, name="broken", scheduler={"name": "full"}), tmp_path)
+        assert run.returncode == 2, run.stderr[-3000:]
+        lines = run.stderr.splitlines()
+        assert lines[-1].startswith("pairank: error: column `") and said in lines[-1], lines[-5:]
+        assert all(line.startswith("[pairank] ") for line in lines[:-1]), lines
+        assert run.stdout == ""
+        log = Path(lines[0].split("output: ", 1)[1].split(" (-v", 1)[0])
+        text = log.read_text()
+        assert "read_blocks" in text and said in text  # Ray's report of the failed task, kept there
+
+
+def test_two_runs_of_a_name_started_together_each_print_their_own_log(tmp_path, summeval_tables):
+    """Started in the same second, one run holds the name and the other is refused (exit 4): each prints the
+    path of its own log, and the refused run's log is not the other's (issue 30, item 7)."""
+    folder = write_input(tmp_path / "input", summeval_tables, 2, 4)
+    out = tmp_path / "store"
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec_for(folder, out, name="twice", judge={"seconds_per_comparison": 0.3})))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(path)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    done = [p.communicate(timeout=600) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 4], [err[-2000:] for _, err in done]
+    logs = {}
+    for proc, (_, err) in zip(procs, done):
+        first = err.splitlines()[0]
+        assert first.startswith("[pairank] Ray, engine and library output: "), err[-2000:]
+        logs[proc.returncode] = Path(first.split("output: ", 1)[1].split(" (-v", 1)[0])
+    assert logs[0] != logs[4] and logs[0].exists() and logs[4].exists()
+    assert "already running" in done[[p.returncode for p in procs].index(4)][1]
+    assert all(word in logs[0].read_text() for word in RAY_WORDS)
+    assert not any(word in logs[4].read_text() for word in RAY_WORDS)  # the refused run started no Ray
+
+
+def test_a_log_name_is_unique_to_its_process_and_call():
+    from pairank.jobs.cli.console import run_log_file
+
+    now = dt.datetime(2026, 11, 25, 12, 0, 0, tzinfo=dt.UTC)
+    (a, _), (b, _) = run_log_file("/tmp/root", "x", now=now), run_log_file("/tmp/root", "x", now=now)
+    assert a != b and a.name.startswith(f"20261125T120000Z-{os.getpid()}-") and a.parent == b.parent

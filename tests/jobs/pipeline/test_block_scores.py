@@ -18,7 +18,7 @@ from pairank.jobs.pipeline.judge import Counts, Judged
 from pairank.jobs.pipeline.score import score
 from pairank.jobs.pipeline.winrates import winrate_tables
 from pairank.jobs.run import run_job
-from pairank.jobs.specs.job import parse_spec
+from pairank.jobs.specs.job import SubsetSpec, parse_spec
 from pairank.operators.reports import judgment_totals
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.layout import RunLayout
@@ -55,9 +55,7 @@ def in_order(rankings) -> list[dict]:
 def streamed_spec(tmp_path, summeval_tables, monkeypatch):
     monkeypatch.setattr(rs, "CONTEXTS_PER_TASK", 2)  # several blocks, each scored by its own task
     folder = write_input(tmp_path / "input", summeval_tables, CONTEXTS, CANDIDATES)
-    systems = sorted(
-        set(read_inputs(parse_spec(spec_for(folder, tmp_path / "x"), "t")).candidates.column("system").to_pylist())
-    )
+    systems = sorted(set(read_inputs(str(folder), SubsetSpec()).candidates.column("system").to_pylist()))
     spec = spec_for(
         folder,
         tmp_path / "store",
@@ -78,12 +76,12 @@ def whole_table(spec):
 
 def test_scores_added_up_over_blocks_are_the_whole_tables_scores(streamed_spec):
     spec = streamed_spec
-    assert len(rs.plan_blocks(read_inputs(spec, texts=False).candidates)) >= 4
+    assert len(rs.plan_blocks(read_inputs(spec.input, spec.subset, texts=False).candidates)) >= 4
     result = run_job(spec, progress=quiet)
     assert result.requests == result.judged == COMPARISONS
     table = whole_table(spec)  # this run's judgments: the store holds nothing else
     assert table.num_rows == COMPARISONS
-    inputs = read_inputs(spec)
+    inputs = read_inputs(spec.input, spec.subset)
     whole = score(spec, inputs, Judged(table, Counts(COMPARISONS, 0, COMPARISONS, 0)))
     layout = RunLayout.of(spec.output, spec.name)
     report = json.loads(layout.report_json.read_text())
@@ -140,7 +138,7 @@ def test_batch_calibration_reads_the_judgments_back_whole_and_scores_them_on_the
     assert any(line.startswith("reading the run's judgments back from the store") for line in lines)
     assert not any(line.startswith("scoring the run's judgments") for line in lines)
     table = whole_table(spec)
-    whole = score(spec, read_inputs(spec), Judged(table, Counts(COMPARISONS, 0, COMPARISONS, 0)))
+    whole = score(spec, read_inputs(spec.input, spec.subset), Judged(table, Counts(COMPARISONS, 0, COMPARISONS, 0)))
     layout = RunLayout.of(spec.output, spec.name)
     assert rounded(layout.rankings.read_parquet().to_pylist()) == rounded(whole.rankings.to_pylist())
     lines.clear()

@@ -59,7 +59,7 @@ class RecordingPool:
 
 
 def driver_for(spec, pools, progress=lambda m: None):
-    candidates = read_inputs(spec).candidates
+    candidates = read_inputs(spec.input, spec.subset).candidates
     prompts = load_prompts(Path(spec.prompts), spec.aspects)
     maker = RequestMaker(candidates, prompts, judge_identity(spec.judge))
     cache = JudgmentCache(Location.of(spec.output).join("tables", "judgments"))
@@ -159,7 +159,7 @@ def test_calibrated_one_order_run_beats_a_position_biased_judge(ray_local, six_i
         )
         result = run_job(spec, progress=lambda m: None)
         rankings = result.layout.rankings.read_parquet().to_pylist()
-        candidates = read_inputs(spec).candidates
+        candidates = read_inputs(spec.input, spec.subset).candidates
         agree = []
         for ctx in contexts_of(candidates):
             got = [

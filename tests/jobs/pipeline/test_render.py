@@ -89,7 +89,7 @@ def test_adaptive_rounds_hand_the_pool_identities_and_judge_what_the_driver_rend
     ray_local, six_input, tmp_path
 ):
     spec = parse_spec(spec_for(six_input, tmp_path / "out", scheduler={"name": "pairs_beam", "symmetric": True}), "t")
-    candidates = read_inputs(spec).candidates
+    candidates = read_inputs(spec.input, spec.subset).candidates
     setup = prepare_judging(spec, candidates, RunLayout.of(spec.output, spec.name))
     pools = SeeingPool()
     result = Driver(spec, candidates, setup.judging, setup.cache, pools, lambda m: None).run()
@@ -119,9 +119,7 @@ def test_adaptive_rounds_hand_the_pool_identities_and_judge_what_the_driver_rend
 
 def two_variants(spec, mode: str) -> tuple[Variant, dict]:
     """The spec's coherence variant in ``mode``, and prompts of two aspects, coherence with a second variant."""
-    (v,) = mode_prompts(spec.model_copy(update={"judging": spec.judging.model_copy(update={"mode": mode})}))[
-        "coherence"
-    ]
+    (v,) = mode_prompts(spec.judging.model_copy(update={"mode": mode}), spec.prompts, spec.aspects)["coherence"]
     other = Variant(replace(v.verdict, text=v.verdict.text + "\nAnswer with care."), v.first)
     return v, {"coherence": [v, other], "fluency": [v]}  # fluency's prompts: coherence's first variant's
 
@@ -129,7 +127,7 @@ def two_variants(spec, mode: str) -> tuple[Variant, dict]:
 def test_the_render_tasks_make_the_former_requests_and_first_passes(ray_local, six_input, tmp_path):
 
     spec = http_spec(six_input, tmp_path / "out", "http://127.0.0.1:9/v1")  # an endpoint never asked
-    candidates = read_inputs(spec).candidates
+    candidates = read_inputs(spec.input, spec.subset).candidates
     ids = candidates.column("candidate_id").to_pylist()
     ctx = dict(zip(ids, candidates.column("context_id").to_pylist()))
     pairs = [(a, b) for a in ids for b in ids if a != b and ctx[a] == ctx[b]][:40]
@@ -248,8 +246,10 @@ def test_multi_pass_modes_render_first_passes_and_verdicts_in_the_cluster(
     assert len(passes) == (6 * 3 if mode == "prepair" else 2 * len(judgments))
 
     # the first passes' prompts and the verdicts' are the ones the driver rendered before
-    candidates = read_inputs(spec).candidates
-    maker = RequestMaker(candidates, mode_prompts(spec), {})  # keys given: no judge identity needed
+    candidates = read_inputs(spec.input, spec.subset).candidates
+    maker = RequestMaker(
+        candidates, mode_prompts(spec.judging, spec.prompts, spec.aspects), {}
+    )  # keys given: no judge identity needed
     first_prompts = []
     for p in passes:
         template, context = maker.variants[p["aspect"]][0].first, maker.context[p["context_id"]]

@@ -28,7 +28,7 @@ def quiet(message: str) -> None:
 
 def driver_keys(spec) -> set[str]:
     """The keys the former path made on the driver for ``spec`` (every context at once)."""
-    inputs = read_inputs(spec)
+    inputs = read_inputs(spec.input, spec.subset)
     setup = prepare_judging(spec, inputs.candidates, RunLayout.of(spec.output, spec.name))
     return set(scheduled_requests(setup.maker, inputs.candidates, spec.aspects, spec.scheduler))
 
@@ -53,7 +53,7 @@ def test_the_stream_asks_what_the_driver_would_once_each_and_a_rerun_starts_no_e
         ),
         "test",
     )
-    blocks = rs.plan_blocks(read_inputs(spec, texts=False).candidates)
+    blocks = rs.plan_blocks(read_inputs(spec.input, spec.subset, texts=False).candidates)
     assert len(blocks) > len({context_bucket(b[0]) for b in blocks}) > 1
     first = run_job(spec, progress=quiet)
     want = driver_keys(spec)
@@ -118,7 +118,11 @@ def test_the_driver_reads_ids_only_and_a_bad_text_is_named_by_file_row_and_colum
     and its error reaches the user as a driver-side read would raise it, before any engine starts."""
     folder = write_input(tmp_path / "input", summeval_tables, 3, 3)
     spec = parse_spec(spec_for(folder, tmp_path / "store", name="bad", scheduler={"name": "full"}), "test")
-    assert read_inputs(spec, texts=False).candidates.column_names == ["context_id", "candidate_id", "system"]
+    assert read_inputs(spec.input, spec.subset, texts=False).candidates.column_names == [
+        "context_id",
+        "candidate_id",
+        "system",
+    ]
     table = folder.join("candidates.parquet").read_parquet()
     texts = table.column("text").to_pylist()
     texts[4] = "   "

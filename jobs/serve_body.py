@@ -1,0 +1,260 @@
+"""The body of a ``pairank serve`` request: read within its limits, and a ``POST /compare`` body checked.
+
+A body is read up to :data:`MAX_BODY` bytes (a declared larger one is refused
+before a byte is read), JSON nested deeper than :data:`MAX_DEPTH` is refused
+before it is parsed, and a compare body that is not what :data:`COMPARE_FIELDS`
+says is a 400 whose message names the field and what was expected. No field of a
+compare body is a number: numbers are kept as the text they were written in
+(:class:`JsonNumber`), so none (100,000 digits, ``1e999``, ``NaN``) can fail the
+parse, and the field it was sent in is named in the 400.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import AsyncIterable, Mapping
+from dataclasses import dataclass
+
+from pairank.storage.keys import text_hash
+
+#: Fields of a ``POST /compare`` body.
+COMPARE_FIELDS = {
+    "context": "the input both candidates answer (string)",
+    "candidate_a": 'the candidate shown in slot A: {"id": string, "text": string}',
+    "candidate_b": 'the candidate shown in slot B: {"id": string, "text": string}',
+    "aspect": "an aspect of the served spec",
+    "context_id": "optional: the input's id (default: ctx- and a hash of the context); it is part of the key",
+    "variant": "optional: a prompt variant of the spec (judging.variants; default: the first)",
+}
+#: Largest request body accepted (bytes).
+MAX_BODY = 4 * 1024 * 1024
+#: Deepest nesting of JSON arrays and objects accepted in a body (a compare body has 2 levels).
+MAX_DEPTH = 32
+
+
+class HttpError(Exception):
+    """A request the server answers with ``status`` and a JSON ``{"error": message}``."""
+
+    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, dict(headers or {})
+
+
+# -- the body ------------------------------------------------------------------------------------------------------
+
+
+#: A request's body: whole, or its chunks as they arrive.
+Body = bytes | AsyncIterable[bytes]
+
+
+class RequestBody:
+    """A request's body, whole (bytes) or as its chunks arrive: read once, and at most :data:`MAX_BODY` bytes of it.
+
+    A declared ``Content-Length`` over the limit is refused before a byte is read; a
+    body of undeclared length (chunked) is read until it passes the limit, then refused.
+
+    >>> import asyncio
+    >>> async def chunks(n):
+    ...     for _ in range(n):
+    ...         yield b"x" * 1024 * 1024
+    >>> asyncio.run(RequestBody(chunks(2), {"transfer-encoding": "chunked"}).read()) == b"x" * 2 * 1024 * 1024
+    True
+    >>> body = RequestBody(chunks(8), {"transfer-encoding": "chunked"})
+    >>> try:
+    ...     asyncio.run(body.read())
+    ... except HttpError as e:
+    ...     print(e.status, e.message, body.left_unread)
+    413 body: more than 4194304 bytes; at most 4194304 accepted True
+    """
+
+    def __init__(self, body: Body, headers: Mapping[str, str]):
+        self._body = body
+        length = (headers.get("content-length") or "").strip()
+        self.declared = int(length) if length.isdigit() else None
+        self.sent = bool(self.declared) or "transfer-encoding" in headers
+        self.complete = isinstance(body, bytes)
+
+    @property
+    def left_unread(self) -> bool:
+        """Whether the client sends a body that was not read to its end (the reply then closes the connection)."""
+        return self.sent and not self.complete
+
+    async def read(self) -> bytes:
+        if self.declared is not None and self.declared > MAX_BODY:
+            raise HttpError(413, f"body: {self.declared} bytes declared (Content-Length); at most {MAX_BODY} accepted")
+        if isinstance(self._body, bytes):
+            if len(self._body) > MAX_BODY:
+                raise HttpError(413, f"body: {len(self._body)} bytes; at most {MAX_BODY} accepted")
+            return self._body
+        parts, size = [], 0
+        async for chunk in self._body:
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise HttpError(413, f"body: more than {MAX_BODY} bytes; at most {MAX_BODY} accepted")
+            parts.append(chunk)
+        self.complete = True
+        return b"".join(parts)
+
+
+#: A JSON string, or an unterminated one up to the end. A match from a quote never fails, so the scan is one pass
+#: (a pattern that can fail there restarts at each later quote: quadratic on ``"\`` repeated).
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"?', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def json_depth(data: bytes) -> int:
+    r"""How deep arrays and objects nest in JSON text (brackets in strings do not count); no recursion, no parse.
+
+    Linear in the length of ``data``, whatever the bytes (invalid JSON too).
+
+    >>> json_depth(b'{"a": [1, {"b": "[[{"}], "c": "\\"]"}'), json_depth(rb'["\"[", 1]'), json_depth(b"42")
+    (3, 1, 0)
+    >>> json_depth(b"[" * 100_000), json_depth(b"[" + b'"\\' * 100_000)
+    (100000, 1)
+    """
+    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+# -- the compare body ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    context: str
+    context_id: str
+    candidate_a: tuple[str, str]  # (id, text)
+    candidate_b: tuple[str, str]
+    aspect: str
+    variant: int
+    variant_name: str | None
+
+
+class JsonNumber:
+    """A number of a body, as the text it was written in (see the module docstring).
+
+    >>> import json
+    >>> [JsonNumber(t).described() for t in ("3", "-2.5e3", "NaN")]
+    ['int 3', 'float -2.5e3', 'NaN (not a JSON number)']
+    >>> JsonNumber("9" * 100_000).described()
+    'int of 100000 digits (99999999999999999999...)'
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def kind(self) -> str:
+        if self.text in ("NaN", "Infinity", "-Infinity"):
+            return self.text
+        return "int" if self.text.lstrip("-").isdigit() else "float"
+
+    def described(self) -> str:
+        kind, text = self.kind, self.text
+        if kind not in ("int", "float"):
+            return f"{kind} (not a JSON number)"
+        if len(text) > 40:
+            return f"{kind} of {len(text.lstrip('-'))} {'digits' if kind == 'int' else 'characters'} ({text[:20]}...)"
+        return f"{kind} {text}"
+
+
+def _kind(value) -> str:
+    if isinstance(value, JsonNumber):
+        return value.kind
+    return "null" if value is None else type(value).__name__
+
+
+def _found(value) -> str:
+    """``found <kind> <value>`` for an error message (at most about 60 characters of the value)."""
+    if isinstance(value, JsonNumber):
+        return f"found {value.described()}"
+    return f"found {_kind(value)} {json.dumps(value, default=str)[:60]}"
+
+
+def _string(body: dict, name: str, where: str, allow_empty: bool = False) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or (not allow_empty and not value.strip()):
+        expected = "a string" if allow_empty else "a non-empty string"
+        raise HttpError(400, f"{where}: expected {expected}, {'missing' if name not in body else _found(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # "\ud800" in JSON: a lone surrogate, which no UTF-8 text holds
+        bad = value[exc.start].encode("unicode_escape").decode("ascii")
+        raise HttpError(
+            400, f"{where}: expected Unicode text, found a lone surrogate {bad} at character {exc.start}"
+        ) from None
+    return value
+
+
+def _candidate(body: dict, name: str) -> tuple[str, str]:
+    value = body.get(name)
+    if not isinstance(value, dict):
+        shown = "missing" if name not in body else _found(value)
+        raise HttpError(400, f'{name}: expected an object {{"id": string, "text": string}}, {shown}')
+    extra = sorted(set(value) - {"id", "text"})
+    if extra:
+        raise HttpError(400, f"{name}: unknown keys {extra}; allowed keys: id, text")
+    return _string(value, "id", f"{name}.id"), _string(value, "text", f"{name}.text")
+
+
+def parse_compare(body: bytes, aspects: list[str], variants: list[str]) -> CompareRequest:
+    """A ``POST /compare`` body, checked; a bad one is a 400 naming the field and what was expected.
+
+    >>> body = b'{"context": "doc", "candidate_a": {"id": "x", "text": "tx"}, "candidate_b": {"id": "y", "text": "ty"},'
+    >>> parse_compare(body + b' "aspect": "coherence"}', ["coherence"], []).context_id
+    'ctx-139d544b821b13eb'
+    >>> try:
+    ...     parse_compare(body + b' "aspect": 3}', ["coherence"], [])
+    ... except HttpError as e:
+    ...     print(e.status, e.message)
+    400 aspect: expected a non-empty string, found int 3
+    >>> try:
+    ...     parse_compare(body + b' "aspect": "coherence", "variant": ' + b"7" * 100_000 + b"}", ["coherence"], ["v1"])
+    ... except HttpError as e:
+    ...     print(e.status, e.message)
+    400 variant: expected a non-empty string, found int of 100000 digits (77777777777777777777...)
+    """
+    depth = json_depth(body)
+    if depth > MAX_DEPTH:
+        raise HttpError(400, f"body: expected JSON nested at most {MAX_DEPTH} levels deep, found {depth} levels")
+    try:
+        text = body.decode("utf-8")
+        data = (
+            json.loads(text, parse_int=JsonNumber, parse_float=JsonNumber, parse_constant=JsonNumber) if body else None
+        )
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError (both ValueErrors)
+        raise HttpError(400, f"body: expected a JSON object, found invalid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise HttpError(
+            400, f"body: expected a JSON object with fields {', '.join(COMPARE_FIELDS)}; found {_kind(data)}"
+        )
+    extra = sorted(set(data) - set(COMPARE_FIELDS))
+    if extra:
+        raise HttpError(400, f"body: unknown fields {extra}; allowed fields: {', '.join(COMPARE_FIELDS)}")
+    context = _string(data, "context", "context", allow_empty=True)
+    a, b = _candidate(data, "candidate_a"), _candidate(data, "candidate_b")
+    if a[0] == b[0]:
+        raise HttpError(400, f"candidate_b.id: expected an id other than candidate_a.id, found {a[0]!r} twice")
+    aspect = _string(data, "aspect", "aspect")
+    if aspect not in aspects:
+        raise HttpError(400, f"aspect: expected one of the spec's aspects {aspects}, found {aspect!r}")
+    context_id = (
+        _string(data, "context_id", "context_id") if data.get("context_id") is not None else f"ctx-{text_hash(context)}"
+    )
+    variant, name = 0, (variants[0] if variants else None)
+    if data.get("variant") is not None:
+        name = _string(data, "variant", "variant")
+        if not variants:
+            raise HttpError(400, "variant: not accepted: the spec has one prompt per aspect (judging.variants unset)")
+        if name not in variants:
+            raise HttpError(400, f"variant: expected one of the spec's judging.variants {variants}, found {name!r}")
+        variant = variants.index(name)
+    return CompareRequest(context, context_id, a, b, aspect, variant, name)

@@ -1,0 +1,218 @@
+"""Records of outside files, streamed: JSON lines, JSON arrays, CSV and Parquet, each record with where it is.
+
+A file is never read whole: JSON lines and CSV go line by line through a buffer of
+:data:`CHUNK` bytes, a JSON array is decoded record by record from the same buffer,
+and Parquet by record batches. Each record comes with its place, told the way the
+file's format counts: the 1-based line of a text file (the line a JSON array's
+record starts on), the 0-based row of a Parquet file. An error names the file, that
+place and the field (:class:`Where` makes them); a line that is not JSON names its
+line and column.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.jsonl")
+    >>> _ = open(path, "w").write('{"x": 1}\\n\\n{"x": 2}\\n')
+    >>> [(w.place, r) for w, r in records(Location.of(path))]
+    [('line 1', {'x': 1}), ('line 3', {'x': 2})]
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import json
+import posixpath
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pairank.storage.fs import Location
+from pairank.storage.validation import TableError
+
+#: Bytes read at a time.
+CHUNK = 4 << 20
+#: The formats by file suffix.
+SUFFIXES = {".jsonl": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+@dataclass(frozen=True)
+class Where:
+    """A record's place: its file and its line (text files) or row (Parquet)."""
+
+    uri: str
+    line: int | None = None
+    row: int | None = None
+
+    @property
+    def place(self) -> str:
+        return f"line {self.line}" if self.line is not None else f"row {self.row}"
+
+    def fail(self, field: str | None, expected: str, found: str) -> TableError:
+        """A :class:`TableError` naming the file, the line (or row) and the field (to raise)."""
+        return TableError(f"{self.uri} {self.place}", None, field, expected, found)
+
+
+def kind_of(loc: Location, given: str | None = None) -> str:
+    """The format of ``loc``: ``given``, else by its suffix (an unknown one lists the known)."""
+    if given:
+        return given
+    suffix = posixpath.splitext(loc.path)[1].lower()
+    if suffix not in SUFFIXES:
+        raise ValueError(f"{loc.uri}: cannot tell the format from the suffix {suffix!r}; known: {sorted(SUFFIXES)}")
+    return SUFFIXES[suffix]
+
+
+def records(loc: Location, kind: str | None = None) -> Iterator[tuple[Where, Any]]:
+    """``(where, record)`` of every record of ``loc``, streamed (see the module docstring)."""
+    kind = kind_of(loc, kind)
+    if not loc.exists():
+        raise FileNotFoundError(f"{loc.uri}: no such file")
+    if kind == "jsonl":
+        return _jsonl(loc)
+    if kind == "json":
+        return _json_array(loc)
+    if kind == "csv":
+        return _csv(loc)
+    if kind == "parquet":
+        return _parquet(loc)
+    raise ValueError(f"{loc.uri}: unknown format {kind!r}; known: {sorted(set(SUFFIXES.values()))}")
+
+
+def _chunks(loc: Location) -> Iterator[str]:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    with loc.fs.open_input_stream(loc.path) as f:
+        while True:
+            data = f.read(CHUNK)
+            try:
+                text = decoder.decode(data, final=not data)
+            except UnicodeDecodeError as exc:
+                raise TableError(loc.uri, None, None, "UTF-8 text", f"invalid bytes ({exc.reason})") from None
+            if text:
+                yield text
+            if not data:
+                return
+
+
+def lines(loc: Location) -> Iterator[tuple[int, str]]:
+    """``(1-based line number, line)`` of a text file, without the line ends."""
+    number, rest = 0, ""
+    for text in _chunks(loc):
+        parts = (rest + text).split("\n")
+        rest = parts.pop()
+        for part in parts:
+            number += 1
+            yield number, part.rstrip("\r")
+    if rest:
+        yield number + 1, rest.rstrip("\r")
+
+
+def _jsonl(loc: Location) -> Iterator[tuple[Where, Any]]:
+    for number, line in lines(loc):
+        if not line.strip():
+            continue
+        where = Where(loc.uri, line=number)
+        try:
+            yield where, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise where.fail(None, "a JSON object on the line", f"{exc.msg} at column {exc.colno}") from None
+
+
+def _json_array(loc: Location) -> Iterator[tuple[Where, Any]]:
+    """The records of a JSON array, decoded one at a time from a moving buffer."""
+    decoder = json.JSONDecoder()
+    chunks = _chunks(loc)
+    buf, pos, line, started = "", 0, 1, False
+
+    def more() -> bool:
+        nonlocal buf, pos
+        text = next(chunks, None)
+        if text is None:
+            return False
+        buf, pos = buf[pos:] + text, 0
+        return True
+
+    def skip_space() -> bool:
+        nonlocal pos, line
+        while True:
+            while pos < len(buf) and buf[pos] in " \t\r\n":
+                line += buf[pos] == "\n"
+                pos += 1
+            if pos < len(buf) or not more():
+                return pos < len(buf)
+
+    def fail(expected: str, found: str) -> TableError:
+        return Where(loc.uri, line=line).fail(None, expected, found)
+
+    if not skip_space() or buf[pos] != "[":
+        raise fail("a JSON array of records", "no array" if pos >= len(buf) else repr(buf[pos : pos + 20]))
+    pos += 1
+    while True:
+        if not skip_space():
+            raise fail("']' closing the array", "the end of the file")
+        if buf[pos] == "]":
+            pos += 1
+            if skip_space():
+                raise fail("nothing after the array", repr(buf[pos : pos + 20]))
+            return
+        if started:
+            if buf[pos] != ",":
+                raise fail("',' or ']' after a record", repr(buf[pos : pos + 20]))
+            pos += 1
+            if not skip_space():
+                raise fail("a record after ','", "the end of the file")
+        while True:
+            try:
+                value, end = decoder.raw_decode(buf, pos)
+                if end == len(buf) and more():  # a number may go on in the next chunk
+                    continue
+                break
+            except json.JSONDecodeError as exc:
+                cut = exc.msg.startswith("Unterminated") or exc.pos >= len(buf) - 1  # the record goes on
+                if cut and more():
+                    continue
+                at = line + buf.count("\n", pos, exc.pos)
+                raise Where(loc.uri, line=at).fail(None, "a JSON record", exc.msg) from None
+        yield Where(loc.uri, line=line), value
+        line += buf.count("\n", pos, end)
+        pos, started = end, True
+
+
+class _LineReader:
+    """The lines of a file as an iterator of strings with their ends, for :mod:`csv`."""
+
+    def __init__(self, loc: Location) -> None:
+        self._lines = lines(loc)
+
+    def __iter__(self) -> _LineReader:
+        return self
+
+    def __next__(self) -> str:
+        return next(self._lines)[1] + "\n"
+
+
+def _csv(loc: Location) -> Iterator[tuple[Where, Any]]:
+    reader = csv.reader(_LineReader(loc))
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise Where(loc.uri, line=1).fail(None, "a header line naming the columns", "an empty file") from None
+    start = reader.line_num + 1
+    for values in reader:
+        if not values:
+            start = reader.line_num + 1
+            continue
+        where = Where(loc.uri, line=start)
+        if len(values) != len(header):
+            raise where.fail(None, f"{len(header)} fields as in the header", f"{len(values)} fields")
+        yield where, dict(zip(header, values))
+        start = reader.line_num + 1
+
+
+def _parquet(loc: Location) -> Iterator[tuple[Where, Any]]:
+    import pyarrow.parquet as pq
+
+    row = 0
+    with loc.fs.open_input_file(loc.path) as f:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=4096):
+            for record in batch.to_pylist():
+                yield Where(loc.uri, row=row), record
+                row += 1

@@ -1,0 +1,135 @@
+"""``pairank import battles`` and ``pairank leaderboard --input``: a battle log becomes a judgments table that the
+leaderboard, win rates and meta-evaluation read; its board is exported as AlpacaEval's and Arena-Hard's CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pairank.jobs.cli.main import main
+from pairank.jobs.leaderboard_input import input_leaderboard
+from pairank.operators.board_csv import ALPACA_EVAL_COLUMNS, ARENA_HARD_COLUMNS
+from pairank.operators.judges.replay_judge import read_judgments
+from pairank.storage.fs import Location
+from pairank.storage.importers.battles import ASPECT, NO_TEXT, BattleFields, import_battles
+from pairank.storage.inputs import read_candidates, read_labels, read_style_features
+from pairank.storage.schemas import JUDGMENTS
+from pairank.storage.validation import TableError
+from tests import formats as F
+
+
+def test_an_lmarena_log_becomes_judgments_candidates_labels_and_style(tmp_path):
+    log = F.battles(tmp_path, n=40)
+    counts = import_battles([str(log)], str(tmp_path / "in"))
+    raw = [json.loads(x) for x in log.read_text().splitlines()]
+    assert counts["battles"] == 40 and counts["models"] == sorted(F.SYSTEMS)
+    assert counts["ties"] == sum(r["winner"].startswith("tie") for r in raw)
+    folder = Location.of(str(tmp_path / "in"))
+    j = read_judgments(folder.join("judgments.parquet").uri)
+    cands = read_candidates(folder)
+    assert j.num_rows == 40 and cands.num_rows == 80 and set(j.column("aspect").to_pylist()) == {ASPECT}
+    first = next(r for r in j.to_pylist() if r["context_id"] == "b0000")
+    assert first["candidate_a"] == f"b0000/{raw[0]['model_a']}" and first["raw_text"] == raw[0]["winner"]
+    assert first["label"] == {"model_a": "A", "model_b": "B"}.get(raw[0]["winner"], "tie")
+    text = {r["candidate_id"]: r["text"] for r in cands.to_pylist()}
+    assert text[first["candidate_b"]] == raw[0]["conversation_b"][-1]["content"]
+    assert read_labels(folder).num_rows == 40  # human votes are human labels
+    style = read_style_features(folder).to_pylist()
+    assert {r["candidate_id"] for r in style} == set(text)
+    row = next(r for r in style if r["candidate_id"] == first["candidate_a"])
+    assert row["length"] == raw[0]["conv_metadata"]["sum_assistant_a_tokens"]
+
+
+def test_mapped_columns_without_conversations(tmp_path):
+    rows = [{"left": a, "right": b, "verdict": w} for a, b, w in [("x", "y", "A"), ("y", "z", "B"), ("x", "z", "tie")]]
+    path = F.write_jsonl(tmp_path / "v.jsonl", rows)
+    fields = BattleFields(model_a="left", model_b="right", winner="verdict", id=None, judge="gpt-judge")
+    counts = import_battles([str(path)], str(tmp_path / "in"), fields, "table")
+    folder = Location.of(str(tmp_path / "in"))
+    assert counts["battles"] == 3 and not folder.join("pairwise_labels.parquet").exists()  # not human votes
+    assert not folder.join("style_features.parquet").exists()
+    assert set(read_candidates(folder).column("text").to_pylist()) == {NO_TEXT}
+    assert read_judgments(folder.join("judgments.parquet").uri).column("model").to_pylist() == ["gpt-judge"] * 3
+
+
+@pytest.mark.parametrize(
+    "change, field, found",
+    [
+        (lambda r: r.pop("winner"), "winner", "None"),
+        (lambda r: r.update(winner="model_c"), "winner", "'model_c'"),
+        (lambda r: r.update(model_b=r["model_a"]), "model_b", "a model other than"),
+        (lambda r: r["conversation_b"].pop(), "conversation_b", "the last the assistant's"),
+        (lambda r: r["conv_metadata"].update(header_count_a={"h1": -1}), "conv_metadata.header_count_a", "-1"),
+        (lambda r: r.update(question_id="b0000"), "question_id", "also in"),
+    ],
+)
+def test_bad_battles_are_refused_with_file_line_and_field(tmp_path, change, field, found):
+    log = F.battles(tmp_path, n=5)
+    rows = [json.loads(x) for x in log.read_text().splitlines()]
+    change(rows[3])
+    F.write_jsonl(log, rows)
+    with pytest.raises(TableError) as e:
+        import_battles([str(log)], str(tmp_path / "in"))
+    assert "battles.jsonl line 4" in str(e.value) and f"`{field}`" in str(e.value) and found in str(e.value)
+    assert not (tmp_path / "in").exists() or list((tmp_path / "in").iterdir()) == []
+
+
+def _csv_rows(loc: Location) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(loc.read_text())))
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_public_log_gets_a_leaderboard_and_the_peers_csv(tmp_path, where, request, capsys):
+    if where == "s3":
+        request.getfixturevalue("s3_server")
+    dst = str(tmp_path / "in") if where == "local" else "s3://pairank/battles/in"
+    log = F.battles(tmp_path, n=200, seed=3)
+    assert main(["import", "battles", str(log), dst]) == 0
+    assert main(["leaderboard", "--input", dst, "--baseline", "base", "--n-boot", "40"]) == 0
+    err = capsys.readouterr().err
+    out = Location.of(dst).join("leaderboard")
+    doc = out.join("leaderboard.json").read_json()
+    rows = [r for r in doc["rows"] if r["aspect"] == "overall"]
+    ranked = [r["system"] for r in sorted(rows, key=lambda r: r["rank"])]
+    assert ranked[0] == "strong" and ranked[-1] == "weak"  # the log's seeded strengths, best first
+    assert doc["style_features"].startswith("given") and doc["intervals"]["strength"].startswith("bootstrap")
+    assert doc["intervals"]["style_strength"].startswith("Wald")
+    ah = _csv_rows(out.join("arena_hard.csv"))
+    assert list(ah[0]) == list(ARENA_HARD_COLUMNS) and {r["model"] for r in ah} == set(F.SYSTEMS)
+    base = next(r for r in ah if r["model"] == "base")
+    assert float(base["score"]) == 50.0
+    strong = next(r for r in ah if r["model"] == "strong")
+    assert float(strong["rating_q025"]) < float(strong["score"]) < float(strong["rating_q975"])
+    ae = _csv_rows(out.join("alpaca_eval.csv"))
+    assert list(ae[0]) == list(ALPACA_EVAL_COLUMNS)
+    row = next(r for r in ae if r[""] == "strong")
+    assert int(row["n_wins"]) + int(row["n_wins_base"]) + int(row["n_draws"]) == int(row["n_total"]) > 0
+    assert "extrapolates" in err  # the strong system's answers are always longer than the baseline's
+
+
+def test_win_rates_and_meta_eval_read_imported_verdicts(tmp_path, capsys):
+    log = F.battles(tmp_path, n=80)
+    import_battles([str(log)], str(tmp_path / "in"))
+    assert (
+        main(["winrate", "--input", str(tmp_path / "in"), "--baseline", "base", "--methods", "observed", "--json"]) == 0
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert {r["system"] for r in doc["winrates"]} == {"strong", "wordy", "weak"}
+    assert main(["meta-eval", "--input", str(tmp_path / "in"), "--out", str(tmp_path / "me")]) == 0
+    table = pq.read_table(tmp_path / "me" / "meta_eval.parquet").to_pylist()
+    assert table and all(r["correct_False"].startswith(f"{r['n_correct_False']} /") for r in table)
+
+
+def test_leaderboard_input_names_a_judgment_outside_the_candidates(tmp_path):
+    log = F.battles(tmp_path, n=10)
+    import_battles([str(log)], str(tmp_path / "in"))
+    rows = pq.read_table(tmp_path / "in" / "judgments.parquet").to_pylist()
+    rows[4]["candidate_b"] = "nowhere/ghost"
+    pq.write_table(pa.Table.from_pylist(rows, schema=JUDGMENTS), tmp_path / "j.parquet")
+    with pytest.raises(ValueError, match="context 'b0004'.*'nowhere/ghost' are not both in"):
+        input_leaderboard(str(tmp_path / "in"), [str(tmp_path / "j.parquet")])
