@@ -24,23 +24,29 @@ Schedulers (``jobs.frontier.arms``): full; random and symmetric at budgets of
 0.5% .. 75% of N(N-1) (up to 10% at N = 200, 5% at N = 1,000); pairs_greedy
 (symmetric and one order), pairs_beam, pairs_anchors (two anchor counts),
 adaptive_symmetric (uncertainty and d_optimal selection, ``sampling.budget`` on
-the same grid; at N = 1,000 uncertainty only and budgets up to 2%: d_optimal costs
-O(N^2) per pick), poe (Gaussian symmetric, Gaussian one order debiased, Bradley-Terry
+the same grid), poe (Gaussian symmetric, Gaussian one order debiased, Bradley-Terry
 symmetric; ``comparisons`` on the grid). Static schedulers rank by soft win ratio.
+At large N the sweep is cut to keep it to minutes on 2 shared cores (the caps of
+``jobs.frontier.AFFORDABLE`` and ``arms``' docstring): at N = 200 adaptive_symmetric
+up to 5%; at N = 1,000 adaptive_symmetric at N comparisons only, poe Gaussian
+symmetric up to 1%, no random, pairs_beam or one-order pairs_greedy.
 
 Each point is the mean over seeds (``--seeds``, 20) of each seed's mean over
 contexts, with its standard deviation and standard error across seeds; a seed
 draws the judge's noise, the schedulers' seeds, and a seeded sample of the set's
-contexts (``--contexts``). Also measured: what poe costs the driver per round
+contexts (``--contexts``; by default 20 per seed for the human sets, 4 at N = 50,
+1 at N = 200 and 1,000). Also measured: what poe costs the driver per round
 with 10,000 contexts of 16 (``run_lockstep``, machine time without the judge),
-and the batched PoE solve of 10,000 contexts alone.
+and the batched PoE solve of 10,000 contexts alone, in CPU seconds of the process
+(wall time on a shared host counts the other processes too).
 
-Writes bench/results/frontier[-quick].part-<judge>-<set>.json (every record, saved
-as each set finishes: an interrupted run resumes where it stopped; judges and sets
+Writes bench/results/frontier[-quick].part-<judge>-<set>.json (every record of every
+seed, saved as each set finishes: an interrupted run resumes where it stopped; judges and sets
 can run in parallel processes), .part-driver.json, and then assembles them into
-bench/results/frontier[-quick].json with the summary, the plot
-bench/results/frontier[-quick].svg and the full table bench/results/frontier[-quick].md
-(``--assemble`` does only that).
+bench/results/frontier[-quick].json (every point with its spread, the summary), the plot
+bench/results/frontier[-quick].svg and the tables bench/results/frontier[-quick].md;
+the default full run also writes jobs/frontier_table.csv, the table `pairank plan
+--recommend` reads (``--assemble`` does only the assembling).
 
 Run from the repository root:  .venv/bin/python bench/frontier.py [--quick]
 Knobs: --seeds, --sets, --judges, --contexts, --verdict, --driver-contexts, --tag.
@@ -117,7 +123,8 @@ def arms_for(n: int, quick: bool):
     return arms(n, grid[:: max(1, len(grid) // 3)] if quick else grid)
 
 
-def run_set(key: str, judge: dict, seeds: list[int], contexts: int, verdict: str, quick: bool) -> dict:
+def run_set(key: str, judge: dict, seeds: list[int], contexts: int, verdict: str, quick: bool, partial: Path) -> dict:
+    """Every arm on every seed of one set; the records so far are saved to ``partial`` after each seed."""
     from pairank.jobs.frontier import sweep
 
     records, started = [], time.time()
@@ -127,7 +134,9 @@ def run_set(key: str, judge: dict, seeds: list[int], contexts: int, verdict: str
         n = world.n
         records += sweep(world, judge, [seed], arms_for(n, quick), verdict)
         print(f"  seed {seed}: {time.time() - started:.0f} s", flush=True)
-    return {"set": SETS[key][0], "n": n, "contexts_per_seed": contexts, "records": records}
+        done = {"set": SETS[key][0], "n": n, "contexts_per_seed": contexts, "records": records}
+        partial.write_text(json.dumps({"judge": judge, "verdict": verdict, "set": {**done, "seeds": seed + 1}}) + "\n")
+    return done
 
 
 # ---------------------------------------------------------------- the driver's cost at 10^4 contexts
@@ -217,11 +226,15 @@ def summarise(result: dict) -> dict:
         n = done["n"]
         full = cv["full"][0]
         greedy = cv["pairs_greedy"][0]
-        poe_at = {
-            fam: value_at(cv[fam], greedy["comparisons"]["mean"])
-            for fam in ("poe", "poe (one order)", "poe (bt)")
-            if fam in cv
-        }
+        poe_at = {}
+        for fam in ("poe", "poe (one order)", "poe (bt)"):
+            if fam in cv:
+                at = value_at(cv[fam], greedy["comparisons"]["mean"])
+                cheaper = [pt for pt in cv[fam] if pt["comparisons"]["mean"] <= greedy["comparisons"]["mean"]]
+                if at is None and cheaper:  # its curve ends below greedy's cost: its last point is a lower bound
+                    poe_at[fam] = {"human": cheaper[-1]["human"]["mean"], "bound": "at least"}
+                else:
+                    poe_at[fam] = {"human": at, "bound": None if at is not None else "not measured"}
         shares = {}
         for fam in ("poe", "poe (one order)", "poe (bt)", "symmetric", "random", "adaptive_symmetric"):
             if fam in cv:
@@ -245,12 +258,84 @@ def summarise(result: dict) -> dict:
                 "comparisons": greedy["comparisons"]["mean"],
                 "human": greedy["human"]["mean"],
                 "se": greedy["human"]["se"],
+                "sd": greedy["human"]["sd"],
             },
             "poe_at_greedy_cost": poe_at,
             "share_for_95pct_of_full": shares,
             "adaptive_symmetric_selection": dopt,
         }
     return out
+
+
+def summary_md(results: dict, summary: dict) -> str:
+    """The stated outcomes as Markdown tables for BENCHMARKS.md."""
+
+    def share(v):
+        return "not reached" if v is None else f"{v:.1%}" if v >= 0.01 else f"{v:.2%}"
+
+    lines = [
+        "| set | N | judge | full: ρ | pairs_greedy: share, ρ ± sd | poe at greedy's cost (sym / one order / bt) "
+        "| best poe ≥ greedy? | share for 0.95 × full's ρ vs human: poe / poe bt / symmetric / random / "
+        "adaptive_symmetric "
+        "| the same vs the full matrix's ranking |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for jk, per_set in summary.items():
+        judge = results[jk]["judge"]["measured"]["judge"]
+        for key in SETS:
+            if key not in per_set:
+                continue
+            x = per_set[key]
+            g, n = x["pairs_greedy"], x["n"]
+            cells = []
+            best, bound = None, False
+            for fam in ("poe", "poe (one order)", "poe (bt)"):
+                v = x["poe_at_greedy_cost"].get(fam)
+                if v is None or v["human"] is None:
+                    cells.append("–")
+                    continue
+                cells.append(("≥ " if v["bound"] else "") + f"{v['human']:.3f}")
+                if best is None or v["human"] > best:
+                    best, bound = v["human"], bool(v["bound"])
+            if best is None:
+                reached = "–"
+            elif best >= g["human"]:
+                reached = "yes"
+            else:
+                reached = "not measured at greedy's cost" if bound else f"no ({best - g['human']:+.3f})"
+            sh = x["share_for_95pct_of_full"]
+            fams = ("poe", "poe (bt)", "symmetric", "random", "adaptive_symmetric")
+            lines.append(
+                f"| {x['set']} | {n} | {judge} | {x['full']['human']:.3f} | {share(g['comparisons'] / (n * (n - 1)))}, "
+                f"{g['human']:.3f} ± {g['sd']:.3f} | {' / '.join(cells)} | {reached} | "
+                + " / ".join(share(sh[f"{f}|human"]) if f"{f}|human" in sh else "–" for f in fams)
+                + " | "
+                + " / ".join(share(sh[f"{f}|full_matrix"]) if f"{f}|full_matrix" in sh else "–" for f in fams)
+                + " |"
+            )
+    lines += [
+        "",
+        "| set | judge | budgets compared | mean ρ uncertainty | mean ρ d_optimal | largest gap (d_optimal − "
+        "uncertainty) | its se |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for jk, per_set in summary.items():
+        judge = results[jk]["judge"]["measured"]["judge"]
+        for key in SETS:
+            rows = per_set.get(key, {}).get("adaptive_symmetric_selection") or []
+            if not rows:
+                continue
+            gaps = [
+                (r["d_optimal"][1] - r["uncertainty"][1], math.hypot(r["d_optimal"][2], r["uncertainty"][2]))
+                for r in rows
+            ]
+            k = max(range(len(gaps)), key=lambda i: abs(gaps[i][0]))
+            unc, opt = (np.mean([r[k][1] for r in rows]) for k in ("uncertainty", "d_optimal"))
+            lines.append(
+                f"| {per_set[key]['set']} | {judge} | {len(rows)} | {unc:.3f} | {opt:.3f} | "
+                f"{gaps[k][0]:+.4f} (budget {rows[k]['budget']}) | {gaps[k][1]:.4f} |"
+            )
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- the plot and the table
@@ -394,6 +479,8 @@ def write_package_table(results: dict, path: Path) -> int:
 # ---------------------------------------------------------------- main
 def assemble(name: str) -> dict:
     """Every judge's part and the driver's cost into one result, with the summary, plot and tables."""
+    from pairank.jobs.frontier import curves
+
     results: dict = {}
     for jk in JUDGES:
         for sk in SETS:
@@ -409,16 +496,31 @@ def assemble(name: str) -> dict:
         "note": "SIMULATED judges fitted to LLMBar Natural's published verdicts; every Spearman is under the model",
         "machine": C.machine(),
         "assembled_at": C.now(),
-        "results": results,
+        # every point (mean, sd, se over seeds); the per-seed records stay in the part files
+        "results": {
+            jk: {
+                **{k: v for k, v in res.items() if k != "sets"},
+                "sets": {
+                    sk: {**{k: v for k, v in done.items() if k != "records"}, "curves": curves(done["records"])}
+                    for sk, done in res["sets"].items()
+                },
+            }
+            for jk, res in results.items()
+        },
         "driver_cost": json.loads(driver.read_text()) if driver.is_file() else None,
         "summary": {jk: summarise(res) for jk, res in results.items()},
     }
     C.write_result(name, out)
     if name == NAME:  # the full default run is what plan reads
         write_package_table(results, C.ROOT / "jobs" / "frontier_table.csv")
+    out["results"] = results
     plot(results, C.RESULTS / f"{name}.svg")
     (C.RESULTS / f"{name}.md").write_text(
-        "# Frontier tables (SIMULATED judges; made by bench/frontier.py)\n\n" + table_md(results), encoding="utf-8"
+        "# Frontier tables (SIMULATED judges; made by bench/frontier.py)\n\n"
+        + summary_md(results, out["summary"])
+        + "\n\n"
+        + table_md(results),
+        encoding="utf-8",
     )
     return out
 
@@ -455,10 +557,12 @@ def main() -> None:
                     contexts = max(1, contexts // 12)
                 print(f"{jk} {sk}: {args.seeds} seeds x {contexts} contexts", flush=True)
                 started = time.time()
-                done = run_set(sk, judge, list(range(args.seeds)), contexts, args.verdict, args.quick)
+                partial = part.with_suffix(".partial")
+                done = run_set(sk, judge, list(range(args.seeds)), contexts, args.verdict, args.quick, partial)
                 done.update(seeds=args.seeds, seconds=round(time.time() - started, 1), finished_at=C.now())
                 res = {"judge": judge, "verdict": args.verdict, "set": done}
                 part.write_text(json.dumps(res) + "\n", encoding="utf-8")
+                partial.unlink(missing_ok=True)
         driver = C.RESULTS / f"{name}.part-driver.json"
         if args.driver_contexts and not driver.is_file():
             print(f"driver cost at {args.driver_contexts} contexts", flush=True)

@@ -32,7 +32,7 @@ from pairank.jobs.frontier import (
     verdict_stats,
     win_ratio_scores,
 )
-from pairank.jobs.recommend import COLUMNS, carried, recommend_from_table
+from pairank.jobs.recommend import COLUMNS, TABLE, carried, read_frontier_table, recommend_from_table
 from pairank.operators.judge_bias import slot_flips
 from pairank.operators.judges.simulated_engine import SimulatedJudgeSpec
 from tests.helpers import ROOT
@@ -226,3 +226,24 @@ def test_carried_budgets_keep_their_share_and_their_unit() -> None:
         "sampling": {"budget": 14},
     }
     assert carried({"name": "pairs_greedy"}, 16, 1000) == {"name": "pairs_greedy"}
+
+
+def test_the_packaged_frontier_table_covers_every_set_and_scheduler() -> None:
+    """What bench/frontier.py wrote: every set at >= 20 seeds, every scheduler family, settings a spec accepts."""
+    from pairank.jobs.schedulers import parse_scheduler
+
+    rows = read_frontier_table(TABLE)
+    assert {r["set"] for r in rows} >= {"SummEval", "HANNA", "TopicalChat", "synthetic N=50", "synthetic N=200"}
+    assert {r["n"] for r in rows} >= {16, 11, 6, 50, 200}
+    assert all(r["seeds"] >= 20 for r in rows)
+    families = {r["family"] for r in rows}
+    for name in ("full", "random", "symmetric", "pairs_greedy", "pairs_beam", "pairs_anchors", "poe"):
+        assert name in families
+    assert {"adaptive_symmetric", "adaptive_symmetric (d_optimal)"} <= families
+    for r in rows:
+        parse_scheduler(r["scheduler"])
+        assert r["share"] == pytest.approx(r["comparisons"] / (r["n"] * (r["n"] - 1)), rel=1e-3, abs=1e-6)
+        if r["family"] == "full":
+            assert r["share"] == 1 and r["full_matrix"] == 1
+    got = recommend_from_table(SimulatedJudgeSpec(), candidates=16, target=0.8)
+    assert got["measured_at"]["n"] == 16 and got["recommendation"]["choice"]["human"]["mean"] >= 0.8
