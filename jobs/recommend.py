@@ -105,6 +105,7 @@ def carried(scheduler: dict, n: int, candidates: int) -> dict:
     {'name': 'adaptive_symmetric', 'sampling': {'budget': 60}}
     """
     out = json.loads(json.dumps(scheduler))
+    out = {"name": out["name"], **{k: v for k, v in out.items() if k != "name"}}  # the name first, as a spec has it
     ratio = candidates * (candidates - 1) / (n * (n - 1))
     for key, unit in BUDGET_KEYS.items():
         *parents, leaf = key.split(".")
@@ -184,7 +185,11 @@ def render_from_table(result: dict) -> str:
         result["candidates"],
         result["measured_at"]["n"],
     )
-    metric = "the human scores" if result["metric"] == "human" else "the full matrix's ranking"
+    metric = (
+        "quality (the human scores; a synthetic set's latent quality)"
+        if result["metric"] == "human"
+        else "the full matrix's ranking"
+    )
     lines = [
         "SIMULATED: every number below comes from a simulated judge, not from a real judge or real data.",
         (
