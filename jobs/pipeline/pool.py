@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -120,7 +120,8 @@ def judge_pool(
                     yield pool
                 else:
                     beat.say(f"{engines} ready in {beat.elapsed():.0f} s")
-                    yield WatchedPool(pool, beat, resources.batch_size)
+                    # the pool, watched: WatchedPool answers every attribute of a JudgePool (judge its own way)
+                    yield cast(JudgePool, WatchedPool(pool, beat, resources.batch_size))
             finally:
                 if record is not None:
                     record.add(pool.info(), pool.losses(), pool.sizes())
