@@ -18,6 +18,57 @@ from pairank.operators.judges.engine import JudgeSettings
 from pairank.operators.judges.modes import build_runner, failure_rows
 
 
+class LocalPathOnCluster(ValueError):
+    """A path of this machine given to a job on a Ray cluster of several nodes, whose tasks would read their own
+    disk instead."""
+
+
+def join_cluster(spec: JobSpec) -> None:
+    """The job's Ray: the cluster ``cluster.address`` names (the driver ships its ``pairank`` and the environment
+    variables the job needs: :func:`pairank.cluster.runtime.shipped_env`, with the http judge's ``api_key_env``),
+    or a local Ray on 127.0.0.1.
+
+    On a cluster of several nodes, ``input`` and ``output`` must be shared storage (``s3://``): the nodes' tasks read
+    the candidates and the judgment store themselves, and a path of this machine would be read from each node's own
+    disk. Such a path is refused (:class:`LocalPathOnCluster`, exit 2) before anything is judged.
+    """
+    from pairank.cluster.runtime import alive_nodes, ensure_ray
+
+    api_key_env = getattr(spec.judge, "api_key_env", None)
+    ensure_ray(spec.cluster.address, spec.cluster.num_cpus, [api_key_env] if api_key_env else [])
+    if spec.cluster.address:
+        check_shared_storage(spec, len(alive_nodes()))
+
+
+def check_shared_storage(spec: JobSpec, nodes: int) -> None:
+    """Refuse a local ``input`` or ``output``, or a data file the judge reads (its engine's ``paths``: the
+    simulated judge's ``quality``, the replay judge's ``source``), on a cluster of ``nodes`` nodes, when there are
+    several. A model folder is not refused: a cluster's image may hold it at the same path on every node.
+
+    >>> from pairank.jobs.specs.job import parse_spec
+    >>> base = {"name": "n", "aspects": ["a"], "prompts": "p", "judge": {"engine": "simulated"},
+    ...         "cluster": {"address": "10.0.0.1:6379"}}
+    >>> check_shared_storage(parse_spec({**base, "input": "s3://b/in", "output": "s3://b/out"}, "doc"), 3)
+    >>> check_shared_storage(parse_spec({**base, "input": "/data/in", "output": "/data/out"}, "doc"), 1)
+    >>> try:
+    ...     check_shared_storage(parse_spec({**base, "input": "s3://b/in", "output": "/data/out"}, "doc"), 3)
+    ... except LocalPathOnCluster as exc:
+    ...     print(str(exc)[:63])
+    output /data/out is a path on this machine, but the Ray cluster
+    """
+    if nodes <= 1:
+        return
+    read = [("input", spec.input, "the input"), ("output", spec.output, "the judgment store")]
+    read += [(f"judge.{k}", getattr(spec.judge, k), "it") for k in engine_of(spec.judge).paths]
+    for key, value, what in read:
+        if isinstance(value, str) and "://" not in value:
+            raise LocalPathOnCluster(
+                f"{key} {value} is a path on this machine, but the Ray cluster at {spec.cluster.address} has "
+                f"{nodes} nodes, whose tasks and actors read {what} themselves (each from its own disk): use "
+                "shared storage (s3://bucket/prefix)"
+            )
+
+
 def engine_spec(spec: JobSpec) -> JudgeSettings:
     """The judge settings as the pool's actors run them: the engine's ``placed`` hook, given the GPUs each actor
     reserves (a vLLM judge's ``async_engine: auto`` is decided there)."""
@@ -99,9 +150,7 @@ def judge_pool(spec: JobSpec, record: PoolRecord | None = None) -> Iterator[Judg
     On exit, each actor's counters (engine prompts per stage) and the engines lost
     are added to ``record``.
     """
-    from pairank.cluster.runtime import ensure_ray
-
-    ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
+    join_cluster(spec)
     with JudgePool(judge_factory(spec), pool_resources(spec), failure_factory(spec)) as pool:
         try:
             yield pool
