@@ -14,7 +14,9 @@ with the driver, these nodes do not share either:
 - **no environment**: a node starts with a few variables only (:func:`node_env`): ``PATH`` to its own
   interpreter, ``HOME``, Ray's token; S3 settings reach its workers only through the job's runtime environment.
 
-Networking: every node is on 127.0.0.1, a raylet of its own with ports of its own (found free at start). Network
+Networking: every node is started with ``--node-ip-address 127.0.0.1`` (with Ray's several-nodes-on-one-machine
+setting, Ray registers it under this machine's own address), a raylet of its own with ports of its own (found free
+at start). Network
 namespaces (a veth per node, an address each) would make the nodes' addresses differ too, but a node in one does
 not reach this machine's 127.0.0.1, where the storage (a local SeaweedFS, the tests' S3 server) listens: the
 nodes would need routes and a storage endpoint that is not loopback, which the tests' rule (traffic on 127.0.0.1

@@ -143,6 +143,9 @@ def wait_for(what: str, test, proc: subprocess.Popen | None = None, log: Path | 
             return found
         ended = proc is not None and proc.poll() is not None
         if ended or time.monotonic() > deadline:
+            if proc is not None and not ended:  # the run is stopped with the test
+                os.killpg(proc.pid, 9)
+                proc.wait()
             said = log.read_text(errors="replace")[-4000:] if log is not None and log.exists() else ""
             pytest.fail(f"{what}: {'the run ended first' if ended else f'not after {timeout:.0f} s'}\n{said}")
         time.sleep(0.2)

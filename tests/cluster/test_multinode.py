@@ -51,7 +51,7 @@ POOL = {"size": 2, "num_cpus": 1, "batch_size": 64}
 
 @pytest.fixture(scope="module")
 def inputs(s3_server, summeval_tables):
-    """20 SummEval articles x 16 summaries on S3 (4,800 ordered pairs), and the same 3 articles as two nights."""
+    """20 SummEval articles x 16 summaries on S3 (4,800 ordered pairs), and 12 articles x 14 systems as a night."""
     full = write_input("s3://pairank/multinode/input", summeval_tables, 20, 16).uri
     candidates, _ = summeval_tables
     contexts = sorted(set(candidates.column("context_id").to_pylist()))[:12]
