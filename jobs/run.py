@@ -30,6 +30,7 @@ from pairank.cluster.runtime import raised_in_task
 from pairank.jobs.nightly import NightlyResult, run_nightly
 from pairank.jobs.pipeline.inputs import read_inputs, scored_in_tasks
 from pairank.jobs.pipeline.judge import judge_adaptive, judge_static
+from pairank.jobs.pipeline.pool import join_cluster
 from pairank.jobs.pipeline.report import report, utc_now, write_run
 from pairank.jobs.pipeline.score import score
 from pairank.jobs.pipeline.setup import prepare_judging
@@ -123,6 +124,8 @@ def run(
     elif overrides:
         raise ValueError("overrides apply to a spec file; change a JobSpec with model_copy(update=...)")
     root = Location.of(spec.output).not_a_file("output")
+    if spec.cluster.address:  # a cluster is joined first: a local input or output on several nodes is refused here
+        join_cluster(spec)
     with take(root, spec.name):  # one run of a name under a root at a time
         if spec.nightly is not None:
             return run_nightly(spec, progress=progress)

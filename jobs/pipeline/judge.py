@@ -13,7 +13,7 @@ from pairank.jobs.pipeline.block_scores import ScoreSettings, StreamScores, scor
 from pairank.jobs.pipeline.driver import Driver, Task, ranking_rows
 from pairank.jobs.pipeline.inputs import Inputs
 from pairank.jobs.pipeline.passes import error_count
-from pairank.jobs.pipeline.pool import PoolRecord, judge_pool
+from pairank.jobs.pipeline.pool import PoolRecord, join_cluster, judge_pool
 from pairank.jobs.pipeline.progress import Progress
 from pairank.jobs.pipeline.requests import scheduled_requests
 from pairank.jobs.pipeline.setup import JudgingSetup
@@ -84,13 +84,11 @@ def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: P
 
 
 def _judge_static_streamed(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress) -> Judged:
-    from pairank.cluster.runtime import ensure_ray
-
     systems = {s: s for s in pc.unique(inputs.candidates.column("system")).to_pylist()}  # one entry a system
     scheduler = static_scheduler(spec)
     scheduler.pairs({}, systems)  # the scheduler's checks on the run as a whole (one_vs_n: its baseline)
-    ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
-    plan = StaticPlan(setup.maker.variants, setup.maker.judge, scheduler, tuple(spec.aspects), setup.cache)
+    join_cluster(spec)
+    plan = StaticPlan.now(setup.maker.variants, setup.maker.judge, scheduler, tuple(spec.aspects), setup.cache)
     record = PoolRecord()
     blocks = put_blocks(inputs.candidates, inputs.source)
     run = judge_streamed(plan, blocks, partial(judge_pool, spec, record, progress), spec.flush_rows, progress)

@@ -19,6 +19,57 @@ from pairank.operators.judges.engine import JudgeSettings
 from pairank.operators.judges.modes import build_runner, failure_rows
 
 
+class LocalPathOnCluster(ValueError):
+    """A path of this machine given to a job on a Ray cluster of several nodes, whose tasks would read their own
+    disk instead."""
+
+
+def join_cluster(spec: JobSpec) -> None:
+    """The job's Ray: the cluster ``cluster.address`` names (the driver ships its ``pairank`` and the environment
+    variables the job needs: :func:`pairank.cluster.runtime.shipped_env`, with the http judge's ``api_key_env``),
+    or a local Ray on 127.0.0.1.
+
+    On a cluster of several nodes, ``input`` and ``output`` must be shared storage (``s3://``): the nodes' tasks read
+    the candidates and the judgment store themselves, and a path of this machine would be read from each node's own
+    disk. Such a path is refused (:class:`LocalPathOnCluster`, exit 2) before anything is judged.
+    """
+    from pairank.cluster.runtime import alive_nodes, ensure_ray
+
+    api_key_env = getattr(spec.judge, "api_key_env", None)
+    ensure_ray(spec.cluster.address, spec.cluster.num_cpus, [api_key_env] if api_key_env else [])
+    if spec.cluster.address:
+        check_shared_storage(spec, len(alive_nodes()))
+
+
+def check_shared_storage(spec: JobSpec, nodes: int) -> None:
+    """Refuse a local ``input`` or ``output``, or a data file the judge reads (its engine's ``paths``: the
+    simulated judge's ``quality``, the replay judge's ``source``), on a cluster of ``nodes`` nodes, when there are
+    several. A model folder is not refused: a cluster's image may hold it at the same path on every node.
+
+    >>> from pairank.jobs.specs.job import parse_spec
+    >>> base = {"name": "n", "aspects": ["a"], "prompts": "p", "judge": {"engine": "simulated"},
+    ...         "cluster": {"address": "10.0.0.1:6379"}}
+    >>> check_shared_storage(parse_spec({**base, "input": "s3://b/in", "output": "s3://b/out"}, "doc"), 3)
+    >>> check_shared_storage(parse_spec({**base, "input": "/data/in", "output": "/data/out"}, "doc"), 1)
+    >>> try:
+    ...     check_shared_storage(parse_spec({**base, "input": "s3://b/in", "output": "/data/out"}, "doc"), 3)
+    ... except LocalPathOnCluster as exc:
+    ...     print(str(exc)[:63])
+    output /data/out is a path on this machine, but the Ray cluster
+    """
+    if nodes <= 1:
+        return
+    read = [("input", spec.input, "the input"), ("output", spec.output, "the judgment store")]
+    read += [(f"judge.{k}", getattr(spec.judge, k), "it") for k in engine_of(spec.judge).paths]
+    for key, value, what in read:
+        if isinstance(value, str) and "://" not in value:
+            raise LocalPathOnCluster(
+                f"{key} {value} is a path on this machine, but the Ray cluster at {spec.cluster.address} has "
+                f"{nodes} nodes, whose tasks and actors read {what} themselves (each from its own disk): use "
+                "shared storage (s3://bucket/prefix)"
+            )
+
+
 def engine_spec(spec: JobSpec) -> JudgeSettings:
     """The judge settings as the pool's actors run them (:attr:`~pairank.jobs.specs.job.JobSpec.placed_judge`)."""
     return spec.placed_judge
@@ -105,9 +156,7 @@ def judge_pool(
     happens until the first batch is back ("starting 1 engine", "engine ready in 41 s", "judging: first batch of
     32 running"), at most every 10 s, calling ``poll`` meanwhile (see :class:`WatchedPool`).
     """
-    from pairank.cluster.runtime import ensure_ray
-
-    ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
+    join_cluster(spec)
     beat = Heartbeat(progress, poll=poll) if progress is not None else None
     resources = pool_resources(spec)
     engines = f"{resources.min_size} engine{'s' * (resources.min_size != 1)}"

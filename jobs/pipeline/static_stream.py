@@ -75,6 +75,30 @@ class StaticPlan:
     scheduler: StaticSettings
     aspects: tuple[str, ...]
     cache: JudgmentCache
+    #: The store's version the planning tasks join with: the one when the run started planning (-1: no store
+    #: yet), so that a task run again (its node was lost) plans exactly what it planned the first time; see
+    #: :func:`plan_requests`.
+    as_of: int = -1
+
+    @classmethod
+    def now(
+        cls,
+        variants: dict[str, Any],
+        judge: dict[str, Any],
+        scheduler: StaticSettings,
+        aspects: tuple[str, ...],
+        cache: JudgmentCache,
+    ) -> StaticPlan:
+        """A plan that joins with the store as it is now."""
+        version = cache.version()
+        return cls(variants, judge, scheduler, aspects, cache, -1 if version is None else version)
+
+    def answered(self, maker: RequestMaker, wanted: dict[str, tuple[Any, ...]]) -> set[str]:
+        """The keys of ``wanted`` that the store answered at version :attr:`as_of`."""
+        if not wanted or self.as_of < 0:
+            return set()
+        found = self.cache.answered(aspects=self.aspects, contexts=maker.context, keys=wanted, version=self.as_of)
+        return set(found.column("key").to_pylist())
 
     def wanted(self, block: pa.Table) -> tuple[RequestMaker, dict[str, tuple[Any, ...]]]:
         """The block's request maker and ``{key: (aspect, ctx, a, b, variant)}`` of its comparisons."""
@@ -184,11 +208,17 @@ def put_blocks(candidates: pa.Table, folder: Location | None = None) -> list[Han
 
 
 def plan_requests(block: pa.Table, plan: StaticPlan, counter: Shared | None = None) -> Iterator[pa.Table]:
-    """Stage: the REQUESTS rows of ``block``'s comparisons that the store has no verdict for; ``counter`` (a
-    :class:`PlanCounter`) hears how many the block wants and how many were cached."""
+    """Stage: the REQUESTS rows of ``block``'s comparisons that the store had no verdict for when the run started
+    planning (version :attr:`StaticPlan.as_of`); ``counter`` (a :class:`PlanCounter`) hears how many the block wants
+    and how many were cached.
+
+    The same block gives the same rows in the same slices, however often the task runs: a task lost with its node
+    is run again by Ray, whose streaming tasks hand on only the slices not handed on before, and lost slices are
+    made again the same way (Ray's lineage). Joined with a newer version of the store, a task run again would
+    slice fewer rows differently, and the slices skipped as handed on would no longer hold the rows handed on.
+    """
     maker, wanted = plan.wanted(block)
-    answered = plan.cache.answered(aspects=plan.aspects, contexts=maker.context, keys=wanted) if wanted else None
-    done = set(answered.column("key").to_pylist()) if answered is not None else set()
+    done = plan.answered(maker, wanted)
     todo = {k: req for k, req in wanted.items() if k not in done}
     if counter is not None:
         counter.call("add", block.column("context_id")[0].as_py(), len(wanted), len(wanted) - len(todo))

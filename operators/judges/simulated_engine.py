@@ -16,7 +16,8 @@ from pairank.operators.judges.base import Judge
 from pairank.operators.judges.engine import Engine, Identity, JudgeSettings
 from pairank.storage.keys import canonical_json
 
-#: The settings that determine an outcome (``seconds_per_comparison``, ``start_seconds`` and ``crash_on`` do not).
+#: The settings that determine an outcome (``seconds_per_comparison``, ``start_seconds``, ``crash_on`` and
+#: ``calls_log`` do not).
 SETTINGS = ("seed", "quality", "scale", "noise", "position_bias", "intransitivity", "length_bias", "lengths")
 
 
@@ -59,6 +60,14 @@ class SimulatedJudgeSpec(JudgeSettings):
         "how a job bears a poison prompt; not part of the judge's identity.",
     )
 
+    calls_log: str | None = Field(
+        None,
+        description="Audit of the engine's calls: a folder (local or s3://) where every batch that reaches a simulated "
+        "engine is recorded as it arrives, one JSON file per batch (the time, the actor's process id, the batch's "
+        "keys). Shows which comparisons were sent to an engine and when, also across engines and nodes that were "
+        "lost (an actor's own counters die with it). Not part of the judge's identity.",
+    )
+
     @model_validator(mode="after")
     def _lengths_given(self) -> SimulatedJudgeSpec:
         if self.length_bias != 0 and not self.lengths:
@@ -85,7 +94,7 @@ ENGINE = Engine(
     name="simulated",
     settings=SimulatedJudgeSpec,
     build=build,
-    paths=("quality", "lengths"),
+    paths=("quality", "lengths", "calls_log"),
     notice="**SIMULATED judge**: these judgments come from a simulation (latent qualities plus noise), not from a "
     "model. Use them for planning only.",
 )
