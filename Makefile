@@ -14,7 +14,7 @@ CONSTRAINTS ?= constraints.txt
 DATA ?= ../shared/data
 BIN := $(VENV)/bin
 
-.PHONY: install install-test demo test test-fast lint typecheck model data browser clean
+.PHONY: install install-test demo test test-fast test-cluster lint typecheck model data browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -78,7 +78,12 @@ XDIST = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 FAST = not (ray or s3 or engine or browser)
 
 test: install-test browser lint
-	$(BIN)/python -m pytest $(XDIST)
+	$(BIN)/python -m pytest $(XDIST) -m "not cluster"
+
+# The multi-node tests (a Ray head and worker nodes on this machine, SeaweedFS S3, nodes killed mid-run): about
+# 12 minutes on 2 cores, one test after another (docs/development.md, "Tests").
+test-cluster: install-test
+	$(BIN)/python -m pytest -p no:xdist -m cluster
 
 test-fast: install-test
 	$(BIN)/python -m pytest $(XDIST) -m "$(FAST)"
