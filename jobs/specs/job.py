@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -21,9 +22,9 @@ from pydantic import (
     model_validator,
 )
 
-from pairank.jobs.schedulers import REGISTRY, FullSettings, SchedulerSpec
+from pairank.jobs.schedulers import REGISTRY, FullSettings, PairsAnchorsSettings, SchedulerSpec
 from pairank.operators.judges import ENGINES, engine_of, judge_paths, parse_judge
-from pairank.operators.judges.engine import JUDGING_MODES, JudgeSettings
+from pairank.operators.judges.engine import JudgeSettings, JudgingMode
 from pairank.operators.scores import DECISIVE_WEIGHT
 from pairank.operators.settings import Strict
 from pairank.storage.bounded_yaml import YamlError, load_yaml
@@ -108,7 +109,7 @@ class PoolSpec(Strict):
 
 
 class JudgingSpec(Strict):
-    mode: Literal[JUDGING_MODES] = Field(
+    mode: JudgingMode = Field(
         "logprob",
         description="logprob: p_a from the label-token probabilities (one token). generate: a reasoning, then a "
         "verdict [[A]], [[B]] or [[C]] (tie) (or five levels, see verdict_scale), parsed; unparseable answers are "
@@ -430,7 +431,7 @@ class JobSpec(Strict):
         if self.nightly is None:
             return self
         s = self.scheduler
-        if s.name != "pairs_anchors":
+        if not isinstance(s, PairsAnchorsSettings):  # the scheduler named pairs_anchors
             raise ValueError(
                 f"nightly jobs insert new outputs by anchor binary insertion: set scheduler.name: pairs_anchors "
                 f"(found {s.name!r})"
@@ -481,12 +482,12 @@ def _walk(loc: tuple) -> tuple[str, list[str], str | None]:
     model: type[BaseModel] | None = JobSpec
     shown: list[str] = []
     member = None
-    previous = None
+    previous: str | None = None
     for part in loc[:-1]:
         if isinstance(part, int):
             shown.append(str(part))
             continue
-        if previous in tagged and part in tagged[previous]:
+        if previous is not None and previous in tagged and part in tagged[previous]:
             model, member, previous = tagged[previous][part], f"{previous} {part!r}", None
             continue
         field = model.model_fields.get(part) if model is not None else None
@@ -564,7 +565,7 @@ def _resolve(base: Path, value: str, key: str, source: Path) -> str:
 PATH_KEYS = ("input", "output", "prompts", "judging.templates", "winrate.ood")
 
 
-def load_spec(path: str | Path, overrides: list[str] = ()) -> JobSpec:
+def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> JobSpec:
     """Read a YAML spec, apply overrides, resolve relative paths, validate.
 
     Relative :data:`PATH_KEYS` are relative to the spec file's folder (``configs/demo.yaml`` works from any working
