@@ -62,6 +62,8 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     progress(
         f"{spec.name}: {inputs.contexts} contexts, {inputs.candidates.num_rows} candidates, {len(spec.aspects)} aspects"
     )
+    for line in spec.judge_choices:
+        progress(f"judge: {line}")
     manifest: dict[str, Any] = {
         "name": spec.name,
         "state": "judging",
@@ -82,7 +84,8 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     scored = score(spec, inputs, judged)
     rates = win_rates(spec.winrate, spec.baseline, spec.aspects, inputs, judged.judgments, progress)
     counts = {"contexts": inputs.contexts, "candidates": inputs.candidates.num_rows, **asdict(judged.counts)}
-    rep = report(manifest["spec"], setup.identity, judged.totals, scored, rates, counts, started, judged.extra)
+    extra = {**judged.extra, "judge_choices": spec.judge_choices}
+    rep = report(manifest["spec"], setup.identity, judged.totals, scored, rates, counts, started, extra)
     write_run(
         layout,
         scored,
@@ -117,7 +120,7 @@ def run(
     returns its :class:`~pairank.jobs.nightly.NightlyResult`.
     """
     if not isinstance(spec, JobSpec):
-        spec = load_spec(spec, list(overrides))
+        spec = load_spec(spec, list(overrides), note=lambda line: progress(f"note: {line}"))
     elif overrides:
         raise ValueError("overrides apply to a spec file; change a JobSpec with model_copy(update=...)")
     root = Location.of(spec.output).not_a_file("output")

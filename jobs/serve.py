@@ -164,7 +164,7 @@ class OnlineJudging:
 
         self.output, self.aspects = spec.output, list(spec.aspects)
         self.mode = spec.judging.mode
-        self.engine_identity = judge_identity(spec.judge)
+        self.engine_identity = judge_identity(spec.placed_judge)
         self.identity = judging_identity(self.engine_identity, spec.judging)
         self.prompts = mode_prompts(spec.judging, spec.prompts, spec.aspects)
         if spec.judging.variants:

@@ -74,7 +74,7 @@ def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: P
     new = JUDGMENTS.empty_table()
     record = PoolRecord()
     if todo:
-        with judge_pool(spec, record) as pool:
+        with judge_pool(spec, record, progress) as pool:
             new = setup.judging.judge(pool, todo, setup.cache, progress)
     return Judged(
         pa.concat_tables([answered, new]),
@@ -93,7 +93,7 @@ def _judge_static_streamed(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, p
     plan = StaticPlan(setup.maker.variants, setup.maker.judge, scheduler, tuple(spec.aspects), setup.cache)
     record = PoolRecord()
     blocks = put_blocks(inputs.candidates, inputs.source)
-    run = judge_streamed(plan, blocks, lambda: judge_pool(spec, record), spec.flush_rows, progress)
+    run = judge_streamed(plan, blocks, partial(judge_pool, spec, record, progress), spec.flush_rows, progress)
     if spec.scoring.calibration == "batch":  # each aspect's prior is estimated from all of its verdicts at once
         scores, judgments = None, run.read_back(progress)
         comparisons = judgments.num_rows
@@ -121,7 +121,13 @@ def judge_adaptive(
     """
     record = PoolRecord()
     driver = Driver(
-        spec, inputs.candidates, setup.judging, setup.cache, partial(judge_pool, record=record), progress, tasks
+        spec,
+        inputs.candidates,
+        setup.judging,
+        setup.cache,
+        partial(judge_pool, record=record, progress=progress),
+        progress,
+        tasks,
     )
     progress(f"{spec.scheduler.name}: {len(driver.tasks)} machines (aspect x context x seed) in lockstep rounds")
     result = driver.run()

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from pairank.cluster.pools import JudgePool, PoolResources
+from pairank.jobs.pipeline.progress import Heartbeat, Progress
 from pairank.jobs.specs.job import JobSpec
 from pairank.operators.judges import engine_of, judge_identity
 from pairank.operators.judges.engine import JudgeSettings
@@ -19,10 +20,8 @@ from pairank.operators.judges.modes import ModeRunner, build_runner, failure_row
 
 
 def engine_spec(spec: JobSpec) -> JudgeSettings:
-    """The judge settings as the pool's actors run them: the engine's ``placed`` hook, given the GPUs each actor
-    reserves (a vLLM judge's ``async_engine: auto`` is decided there)."""
-    placed: JudgeSettings = engine_of(spec.judge).placed(spec.judge, spec.pool.num_gpus)
-    return placed
+    """The judge settings as the pool's actors run them (:attr:`~pairank.jobs.specs.job.JobSpec.placed_judge`)."""
+    return spec.placed_judge
 
 
 def batches_in_flight(spec: JobSpec) -> int:
@@ -67,7 +66,7 @@ def pool_resources(spec: JobSpec) -> PoolResources:
 
 def failure_factory(spec: JobSpec) -> Callable[[str, pa.Table, str], pa.Table]:
     """What a pool answers for requests no engine could judge: error rows naming the reason."""
-    return partial(failure_rows, judge_identity(spec.judge), spec.judging)
+    return partial(failure_rows, judge_identity(spec.placed_judge), spec.judging)
 
 
 @dataclass
@@ -93,18 +92,62 @@ class PoolRecord:
 
 
 @contextmanager
-def judge_pool(spec: JobSpec, record: PoolRecord | None = None) -> Iterator[JudgePool]:
+def judge_pool(
+    spec: JobSpec,
+    record: PoolRecord | None = None,
+    progress: Progress | None = None,
+    poll: Callable[[], object] | None = None,
+) -> Iterator[JudgePool]:
     """The job's judge pool on the job's Ray: engines start once, on entry.
 
     On exit, each actor's counters (engine prompts per stage) and the engines lost
-    are added to ``record``.
+    are added to ``record``. With ``progress``, a :class:`~pairank.jobs.pipeline.progress.Heartbeat` says what
+    happens until the first batch is back ("starting 1 engine", "engine ready in 41 s", "judging: first batch of
+    32 running"), at most every 10 s, calling ``poll`` meanwhile (see :class:`WatchedPool`).
     """
     from pairank.cluster.runtime import ensure_ray
 
     ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
-    with JudgePool(judge_factory(spec), pool_resources(spec), failure_factory(spec)) as pool:
-        try:
-            yield pool
-        finally:
-            if record is not None:
-                record.add(pool.info(), pool.losses(), pool.sizes())
+    beat = Heartbeat(progress, poll=poll) if progress is not None else None
+    resources = pool_resources(spec)
+    engines = f"{resources.min_size} engine{'s' * (resources.min_size != 1)}"
+    if beat is not None:
+        beat.say(f"starting {engines}")
+    try:
+        with JudgePool(judge_factory(spec), resources, failure_factory(spec)) as pool:
+            try:
+                if beat is None:
+                    yield pool
+                else:
+                    beat.say(f"{engines} ready in {beat.elapsed():.0f} s")
+                    yield WatchedPool(pool, beat, resources.batch_size)
+            finally:
+                if record is not None:
+                    record.add(pool.info(), pool.losses(), pool.sizes())
+    finally:
+        if beat is not None:
+            beat.stop()
+
+
+class WatchedPool:
+    """A started :class:`~pairank.cluster.pools.JudgePool` whose first judged batch ends its heartbeat: until it
+    is back the heartbeat says that it runs, then how long it took; everything else is the pool's."""
+
+    def __init__(self, pool: JudgePool, beat: Heartbeat, batch_size: int):
+        self.pool, self.beat, self.batch_size = pool, beat, batch_size
+        self.first: bool | None = None  # None: nothing sent yet; True: the first batch running; False: it is back
+
+    def judge(self, requests: Any, stage: str = "pairwise") -> Iterator[pa.Table]:
+        """The pool's :meth:`~pairank.cluster.pools.JudgePool.judge`, watched."""
+        if self.first is None:
+            self.first = True
+            self.beat.say(f"judging: first batch of {self.batch_size} running")
+        for batch in self.pool.judge(requests, stage):
+            if self.first:
+                self.first = False
+                self.beat.say(f"judging: first batch back after {self.beat.elapsed():.0f} s")
+                self.beat.say(None)
+            yield batch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pool, name)

@@ -71,7 +71,7 @@ class JudgingSetup:
 
 def prepare_judging(spec: JobSpec, candidates: pa.Table, layout: RunLayout) -> JudgingSetup:
     """Prompts, keys and caches for ``candidates``; nothing is judged and no engine starts."""
-    engine = judge_identity(spec.judge)
+    engine = judge_identity(spec.placed_judge)
     maker = RequestMaker(
         candidates, mode_prompts(spec.judging, spec.prompts, spec.aspects), judging_identity(engine, spec.judging)
     )

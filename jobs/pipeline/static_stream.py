@@ -37,6 +37,7 @@ score).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -145,14 +146,22 @@ def cut_blocks(candidates: pa.Table, groups: list[list[str]]) -> list[pa.Table]:
 
 
 def read_blocks(folder: Location, keep: pa.Array, groups: list[list[str]]) -> tuple[Any, ...]:
-    """Ray task: the input folder's candidates, read and validated whole (the driver read only their ids), those
-    in ``keep`` (candidate ids: the run's ``subset``) cut into the blocks of ``groups``. Returns the rows kept, then
-    each block (one return each)."""
-    from pairank.storage.inputs import read_candidates
+    """Ray task: the input folder's candidates (the driver read only their ids), read and validated a part at a
+    time (:func:`pairank.storage.inputs.iter_candidates`: the whole table is never held, only the rows kept),
+    those in ``keep`` (candidate ids: the run's ``subset``) cut into the blocks of ``groups``. Returns the rows
+    kept, then each block (one return each)."""
+    from pairank.storage.inputs import iter_candidates
 
-    table = read_candidates(folder)
-    table = table.filter(pc.is_in(table.column("candidate_id"), keep))
-    return (table.num_rows, *cut_blocks(table, groups))
+    pieces: list[list[pa.Table]] = [[] for _ in groups]
+    rows = 0
+    for part in iter_candidates(folder):  # each part cut as it comes: the task holds its blocks and one part
+        part = part.filter(pc.is_in(part.column("candidate_id"), keep))
+        rows += part.num_rows
+        for mine, block in zip(pieces, cut_blocks(part, groups)):
+            if block.num_rows:
+                mine.append(block)
+    schema = part.schema  # iter_candidates yields at least one part or raises
+    return (rows, *(pa.concat_tables(p) if p else schema.empty_table() for p in pieces))
 
 
 def put_blocks(candidates: pa.Table, folder: Location | None = None) -> list[Handle]:
@@ -240,9 +249,10 @@ def judge_streamed(
     plan: StaticPlan, blocks: list[Handle], pool: Callable[..., Any], flush_rows: int, progress: Callable[[str], None]
 ) -> Streamed:
     """Judge every comparison of ``plan`` the store lacks, streaming the requests made from the candidates'
-    ``blocks`` (:func:`put_blocks`) by the planning stage into the pool that ``pool()`` enters (only when
-    something is left to judge). The run's judgments stay in the store: read them back
-    (:meth:`Streamed.read_back`) or score them block by block (:mod:`pairank.jobs.pipeline.block_scores`)."""
+    ``blocks`` (:func:`put_blocks`) by the planning stage into the pool that ``pool(poll=...)`` enters (only when
+    something is left to judge; ``poll`` says the plan line as soon as every block is planned). The run's
+    judgments stay in the store: read them back (:meth:`Streamed.read_back`) or score them block by block
+    (:mod:`pairank.jobs.pipeline.block_scores`)."""
 
     def requests(counter: Shared | None) -> executor.Stream:
         return executor.stream(blocks, Stage(plan_requests, plan, PLANNING), counter=counter)
@@ -251,18 +261,20 @@ def judge_streamed(
         return Streamed(plan, blocks, None)
     counter = executor.shared(PlanCounter, len(blocks))
     said: list[bool] = []
+    saying = threading.Lock()  # asked by the writer and by the pool's heartbeat thread
 
     def total() -> int | None:
         t = counter.call("totals")
         if t["planned"] < t["blocks"]:
             return None
-        if not said:
-            said.append(True)
-            progress(f"{t['wanted']} comparisons ({t['cached']} cached, {t['wanted'] - t['cached']} to judge)")
+        with saying:
+            if not said:
+                said.append(True)
+                progress(f"{t['wanted']} comparisons ({t['cached']} cached, {t['wanted'] - t['cached']} to judge)")
         return int(t["wanted"] - t["cached"])
 
     try:
-        with pool() as judge_pool:
+        with pool(poll=total) as judge_pool:
             writer = CacheWriter(plan.cache, flush_rows, progress, "pairwise", judge_pool.losses, total, keep=False)
             writer.run(judge_pool.judge(requests(counter), "pairwise"))
         total()

@@ -261,6 +261,8 @@ class SimulatedJudge(Judge):
         """``spec``: a :class:`pairank.operators.judges.simulated_engine.SimulatedJudgeSpec`."""
         self.spec = spec
         self.sleep = sleep
+        if spec.start_seconds > 0:
+            sleep(spec.start_seconds)  # a slow engine's start
         self.human = human_quality(spec.quality) if spec.quality else None
         self.lengths = text_lengths(spec.lengths) if spec.length_bias else None
 

@@ -16,7 +16,7 @@ from pairank.operators.judges.base import Judge
 from pairank.operators.judges.engine import Engine, Identity, JudgeSettings
 from pairank.storage.keys import canonical_json
 
-#: The settings that determine an outcome (``seconds_per_comparison`` and ``crash_on`` do not).
+#: The settings that determine an outcome (``seconds_per_comparison``, ``start_seconds`` and ``crash_on`` do not).
 SETTINGS = ("seed", "quality", "scale", "noise", "position_bias", "intransitivity", "length_bias", "lengths")
 
 
@@ -49,6 +49,9 @@ class SimulatedJudgeSpec(JudgeSettings):
         "candidate's text.",
     )
     seconds_per_comparison: float = Field(0.0, ge=0, description="Sleep per comparison, to mimic an engine's latency.")
+    start_seconds: float = Field(
+        0.0, ge=0, description="Sleep when the engine starts (in each judge actor), to mimic a slow engine start."
+    )
     crash_on: list[tuple[str, str, str]] = Field(
         default_factory=list,
         description="Fault drill: comparisons [context_id, candidate_a, candidate_b] (a poison prompt each): the "
