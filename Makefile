@@ -67,7 +67,8 @@ lint: install-test
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 
-# mypy --strict on the judge engines and their registry (tests/typecheck.py says why it runs on a view of the package).
+# mypy --strict on the strictly typed modules, and mypy on the whole package (tests/typecheck.py says why it runs on
+# a view of the package).
 typecheck: install-test
 	$(BIN)/python -m tests.typecheck
 

@@ -41,11 +41,15 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from ray import serve
 
 from pairank.cluster.batching import Batches, Forwarding, GroupCommit, NotStored
+
+if TYPE_CHECKING:
+    from pairank.cluster.judge_actor import Runner
 
 #: Modules a judge replica must never load (see the module docstring); its ``info()`` reports any that are.
 FORBIDDEN_IN_ENGINE = ("pymc", "llvmlite", "numba", "pytensor", "nutpie")
@@ -72,7 +76,7 @@ class JudgeReplica:
 
     def __init__(
         self,
-        factory: Callable[[], object],
+        factory: Callable[[], Runner],
         commit: Callable[[list[pa.Table]], dict],
         request_schema: pa.Schema,
         batch_size: int,
@@ -196,16 +200,17 @@ def start(
         )
         # a batch being committed, one on the engine and a full one waiting: the engine never waits for a commit
         # no access log line per internal call (the ingress logs each HTTP request)
-        handle = JudgeReplica.options(
+        # (@serve.deployment made the class a Deployment; mypy keeps a decorated class's type as it was)
+        handle = JudgeReplica.options(  # type: ignore[attr-defined]
             **replicas,
             ray_actor_options=actor,
             max_ongoing_requests=3 * pool.batch_size,
             logging_config={"enable_access_log": False},
         ).bind(factory, commit, request_schema, pool.batch_size)
     forward_size = judge[3].batch_size if judge is not None else 1
-    app = Ingress.options(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256).bind(
-        service, handle, forward_size
-    )
+    app = Ingress.options(  # type: ignore[attr-defined]  # a Deployment, as JudgeReplica
+        ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256
+    ).bind(service, handle, forward_size)
     serve.run(app, name=name, route_prefix="/", blocking=False)
     return f"http://{host}:{port}"
 

@@ -8,6 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import pyarrow as pa
 
@@ -45,6 +46,18 @@ class Gate:
             self.cond.notify_all()
 
 
+class Runner(Protocol):
+    """What a pool's or a replica's factory builds (pairank.operators.judges.modes.ModeRunner): one engine."""
+
+    def run(self, stage: str, batch: pa.Table) -> pa.Table:
+        """The result rows of one stage's batch."""
+        ...
+
+    def info(self) -> dict:
+        """The engine's counters."""
+        ...
+
+
 class JudgeActor:
     """One engine in one Ray actor, for the life of the pool; it runs every stage it is sent.
 
@@ -57,7 +70,7 @@ class JudgeActor:
     restarts it with a fresh engine and the batches it held are sent again.
     """
 
-    def __init__(self, factory: Callable[[], object], slot: int = 0, monitor=None):
+    def __init__(self, factory: Callable[[], Runner], slot: int = 0, monitor=None):
         import ray
 
         self.slot, self.monitor = slot, monitor

@@ -51,14 +51,20 @@ import re
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from pairank.cluster.executor import Stream, driver_node
 from pairank.cluster.forwarding import SLOT, deal_blocks, forward
-from pairank.cluster.judge_actor import JudgeActor
+from pairank.cluster.judge_actor import JudgeActor, Runner
 from pairank.cluster.pool_monitor import PoolMonitor
 from pairank.cluster.ray_shim import cheap_repartition
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
+
+    from pairank.cluster.scaling import Scaler
 
 log = logging.getLogger(__name__)
 
@@ -126,15 +132,15 @@ class JudgePool:
 
     def __init__(
         self,
-        factory: Callable[[], object],
+        factory: Callable[[], Runner],
         resources: PoolResources,
         on_failure: Callable[[str, pa.Table, str], pa.Table] | None = None,
     ):
         """``on_failure(stage, rows, reason)``: the result rows of requests no engine could judge (error rows)."""
         self.factory, self.resources, self.on_failure = factory, resources, on_failure
-        self.actors: dict[int, object] = {}  # by slot: every actor started and not stopped (dead ones too)
-        self.monitor = None
-        self.scaler = None
+        self.actors: dict[int, Any] = {}  # by slot: every actor started and not stopped (dead ones too)
+        self.monitor: Any = None  # the PoolMonitor actor, while started
+        self.scaler: Scaler | None = None
         self.stopped: list[dict] = []  # what the actors stopped when idle did
         self.most = self.made = 0
 
@@ -178,7 +184,7 @@ class JudgePool:
             self.scaler = Scaler(self)
             self.scaler.start()
 
-    def launch(self) -> tuple[int, object]:
+    def launch(self) -> tuple[int, ObjectRef]:
         """Start one more actor in a new slot; returns the slot and a ref ready once its engine is up."""
         slot, self.made = self.made, self.made + 1
         self.actors[slot] = self.actor_class.remote(self.factory, slot, self.monitor)
@@ -234,7 +240,7 @@ class JudgePool:
         import ray
         from ray.exceptions import RayActorError
 
-        out = []
+        out: list[dict] = []
         for a in list(self.actors.values()):
             try:
                 out.append(ray.get(a.info.remote()))
@@ -272,6 +278,7 @@ class JudgePool:
             "retries": self.resources.retries,
             "on_failure": self.on_failure,
         }
+        ds: ray.data.Dataset
         if isinstance(requests, pa.Table):
             if requests.num_rows == 0:
                 return
@@ -290,7 +297,7 @@ class JudgePool:
             ds = cheap_repartition(dataset, self.resources.batch_size)
             tasks = in_flight
         ds = ds.map_batches(
-            forward,
+            forward,  # type: ignore[arg-type]  # Ray's stub wants fn(batch): forward's other arguments are fn_kwargs
             fn_kwargs=kwargs,
             batch_size=None,
             batch_format="pyarrow",

@@ -19,7 +19,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobSubmissionClient
 
 #: Left out of the uploaded working directory (gitignore patterns, relative to it;
 #: no trailing slash, so that Ray skips a whole folder instead of walking it).
@@ -84,7 +87,9 @@ def package_folders() -> dict[str, Path]:
 
     found = {"__init__.py": Path(pairank.__file__).resolve()}
     for name in SUBPACKAGES:
-        found[name] = Path(importlib.import_module(f"pairank.{name}").__file__).resolve().parent
+        init = importlib.import_module(f"pairank.{name}").__file__
+        assert init is not None  # a package with an __init__.py
+        found[name] = Path(init).resolve().parent
     return found
 
 
@@ -159,7 +164,7 @@ class Jobs:
 
     address: str
     source: str  # where the address came from: --address or RAY_ADDRESS
-    client: object
+    client: JobSubmissionClient
 
     @classmethod
     def connect(cls, address: str | None, environ: Mapping[str, str] = os.environ, quiet: bool = False) -> Jobs:

@@ -28,8 +28,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import TYPE_CHECKING
 
 from pairank.cluster.runtime import RAY_DATA_CPUS
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +61,8 @@ def idle_slots(loads: dict[int, Load], idle_seconds: float, keep: int) -> list[i
     >>> idle_slots(loads, 5, keep=1), idle_slots(loads, 5, keep=3), idle_slots(loads, 5, keep=4)
     ([1, 0], [1], [])
     """
-    idle = sorted(
-        (s for s, (_, _, t) in loads.items() if t is not None and t >= idle_seconds), key=lambda s: -loads[s][2]
-    )
+    idle_for = {s: t for s, (_, _, t) in loads.items() if t is not None and t >= idle_seconds}
+    idle = sorted(idle_for, key=lambda s: -idle_for[s])
     return idle[: max(0, len(loads) - keep)]
 
 
@@ -80,7 +83,7 @@ class Scaler(threading.Thread):
         super().__init__(daemon=True, name="pairank-pool-scaler")
         self.pool, self.interval = pool, interval
         self.halt = threading.Event()
-        self.starting: tuple[int, object] | None = None  # the slot and info() ref of an actor starting its engine
+        self.starting: tuple[int, ObjectRef] | None = None  # the slot and info() ref of an actor starting its engine
         self.asked = False  # the autoscaler holds a request of this pool
         self.broken: str | None = None  # why the pool grows no more (a new engine failed to start)
 
@@ -124,6 +127,8 @@ class Scaler(threading.Thread):
         (a start still under way, say waiting for a node, holds back more growth, not shrinking)."""
         import ray
 
+        if self.starting is None:
+            return
         slot, ready = self.starting
         if not ray.wait([ready], timeout=0)[0]:
             return

@@ -210,9 +210,9 @@ def run_judgments(
     table = cached
     if table.num_rows == 0:
         raise FileNotFoundError(f"{cache.folder.uri}: no judgments on the runs' contexts; nothing to rank")
-    allowed = {f"{c}\x1f{a}" for c, a in allowed}
+    allowed_keys = {f"{c}\x1f{a}" for c, a in allowed}
     keys = _pair_keys(table.column("context_id"), table.column("aspect"))
-    on_runs = table.filter(pc.is_in(keys, pa.array(sorted(allowed), type=pa.string())))
+    on_runs = table.filter(pc.is_in(keys, pa.array(sorted(allowed_keys), type=pa.string())))
     known = full.column("candidate_id")
     for slot in ("candidate_a", "candidate_b") if strict else ():
         missing = pc.invert(pc.is_in(on_runs.column(slot), known))

@@ -52,7 +52,7 @@ from pairank.jobs.pipeline.requests import RequestMaker, contexts_of
 from pairank.jobs.pipeline.score import score
 from pairank.jobs.pipeline.setup import prepare_judging
 from pairank.jobs.pipeline.winrates import win_rates
-from pairank.jobs.schedulers import AnchorInsertion
+from pairank.jobs.schedulers import AnchorInsertion, PairsAnchorsSettings
 from pairank.jobs.specs.job import JobSpec
 from pairank.operators.leaderboard import LeaderboardOptions
 from pairank.operators.reports import judgment_totals
@@ -154,6 +154,7 @@ def plan_night(state: pa.Table, candidates: pa.Table, spec: JobSpec, fingerprint
                     "an output that changes needs a new candidate_id (and a changed prompt a new context_id)"
                 )
     sched = spec.scheduler
+    assert isinstance(sched, PairsAnchorsSettings), "JobSpec requires pairs_anchors with a nightly section"
     tasks, carried, previous = [], kept, {}  # an aspect dropped from the spec keeps its placements for later
     counts = {"new": 0, "extended": 0, "unchanged": 0, "rebuilt": 0, "new_outputs": 0}
     for aspect in spec.aspects:
@@ -196,6 +197,7 @@ def placed_rows(plan: Plan, candidates: pa.Table, fingerprints: dict[str, str], 
     rows = list(plan.carried)
     for task in plan.tasks:
         before = plan.previous.get((task.aspect, task.context_id), {})
+        assert isinstance(task.machine, AnchorInsertion)  # (plan_night's machines all are)
         for p in task.machine.placements():
             cid = p["candidate_id"]
             rows.append(
@@ -273,9 +275,12 @@ def run_nightly(
     spec: JobSpec, progress: Callable[[str], None] = log.info, clock: Callable[[], dt.datetime] = _utc_now
 ) -> NightlyResult:
     """One night of ``spec`` (which has a ``nightly`` section); see the module docstring."""
+    if spec.nightly is None:
+        raise ValueError(f"{spec.name}: not a nightly job (the spec has no nightly section)")
+    nightly = spec.nightly
     started_wall = time.perf_counter()
     started = clock()
-    night = spec.nightly.night or started.date().isoformat()
+    night = nightly.night or started.date().isoformat()
     root = Location.of(spec.output)
     layout = NightlyLayout(root, spec.name)
     commits = CommitLog(layout)
@@ -325,9 +330,9 @@ def run_nightly(
     attempt_name = layout.new_attempt(night)
     attempt = layout.attempt(attempt_name)
     info = RunInfo(run.name, run, attempt.join("input").uri, list(spec.aspects), None, None, started.isoformat())
-    baseline = spec.nightly.baseline or (spec.winrate.baseline if spec.winrate else None)
+    baseline = nightly.baseline or (spec.winrate.baseline if spec.winrate else None)
     options = LeaderboardOptions(
-        n_boot=spec.nightly.n_boot, seed=spec.nightly.seed, baseline=baseline, compat=tuple(spec.nightly.compat)
+        n_boot=nightly.n_boot, seed=nightly.seed, baseline=baseline, compat=tuple(nightly.compat)
     )
     # Everything of the night goes under the fresh attempt folder; nothing is read until a commit names it.
     tables = {

@@ -145,7 +145,7 @@ def run_adaptive(
         chunk = min(len(machines), len(world.contexts) - len(machines))
         if time_budget and (clock() - started) * (len(machines) + chunk) / len(machines) > time_budget:
             break
-    rows = []
+    rows: list[list[float]] = []
     for m in machines:
         position = {cid: k for k, cid in enumerate(m.ranking())}
         rows.append([-position[i] for i in world.ids])

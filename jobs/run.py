@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pairank.cluster.runtime import raised_in_task
 from pairank.jobs.nightly import NightlyResult, run_nightly
@@ -64,7 +65,7 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunRes
     )
     for line in spec.judge_choices:
         progress(f"judge: {line}")
-    manifest = {
+    manifest: dict[str, Any] = {
         "name": spec.name,
         "state": "judging",
         "started_at": utc_now().isoformat(),
@@ -112,7 +113,7 @@ def mark_failed(layout: RunLayout, manifest: dict, exc: BaseException) -> None:
 
 
 def run(
-    spec: JobSpec | str | Path, overrides: list[str] = (), progress: Callable[[str], None] = log.info
+    spec: JobSpec | str | Path, overrides: Sequence[str] = (), progress: Callable[[str], None] = log.info
 ) -> RunResult | NightlyResult:
     """Run a job: a :class:`~pairank.jobs.specs.job.JobSpec`, or a YAML spec file with ``--set``-style ``overrides``.
 

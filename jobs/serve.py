@@ -284,7 +284,7 @@ class OnlineJudging:
             await self._refresh()  # the cache as it was when this request came, or later
             row = self.index.get(key)
         cached = row is not None
-        if not cached:
+        if row is None:
             pending = self._inflight.get(key)  # the same request twice at once: one engine call
             if pending is None:
                 request = maker.row(req.aspect, req.context_id, a, b, req.variant, key=key)
@@ -378,7 +378,7 @@ class CacheAppend:
         return {"cache_uri": self.cache_uri, "compact_after_files": self.compact_after_files}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["cache_uri"], state["compact_after_files"])
+        type(self).__init__(self, state["cache_uri"], state["compact_after_files"])
 
     @property
     def cache(self) -> JudgmentCache:

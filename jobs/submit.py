@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import yaml
@@ -116,7 +116,8 @@ def _relative_to_upload(data: dict, root: Path, staged_dir: Path) -> dict:
     for keys in path_fields(data):
         node = data
         for key in keys[:-1]:
-            node = node.get(key) if isinstance(node.get(key), dict) else {}
+            child = node.get(key)
+            node = child if isinstance(child, dict) else {}
         value = node.get(keys[-1])
         if not isinstance(value, str) or not Path(value).is_absolute() or not Path(value).is_relative_to(root):
             continue
@@ -132,9 +133,9 @@ def _forwarded_env(names: list[str], environ: Mapping[str, str]) -> dict[str, st
 
 def prepare(
     spec_path: str,
-    overrides: list[str] = (),
+    overrides: Sequence[str] = (),
     working_dir: str | Path | None = None,
-    extra_env: list[str] = (),
+    extra_env: Sequence[str] = (),
     forward_env: bool = True,
     environ: Mapping[str, str] = os.environ,
 ) -> Submission:

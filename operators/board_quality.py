@@ -90,12 +90,13 @@ def overlap(low_a: float, high_a: float, low_b: float, high_b: float) -> bool:
 
 def separable_pairs(low: Sequence[float | None], high: Sequence[float | None]) -> list[tuple[int, int]]:
     """The pairs ``(i, j)``, i < j, whose intervals do not overlap (systems without an interval are left out)."""
-    n = len(low)
+    spans = [None if lo is None or hi is None else (lo, hi) for lo, hi in zip(low, high)]
     return [
         (i, j)
-        for i in range(n)
-        for j in range(i + 1, n)
-        if None not in (low[i], high[i], low[j], high[j]) and not overlap(low[i], high[i], low[j], high[j])
+        for i, a in enumerate(spans)
+        if a is not None
+        for j in range(i + 1, len(spans))
+        if (b := spans[j]) is not None and not overlap(*a, *b)
     ]
 
 
@@ -110,10 +111,11 @@ def agreement(
     """
     agreeing = counted = 0
     for i, j in separable_pairs(low, high):
-        if reference[i] is None or reference[j] is None or reference[i] == reference[j]:
-            continue
+        ref_i, ref_j, low_i, high_j = reference[i], reference[j], low[i], high[j]
+        if ref_i is None or ref_j is None or ref_i == ref_j or low_i is None or high_j is None:
+            continue  # (separable pairs have both intervals)
         counted += 1
-        agreeing += (low[i] > high[j]) == (reference[i] > reference[j])
+        agreeing += (low_i > high_j) == (ref_i > ref_j)
     return agreeing, counted
 
 

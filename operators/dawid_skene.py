@@ -568,6 +568,7 @@ def em_dawid_skene(votes, judges: Sequence[str], n_iter: int = 100) -> EMResult:
     errors = model.errors_  # rows (worker, observed label), columns the true label: P(observed | true)
     q0 = np.array([[_cell(errors, name, SYSTEM, SYSTEM) for name in names]])
     q1 = np.array([[_cell(errors, name, BASELINE, BASELINE) for name in names]])
+    assert model.priors_ is not None  # (fit set it)
     return EMResult(float(_get(model.priors_, SYSTEM, 0.0)), confusions(names, q0, q1))
 
 

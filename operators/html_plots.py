@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from pairank.operators.leaderboard import OVERALL
 
@@ -86,7 +86,7 @@ def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
 
 
 def interval_plot(
-    items: list[tuple[str, float | None, float | None, float | None, str]],
+    items: Sequence[tuple[str, float | None, float | None, float | None, str]],
     lo: float,
     hi: float,
     reference: float | None,

@@ -54,6 +54,7 @@ import math
 import posixpath
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -219,7 +220,7 @@ def verdict_rows(judgments: pa.Table) -> list[dict]:
     return out
 
 
-def _lookup(candidates: pa.Table, column: str, rows: list[dict]) -> dict[str, object]:
+def _lookup(candidates: pa.Table, column: str, rows: list[dict]) -> dict[str, Any]:
     """``candidate_id -> column`` of the candidates; a judged candidate missing from them is an error."""
     require_columns(candidates, ("candidate_id", column), "judge bias: the candidates table")
     found = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column(column).to_pylist()))
@@ -386,9 +387,9 @@ def merge_sections(parts: list[dict], fitted: dict) -> dict:
             c[0], c[1], c[2] = c[0] + r["n_decisive"], c[1] + r["n_unequal"], c[2] + r["longer_won"]
         for r in part["self_preference"]:
             others_wins = round((r["others_share"] or 0.0) * r["others_n"])
-            c = own.setdefault((r["aspect"], r["system"]), [set(), 0, 0, 0, 0])
-            c[0] |= set(r["judge_model"].split(", "))
-            c[1], c[2], c[3], c[4] = c[1] + r["n"], c[2] + r["wins"], c[3] + r["others_n"], c[4] + others_wins
+            o = own.setdefault((r["aspect"], r["system"]), [set(), 0, 0, 0, 0])
+            o[0] |= set(r["judge_model"].split(", "))
+            o[1], o[2], o[3], o[4] = o[1] + r["n"], o[2] + r["wins"], o[3] + r["others_n"], o[4] + others_wins
         for r in part["flips"]:
             c = flips[(r["aspect"], r["judge"])]
             c[0], c[1], c[2] = c[0] + r["n_pairs"], c[1] + r["n_decisive"], c[2] + r["flips"]

@@ -446,10 +446,10 @@ def leaderboard(
                     **_winrate_fields(name, systems[s], baseline, carried),
                 }
             )
-    groups = {OVERALL: judgments} if aspects else {}
-    groups |= {a: judgments.filter(pc.equal(judgments.column("aspect"), a)) for a in aspects}
+    by_aspect = {OVERALL: judgments} if aspects else {}
+    by_aspect |= {a: judgments.filter(pc.equal(judgments.column("aspect"), a)) for a in aspects}
     style = board_columns(
-        judgments, candidates, baseline, groups, given_features(style_features), compat=options.compat
+        judgments, candidates, baseline, by_aspect, given_features(style_features), compat=options.compat
     )
     for row in out:
         row.update(style.get((row["aspect"], row["system"]), {"style_status": "not in the style-controlled fit"}))

@@ -22,6 +22,8 @@ plots. All text from the tables is escaped.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 
 from pairank.operators.board_quality_html import category_links, quality_panel
@@ -382,7 +384,7 @@ def render_html(
 def _example() -> pa.Table:
     from pairank.storage.schemas import LEADERBOARD
 
-    row = {f.name: None for f in LEADERBOARD}
+    row: dict[str, Any] = {f.name: None for f in LEADERBOARD}
     row.update(
         aspect=OVERALL,
         system="<b>",

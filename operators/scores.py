@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -56,6 +57,9 @@ LABEL_POINTS = {"A": 1.0, "B": 0.0, "tie": 0.5}
 
 #: How many times a decisive five-level verdict ([[A>>B]], [[B>>A]]) counts by default, as in Arena-Hard.
 DECISIVE_WEIGHT = 3.0
+
+#: What is ranked: a candidate id, or a system's index.
+K = TypeVar("K", str, int)
 
 
 def verdict_scale(sampling: str | None) -> int:
@@ -137,14 +141,15 @@ def comparison_counts(comparisons: Iterable[tuple[str, str, float]]) -> dict[str
     return dict(count)
 
 
-def min_ranks(scores: dict[str, float]) -> dict[str, int]:
+def min_ranks(scores: Mapping[K, float]) -> dict[K, int]:
     """Rank 1 is best; equal scores share the smallest rank.
 
     >>> min_ranks({"a": 0.5, "b": 1.0, "c": 0.5})
     {'b': 1, 'a': 2, 'c': 2}
     """
     order = sorted(scores, key=lambda k: (-scores[k], k))
-    ranks, prev, rank = {}, None, 0
+    ranks: dict[K, int] = {}
+    prev, rank = None, 0
     for i, k in enumerate(order, start=1):
         if scores[k] != prev:
             rank, prev = i, scores[k]

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -275,7 +276,7 @@ def style_controlled_bt(
             "style-controlled Bradley-Terry: the outcomes are separated (one slot or one system always "
             "wins): no finite fit"
         )
-    strengths = sorted(
+    strengths: list[dict[str, Any]] = sorted(
         (
             {
                 "system": s,

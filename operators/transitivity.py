@@ -148,8 +148,8 @@ def intransitive_triads(judgments: pa.Table, mode: str = "symmetric") -> pa.Tabl
         if error is None:
             judged[(ctx, aspect)][(a, b)].append(p)
     rows = []
-    for (ctx, aspect), ids in sorted(candidates.items()):
-        ids = sorted(ids)
+    for (ctx, aspect), members in sorted(candidates.items()):
+        ids = sorted(members)
         p = {pair: float(np.mean(v)) for pair, v in judged[(ctx, aspect)].items()}
         prefs = _preferences(p, ids, mode)
         if prefs is None:

@@ -183,10 +183,10 @@ def win_rates(
 
 
 def _accuracies(votes: PairVotes, options: WinRateOptions, gold: np.ndarray | None) -> dict[str, Accuracy]:
-    if options.prior == "in_dist":
+    if options.prior == "in_dist" and gold is not None:  # (gold is drawn exactly for in_dist)
         masked = np.where(gold, votes.truth, NO_VOTE)
         return {name: accuracies(votes.votes[:, j], masked) for j, name in enumerate(votes.judges)}
-    if options.prior == "ood":
+    if options.prior == "ood" and options.ood is not None:  # (WinRateOptions requires ood for it)
         return {name: options.ood[name] for name in votes.judges if name in options.ood}
     return {}
 

@@ -56,7 +56,7 @@ class CacheIndex:
             self.refreshes += 1
             if self.version is None:
                 return self._resync()
-            version, pending = self.version, set()
+            version, pending = self.version, set[str]()
             while (commit := delta.commit_at(self.cache.folder, version + 1)) is not None:
                 self._follow(commit, pending)
                 version += 1
@@ -81,9 +81,9 @@ class CacheIndex:
     def _resync(self) -> int:
         """Read the newest version's files that are not known (the first read, or when the log cannot be
         followed)."""
-        if not self.cache.exists():
-            return 0
         version = self.cache.version()
+        if version is None:  # no table yet
+            return 0
         files = set(self.cache.files(version))
         new = files - self._known
         self._read(new, version)

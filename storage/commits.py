@@ -39,12 +39,16 @@ import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.dataset as pads
 
 from pairank.storage import delta
 from pairank.storage.fs import Location
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 #: One row per committed night; ``record`` holds the whole commit record as JSON.
 LOG = pa.schema(
@@ -124,7 +128,7 @@ class CommitLog:
 
     def __init__(self, layout: NightlyLayout) -> None:
         self.layout = layout
-        self._snapshot = None
+        self._snapshot: DeltaTable | None = None
 
     def commits(self) -> list[Commit]:
         """Every commit, oldest first."""
@@ -219,7 +223,7 @@ def rows_to_commits(where: Location, table: pa.Table) -> list[Commit]:
 def migrate_log(layout: NightlyLayout) -> int:
     """Copy a former ``commits/<seq>.json`` log into the Delta log (one commit per night, in order); returns how
     many. The records are checked (consecutive seq, each with a folder) and left as they are."""
-    records = []
+    records: list[dict] = []
     for loc in layout.former_commits.files(suffix=".json"):
         try:
             record = loc.read_json()

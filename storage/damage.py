@@ -23,13 +23,13 @@ from pairank.storage.fs import CorruptFile, Location, reduced
 
 LOG = "_delta_log"
 #: Fields a reader needs in each kind of Delta action (the Delta protocol's required fields), with their JSON types.
-REQUIRED = {
+REQUIRED: dict[str, dict[str, type]] = {
     "add": {"path": str, "partitionValues": dict, "size": int, "modificationTime": int, "dataChange": bool},
     "remove": {"path": str, "dataChange": bool},
     "metaData": {"id": str, "format": dict, "schemaString": str, "partitionColumns": list},
     "protocol": {"minReaderVersion": int, "minWriterVersion": int},
 }
-JSON_TYPES = {str: "text", dict: "an object", int: "an integer", bool: "true or false", list: "a list"}
+JSON_TYPES: dict[type, str] = {str: "text", dict: "an object", int: "an integer", bool: "true or false", list: "a list"}
 _BACKTRACE = re.compile(r"\n\s*0: ")
 
 

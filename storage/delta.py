@@ -202,7 +202,9 @@ def commit_at(loc: Location, version: int) -> Commit | None:
         text = loc.join("_delta_log", f"{version:020d}.json").read_text()
     except FileNotFoundError:
         return None
-    operation, added, removed, changed = "", [], [], False
+    operation, changed = "", False
+    added: list[str] = []
+    removed: list[str] = []
     for line in text.splitlines():
         if not line.strip():
             continue

@@ -96,7 +96,7 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and any(m in str(exc) for m in TRANSIENT_MARKERS)
 
 
-def rebuilt(cls: type, message: str, state: dict) -> BaseException:
+def rebuilt(cls: type[BaseException], message: str, state: dict) -> BaseException:
     """An error of pairank's as it was pickled: its class, its message and its attributes.
 
     Ray sends the error a task raised to the driver pickled. An error whose constructor takes other arguments

@@ -152,7 +152,7 @@ def take(root: Location, name: str, ttl: float | None = None) -> Lease:
     folder = lease_folder(root, name)
     seq, record = newest(folder)
     age = alive_for(record)
-    if age is not None:
+    if record is not None and age is not None:
         raise LeaseHeld(name, root.uri, record, age)
     now = _now().isoformat()
     mine = {

@@ -163,7 +163,9 @@ def restore(cache: JudgmentCache, bad: CorruptLog, aside: Location) -> Restored:
         }
         recommitted = commit(table, net.lines(info))
     rows, keys = unheld_rows(cache)
-    return Restored(moved, carried, unreadable, recommitted, cache.version(), rows, keys)
+    version = cache.version()
+    assert version is not None, f"{table.uri}: no table after ensure_table"
+    return Restored(moved, carried, unreadable, recommitted, version, rows, keys)
 
 
 def commit(table: Location, text: bytes) -> int:

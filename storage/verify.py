@@ -63,7 +63,8 @@ class Verified:
     @property
     def left(self) -> list[BadPart | BadCommit]:
         """What is still bad in the tables."""
-        return [b for b in [*self.commits, *self.bad] if not b.repaired]
+        found: list[BadPart | BadCommit] = [*self.commits, *self.bad]
+        return [b for b in found if not b.repaired]
 
 
 def quarantine_folder(root: Location, name: str) -> Location:

@@ -1,9 +1,9 @@
-"""The judge engines, their registry and the settings base pass ``mypy --strict`` (tests/typecheck.py)."""
+"""The strictly typed modules pass ``mypy --strict``, and the whole package passes ``mypy`` (tests/typecheck.py)."""
 
 from __future__ import annotations
 
 from tests.helpers import ROOT
-from tests.typecheck import run, strict_files
+from tests.typecheck import run, run_package, strict_files
 
 
 def test_the_strict_modules_are_found():
@@ -16,4 +16,9 @@ def test_the_strict_modules_are_found():
 
 def test_the_engines_and_their_registry_pass_mypy_strict():
     result = run()
+    assert result.returncode == 0 and "Success: no issues found" in result.stdout, result.stdout + result.stderr
+
+
+def test_the_whole_package_passes_mypy():
+    result = run_package()
     assert result.returncode == 0 and "Success: no issues found" in result.stdout, result.stdout + result.stderr

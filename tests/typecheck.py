@@ -1,11 +1,17 @@
-"""``mypy --strict`` over pairank's strictly typed modules: ``python -m tests.typecheck`` (or ``make typecheck``).
+"""mypy over pairank: ``python -m tests.typecheck`` (or ``make typecheck``) runs two checks.
+
+- ``mypy --strict`` on the strictly typed modules (:data:`STRICT`);
+- ``mypy`` (the default, non-strict settings) on the whole package, ``-p pairank``: every module's
+  annotations are read and checked, unannotated functions' bodies are not.
 
 The checkout's folders are installed as ``pairank``'s subpackages (``operators/`` is
-``pairank.operators``), a mapping mypy cannot follow, so the check runs on a view of the
+``pairank.operators``), a mapping mypy cannot follow, so the checks run on a view of the
 package: ``build/typecheck/pairank/`` holds symlinks to ``pairank/__init__.py``,
 ``py.typed`` and the four folders. mypy's settings are ``[tool.mypy]`` in pyproject.toml
-(the pydantic plugin; the modules the strict ones import are read for their types, not
-checked). Errors are printed with the checkout's paths.
+(the pydantic plugin; the libraries without type information; for the strict check, the modules
+the strict ones import are read for their types, not checked). Each check keeps its own cache
+(their settings differ, and one cache would be thrown away at every switch). Errors are printed
+with the checkout's paths.
 """
 
 from __future__ import annotations
@@ -55,21 +61,31 @@ def strict_files(root: Path = ROOT) -> list[str]:
     return [f"pairank/{f}" if not f.startswith("tests/") else f for f in found]
 
 
-def run(root: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    """mypy --strict on :func:`strict_files`, in the view; its output names the checkout's files."""
+def _mypy(root: Path, cache: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """mypy with pyproject's settings and ``args``, in the view; its output names the checkout's files."""
     base = view(root)
+    config = ["--config-file", str(root / "pyproject.toml"), "--cache-dir", f".mypy_cache/{cache}"]
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(root / "pyproject.toml"), "--strict", *strict_files(root)],
-        cwd=base,
-        capture_output=True,
-        text=True,
-        timeout=1200,
+        [sys.executable, "-m", "mypy", *config, *args], cwd=base, capture_output=True, text=True, timeout=1200
     )
     done.stdout = done.stdout.replace("pairank/", "").replace(str(base) + "/", "")
     return done
 
 
+def run(root: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """mypy --strict on :func:`strict_files`."""
+    return _mypy(root, "strict", "--strict", *strict_files(root))
+
+
+def run_package(root: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """mypy, non-strict, on the whole package."""
+    return _mypy(root, "package", "-p", "pairank")
+
+
 if __name__ == "__main__":
-    result = run()
-    print(result.stdout + result.stderr, end="")
-    sys.exit(result.returncode)
+    failed = False
+    for what, check in (("strict modules (--strict)", run), ("the whole package", run_package)):
+        result = check()
+        print(f"mypy on {what}: " + result.stdout + result.stderr, end="")
+        failed = failed or result.returncode != 0
+    sys.exit(1 if failed else 0)

@@ -99,6 +99,8 @@ class Console:
         """
         if sys.stdout is not sys.__stdout__ or sys.stderr is not sys.__stderr__:
             return None
+        if sys.stdout is None or sys.stderr is None:  # a process started without them
+            return None
         log_file.parent.mkdir(parents=True, exist_ok=True)
         sys.stdout.flush()
         sys.stderr.flush()

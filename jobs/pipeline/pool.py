@@ -16,7 +16,7 @@ from pairank.jobs.pipeline.progress import Heartbeat, Progress
 from pairank.jobs.specs.job import JobSpec
 from pairank.operators.judges import engine_of, judge_identity
 from pairank.operators.judges.engine import JudgeSettings
-from pairank.operators.judges.modes import build_runner, failure_rows
+from pairank.operators.judges.modes import ModeRunner, build_runner, failure_rows
 
 
 class LocalPathOnCluster(ValueError):
@@ -92,7 +92,7 @@ def batches_in_flight(spec: JobSpec) -> int:
     return engine_of(spec.judge).batches_in_flight(engine_spec(spec), spec.pool.max_batches_in_flight)
 
 
-def judge_factory(spec: JobSpec) -> Callable[[], object]:
+def judge_factory(spec: JobSpec) -> Callable[[], ModeRunner]:
     """What a pool runs: a picklable factory of the spec's engine (its builder and placed settings) in its judging
     mode."""
     return partial(build_runner, engine_of(spec.judge).build, engine_spec(spec), spec.judging)

@@ -27,14 +27,15 @@ class WinRates:
 
 def win_rates(
     winrate: WinRateSpec | None,
-    baseline: str,
+    baseline: str | None,
     aspects: Sequence[str],
     inputs: Inputs,
     judgments: pa.Table,
     progress: Progress,
 ) -> WinRates | None:
-    """The spec's ``winrate`` section over ``judgments`` (None without one), against ``baseline`` per aspect."""
-    if winrate is None:
+    """The spec's ``winrate`` section over ``judgments`` (None without one), against ``baseline`` per aspect
+    (which the spec requires with a ``winrate`` section)."""
+    if winrate is None or baseline is None:
         return None
     rates, judges = winrate_tables(
         winrate,

@@ -208,6 +208,8 @@ class AnchorInsertion(_Ledger):
     True
     """
 
+    _ids: set[str]  # grows as :meth:`add` inserts candidates
+
     def __init__(
         self,
         context_id: str,
@@ -391,7 +393,8 @@ class AnchorInsertion(_Ledger):
         anchors = self._inner.ranking()
         gaps: list[list[str]] = [[] for _ in range(len(anchors) + 1)]
         for c, search in self._searches.items():
-            gaps[search.gap].append(c)
+            if search.gap is not None:  # (every search has a gap once done)
+                gaps[search.gap].append(c)
         out: list[str] = []
         for k, gap in enumerate(gaps):
             out += sorted(gap, key=lambda c: (-self._searches[c].mean_p, self._pos[c]))

@@ -227,8 +227,8 @@ class _BeamMerge:
             cells = list(dict.fromkeys((left[i], right[j]) for _, i, j, _ in self.paths if not self._finished(i, j)))
             if not cells:
                 break
-            known = {c: lookup(*c) for c in cells}
-            missing = [c for c, p in known.items() if p is None]
+            known = {c: p for c in cells if (p := lookup(*c)) is not None}
+            missing = [c for c in cells if c not in known]
             if missing:
                 return missing
             self._step(known)
@@ -320,8 +320,8 @@ class _CodeBeamMerge:
     def advance(self, lookup: Lookup) -> list[Pair]:
         while self.placed < len(self.left) + len(self.right):
             cells = list(dict.fromkeys(c for _, a, b, _ in self.paths if (c := self._cell(a, b))))
-            known = {c: lookup(*c) for c in cells}
-            missing = [c for c, p in known.items() if p is None]
+            known = {c: p for c in cells if (p := lookup(*c)) is not None}
+            missing = [c for c in cells if c not in known]
             if missing:
                 return missing
             self._step(known)
@@ -365,6 +365,10 @@ def _unwind(trail: tuple | None) -> list[str]:
 # the machines
 
 
+#: One merge of two sorted runs, as a machine runs it.
+_Merge = _GreedyMerge | _BeamMerge | _CodeBeamMerge
+
+
 class _PairsMachine(_Ledger):
     """Merge sort over the PAIRS split tree; subclasses choose the merge."""
 
@@ -381,7 +385,7 @@ class _PairsMachine(_Ledger):
         # Merge tree: node (lo, hi) over self.order; a leaf is one candidate.
         self._run: dict[tuple[int, int], list[str]] = {}
         self._parent: dict[tuple[int, int], tuple[int, int]] = {}
-        self._active: dict[tuple[int, int], _GreedyMerge | _BeamMerge] = {}
+        self._active: dict[tuple[int, int], _Merge] = {}
         if len(self.order) <= 1:
             self._ranking = list(self.order)
             return
@@ -405,7 +409,7 @@ class _PairsMachine(_Ledger):
         mid = (lo + hi) // 2
         self._active[(lo, hi)] = self._new_merge(self._run.pop((lo, mid)), self._run.pop((mid, hi)))
 
-    def _new_merge(self, left: list[str], right: list[str]) -> _GreedyMerge | _BeamMerge:
+    def _new_merge(self, left: list[str], right: list[str]) -> _Merge:
         raise NotImplementedError
 
     # -- judgments

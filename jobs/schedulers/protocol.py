@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
@@ -185,8 +185,7 @@ def _check_p(p: float, what: str) -> float:
 def _distinct(context_id: str, ids: Iterable[str]) -> list[str]:
     """The ids as a list; a repeated id is an error naming the repeats."""
     ids = list(ids)
-    seen: set[str] = set()
-    dupes = sorted({x for x in ids if x in seen or seen.add(x)})
+    dupes = sorted(x for x, n in Counter(ids).items() if n > 1)
     if dupes:
         raise ValueError(f"context {context_id!r}: candidate ids must be distinct; repeated: {dupes}")
     return ids
@@ -288,8 +287,11 @@ class AdaptiveScheduler(Protocol):
     """One context's adaptive scheduler, advanced by a driver in rounds."""
 
     context_id: str
-    #: Distinct ordered pairs requested so far.
-    asked: int
+
+    @property
+    def asked(self) -> int:
+        """Distinct ordered pairs requested so far."""
+        ...
 
     def next_requests(self) -> list[Pair]:
         """Ordered pairs (a in slot A, b in slot B) wanted now; [] when waiting or done."""

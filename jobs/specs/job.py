@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -23,10 +23,10 @@ from pydantic import (
     model_validator,
 )
 
-from pairank.jobs.schedulers import REGISTRY, FullSettings, SchedulerSpec
+from pairank.jobs.schedulers import REGISTRY, FullSettings, PairsAnchorsSettings, SchedulerSpec
 from pairank.jobs.specs.overrides import SpecError, override, unions
 from pairank.operators.judges import ENGINES, engine_of, judge_paths, parse_judge
-from pairank.operators.judges.engine import JUDGING_MODES, JudgeSettings
+from pairank.operators.judges.engine import JudgeSettings, JudgingMode
 from pairank.operators.scores import DECISIVE_WEIGHT
 from pairank.operators.settings import Strict
 from pairank.storage.bounded_yaml import load_yaml
@@ -113,7 +113,7 @@ class PoolSpec(Strict):
 
 
 class JudgingSpec(Strict):
-    mode: Literal[JUDGING_MODES] = Field(
+    mode: JudgingMode = Field(
         "logprob",
         description="logprob: p_a from the label-token probabilities (one token). generate: a reasoning, then a "
         "verdict [[A]], [[B]] or [[C]] (tie) (or five levels, see verdict_scale), parsed; unparseable answers are "
@@ -455,7 +455,7 @@ class JobSpec(Strict):
         if self.nightly is None:
             return self
         s = self.scheduler
-        if s.name != "pairs_anchors":
+        if not isinstance(s, PairsAnchorsSettings):  # the scheduler named pairs_anchors
             raise ValueError(
                 f"nightly jobs insert new outputs by anchor binary insertion: set scheduler.name: pairs_anchors "
                 f"(found {s.name!r})"
@@ -494,12 +494,12 @@ def _walk(loc: tuple) -> tuple[str, list[str], str | None]:
     model: type[BaseModel] | None = JobSpec
     shown: list[str] = []
     member = None
-    previous = None
+    previous: str | None = None
     for part in loc[:-1]:
         if isinstance(part, int):
             shown.append(str(part))
             continue
-        if previous in tagged and part in tagged[previous]:
+        if previous is not None and previous in tagged and part in tagged[previous]:
             model, member, previous = tagged[previous][part], f"{previous} {part!r}", None
             continue
         field = model.model_fields.get(part) if model is not None else None
@@ -552,7 +552,7 @@ def _resolve(base: Path, value: str, key: str, source: Path) -> str:
 PATH_KEYS = ("input", "output", "prompts", "judging.templates", "winrate.ood")
 
 
-def load_spec(path: str | Path, overrides: list[str] = (), note: Callable[[str], None] | None = None) -> JobSpec:
+def load_spec(path: str | Path, overrides: Sequence[str] = (), note: Callable[[str], None] | None = None) -> JobSpec:
     """Read a YAML spec, apply overrides, resolve relative paths, validate.
 
     An override that switches ``scheduler.name`` or ``judge.engine`` drops the file's keys of the former member

@@ -194,14 +194,16 @@ def single_token_forms(encode, options: list[list[str]]) -> list[list[int]]:
 
 def judgment_rows(requests: pa.Table, scores: list[LabelScore], identity: dict) -> pa.Table:
     """Assemble JUDGMENTS rows from requests and the label log-probabilities an engine read."""
-    p_a, la, lb, label, error = [], [], [], [], []
+    p_a: list[float | None] = []
+    label: list[str | None] = []
+    la, lb, error = [], [], []
     for s in scores:
         err = s.error
         if err is None and (s.logprob_a is None or s.logprob_b is None):
             err = "no label log-probabilities in the engine's answer"
         if err is None and s.logprob_a == -math.inf and s.logprob_b == -math.inf:
             err = "both labels have probability 0"
-        if err is None:
+        if err is None and s.logprob_a is not None and s.logprob_b is not None:  # (err is None says both are)
             p = p_a_from_logprobs(s.logprob_a, s.logprob_b)
             p_a.append(p)
             label.append(label_of(p))

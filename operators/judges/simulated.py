@@ -65,6 +65,8 @@ COLUMNS = {
     "candidate_b": "candidate in slot B",
     "prompt_hash": "template hash",
 }
+#: A column of strings: a sequence, a numpy array of objects, or an Arrow array (``Any`` to mypy).
+Strings = Sequence[str] | np.ndarray
 
 # ---------------------------------------------------------------------------
 # seeded draws
@@ -90,7 +92,7 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def _uniforms(seed: int, tag: str, *columns) -> np.ndarray:
+def _uniforms(seed: int, tag: str, *columns: Strings) -> np.ndarray:
     """One uniform in (0, 1) per row of ``columns`` (sequences or Arrow arrays of strings).
 
     The key of a row is (tag, seed, its strings); each string is hashed with
@@ -102,7 +104,7 @@ def _uniforms(seed: int, tag: str, *columns) -> np.ndarray:
     return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53  # 53 random bits
 
 
-def latent_qualities(seed: int, context_ids: Sequence[str], candidate_ids: Sequence[str]) -> np.ndarray:
+def latent_qualities(seed: int, context_ids: Strings, candidate_ids: Strings) -> np.ndarray:
     """Seeded standard normal latent quality per (context, candidate)."""
     return ndtri(_uniforms(seed, "quality", context_ids, candidate_ids))
 
@@ -112,14 +114,12 @@ def latent_quality(seed: int, context_id: str, candidate_id: str) -> float:
     return float(latent_qualities(seed, [context_id], [candidate_id])[0])
 
 
-def phases(seed: int, context_ids: Sequence[str], candidate_ids: Sequence[str]) -> np.ndarray:
+def phases(seed: int, context_ids: Strings, candidate_ids: Strings) -> np.ndarray:
     """Seeded phase in [0, 2 pi) per (context, candidate), for the intransitive term."""
     return 2.0 * np.pi * _uniforms(seed, "phase", context_ids, candidate_ids)
 
 
-def comparison_noise(
-    seed: int, context_ids: Sequence[str], aspects: Sequence[str], a: Sequence[str], b: Sequence[str]
-) -> np.ndarray:
+def comparison_noise(seed: int, context_ids: Strings, aspects: Strings, a: Strings, b: Strings) -> np.ndarray:
     """Seeded standard normal per ordered comparison (context, aspect, a, b)."""
     return ndtri(_uniforms(seed, "noise", context_ids, aspects, a, b))
 
@@ -286,11 +286,11 @@ class SimulatedJudge(Judge):
         errors = [None if v is not None else missing.format(cid, asp) for v, cid, asp in zip(q, ids, aspect)]
         return np.array([np.nan if v is None else v for v in q]), errors
 
-    def _log_length_ratio(self, a: list[str], b: list[str]) -> np.ndarray:
-        missing = [c for c in a + b if c not in self.lengths]
+    def _log_length_ratio(self, lengths: dict[str, int], a: list[str], b: list[str]) -> np.ndarray:
+        missing = [c for c in a + b if c not in lengths]
         if missing:
             raise ValueError(f"simulated judge lengths: candidate {missing[0]!r} is not in {self.spec.lengths}")
-        return np.log([self.lengths[x] / self.lengths[y] for x, y in zip(a, b)])
+        return np.log([lengths[x] / lengths[y] for x, y in zip(a, b)])
 
     def judge(self, requests: pa.Table) -> pa.Table:
         check_columns(requests, COLUMNS, "SimulatedJudge")
@@ -312,7 +312,7 @@ class SimulatedJudge(Judge):
             **model_of(self.spec),
         )
         if self.lengths is not None:
-            logit = logit + self.spec.length_bias * self._log_length_ratio(a, b)
+            logit = logit + self.spec.length_bias * self._log_length_ratio(self.lengths, a, b)
         scores = [
             LabelScore(seconds=seconds, error=ea or eb)
             if ea or eb

@@ -74,7 +74,8 @@ class AsyncEngine:
         self.engine.shutdown()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
-        self.watcher.stdin.close()  # the watcher ends (killing what is left of the engine's processes)
+        if self.watcher.stdin is not None:  # (always: kill_when_gone opens a pipe)
+            self.watcher.stdin.close()  # the watcher ends (killing what is left of the engine's processes)
         self.watcher.wait(timeout=10)
 
 

@@ -100,6 +100,7 @@ class VllmJudge(GeneratingJudge):
         )
         # `auto` outside a pool (a pool decides it from the GPUs it reserves): what this machine has.
         self.async_engine = spec.uses_async_engine(0 if current_platform.is_cpu() else 1)
+        self.llm: Any  # vLLM's LLM, or the AsyncEngine that answers the same calls
         if self.async_engine:
             from pairank.operators.judges.vllm_async import AsyncEngine
 
@@ -220,7 +221,7 @@ class VllmJudge(GeneratingJudge):
         scores = []
         for out in outputs:
             logprobs, n_in, n_out, error = self._step_logprobs(out, [self.ids_a, self.ids_b], "label token ids")
-            if error is not None:
+            if logprobs is None:  # (exactly when there is an error)
                 scores.append(LabelScore(input_tokens=n_in, seconds=share, error=error))
             else:
                 scores.append(

@@ -34,6 +34,7 @@ import itertools
 import json
 import math
 import re
+from collections.abc import Iterator
 
 from pairank.storage.fs import Location
 from pairank.storage.validation import TableError
@@ -115,7 +116,7 @@ def assign(stories: list[Record], writers: dict[str, dict[str, list[float]]], k:
     rest = [i for i in range(len(stories)) if i not in fixed]
     if rest:
         free = sorted(set().union(*(options[i] for i in rest)) - taken)
-        perms = itertools.permutations(free, len(rest)) if len(rest) <= 6 else iter(())
+        perms: Iterator[tuple[str, ...]] = itertools.permutations(free, len(rest)) if len(rest) <= 6 else iter(())
         fits = [p for p in perms if all(w in options[i] for i, w in zip(rest, p))]
         if not fits or (len(fits) > 1 and "length" not in writers[free[0]]):
             raise stories[rest[0]].fail("story_id", "scores that identify one writer", f"one of {free}")
@@ -124,7 +125,8 @@ def assign(stories: list[Record], writers: dict[str, dict[str, list[float]]], k:
             ratios = ((1 + writers[w]["length"][k]) / (1 + _tokens(stories[i].data["story"])) for i, w in zip(rest, p))
             return sum(abs(math.log(r)) for r in ratios)
 
-        fixed.update(zip(rest, fits[0] if len(fits) == 1 else min(fits, key=cost)))
+        best = fits[0] if len(fits) == 1 else min(fits, key=cost)
+        fixed.update(zip(rest, best))
     return [fixed[i] for i in range(len(stories))]
 
 

@@ -92,7 +92,8 @@ def load(src: Location, skip_invalid: bool = False) -> ImportedSet:
     subsets = find_subsets(src)
     if not subsets:
         raise TableError(src.uri, None, None, "a folder with dataset.json, or subfolders with one", "none")
-    candidates, pairs, judgments, skipped = [], [], [], []
+    candidates, pairs, judgments = [], [], []
+    skipped: list[str] = []
     cand_origins, pair_origins, judgment_origins = [], [], []
     for folder in subsets:
         rel = posixpath.relpath(folder.path, src.path)

@@ -36,6 +36,7 @@ from ._records import (
     NUMBER,
     TEXT,
     ImportedSet,
+    Shape,
     check,
     close,
     grouped,
@@ -44,10 +45,10 @@ from ._records import (
 )
 
 ASPECTS = ("coherence", "fluency", "informativeness", "relevance")
-SCORES = dict.fromkeys(ASPECTS, NUMBER)
-SHAPE = {"doc_id": TEXT, "source": TEXT, "system_output": TEXT, "scores": SCORES}
-SYSTEMS_SHAPE = {"src": TEXT, "ref_summ": ANY, "sys_summs": ANY}
-SYSTEM_SUMMARY = {"sys_summ": TEXT, "scores": SCORES}
+SCORES: Shape = dict.fromkeys(ASPECTS, NUMBER)
+SHAPE: Shape = {"doc_id": TEXT, "source": TEXT, "system_output": TEXT, "scores": SCORES}
+SYSTEMS_SHAPE: Shape = {"src": TEXT, "ref_summ": ANY, "sys_summs": ANY}
+SYSTEM_SUMMARY: Shape = {"sys_summ": TEXT, "scores": SCORES}
 
 
 def load(src: Location) -> ImportedSet:

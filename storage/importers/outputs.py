@@ -45,7 +45,7 @@ import posixpath
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -77,6 +77,10 @@ class Fields:
     system_name: str | None = None
 
 
+@overload
+def text(where: Where, record: Any, field: str, optional: Literal[False] = False) -> str: ...
+@overload
+def text(where: Where, record: Any, field: str, optional: bool) -> str | None: ...
 def text(where: Where, record: Any, field: str, optional: bool = False) -> str | None:
     """``record[field]`` as a non-empty text (a number is not a text), else an error naming the field."""
     if not isinstance(record, dict):
@@ -297,7 +301,7 @@ def table(sources: list[Location], fields: Fields) -> Iterator[tuple[Where, dict
     for loc in sources:
         for where, r in records(loc):
             value = r.get(fields.context) if isinstance(r, dict) else None
-            msgs = None
+            context: str | None = None
             if isinstance(value, list):
                 try:
                     msgs = check_messages(value)
@@ -305,12 +309,12 @@ def table(sources: list[Location], fields: Fields) -> Iterator[tuple[Where, dict
                     raise where.fail(
                         fields.context, "a text or a list of messages ending with a user's", str(exc)
                     ) from None
-                context = None
             else:
                 context = text(where, r, fields.context)
+                msgs = [{"role": "user", "content": context}]  # row() keeps a lone user message as the context
             sys_prompt = text(where, r, fields.system_prompt) if fields.system_prompt else None
             if sys_prompt is not None:
-                msgs = [{"role": "system", "content": sys_prompt}, *(msgs or [{"role": "user", "content": context}])]
+                msgs = [{"role": "system", "content": sys_prompt}, *msgs]
             ctx = ident(where, r, fields.id) if fields.id else f"ctx/{text_hash(context or dump_messages(msgs))}"
             system = fields.system_name or text(where, r, fields.system or "model")
             yield (
@@ -456,8 +460,8 @@ def import_outputs(fmt: str, src: list[str], dst: str, fields: Fields = Fields()
     counts = {"added": 0, "kept": 0, "same": 0}
     writer = Writer(target)
     try:
-        for where, r in _existing(target):
-            seen.add(where, r, True, lambda f, e, x, w=where: TableError(w, None, f, e, x))
+        for at, r in _existing(target):
+            seen.add(at, r, True, lambda f, e, x, w=at: TableError(w, None, f, e, x))
             systems.add(r["system"])
             writer.add(r)
             counts["kept"] += 1

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from pairank.storage.fs import Location
 
-from ._records import NUMBER, TEXT, ImportedSet, read_records, scored_set
+from ._records import NUMBER, TEXT, ImportedSet, Shape, read_records, scored_set
 
 ASPECTS = ("understandability", "naturalness", "coherence", "engagingness", "groundedness", "overall")
-SHAPE = {
+SHAPE: Shape = {
     "source": TEXT,
     "context": TEXT,
     "system_id": TEXT,
