@@ -43,6 +43,8 @@ from scipy.special import ndtr
 
 from pairank.jobs.plan import spearman_rows
 from pairank.jobs.schedulers import parse_scheduler, run_lockstep
+from pairank.jobs.schedulers.protocol import AdaptiveSettings
+from pairank.jobs.schedulers.static import StaticSettings
 from pairank.operators.judges.simulated import comparison_noise, latent_qualities, simulated_logit
 
 # ---------------------------------------------------------------------------
@@ -220,7 +222,7 @@ def human_world(name: str, candidates: pa.Table, human: pa.Table, aspects: Seque
     for cid, aspect, score in zip(*(human.column(k).to_pylist() for k in ("candidate_id", "aspect", "score"))):
         if aspects is None or aspect in aspects:
             groups[(context_of[cid], aspect)][cid].append(score)
-    sizes = defaultdict(int)
+    sizes: defaultdict[int, int] = defaultdict(int)
     for g in groups.values():
         sizes[len(g)] += 1
     n = max(sizes, key=lambda k: (sizes[k], k))
@@ -312,7 +314,11 @@ def arms(n: int, grid: Sequence[int] | None = None, families: Sequence[str] | No
         for r in (r for r in grid if r <= max(n, most * full_n + 2)) if most else ():
             sampling = {"budget": r // 2} | ({} if selection == "uncertainty" else {"selection": selection})
             out.append(Arm(family, {"name": "adaptive_symmetric", "sampling": sampling}))
-    poe = (("poe", {}), ("poe (one order)", {"symmetric": False}), ("poe (bt)", {"expert": "bt"}))
+    poe: tuple[tuple[str, dict[str, object]], ...] = (
+        ("poe", {}),
+        ("poe (one order)", {"symmetric": False}),
+        ("poe (bt)", {"expert": "bt"}),
+    )
     for family, extra in poe[:1] if big else poe:
         floor = n - 1 if extra.get("symmetric") is False else 2 * (n - 1)
         for r in sorted({max(r, floor) for r in grid if r <= max(2 * n, most_poe * full_n + 2)}):
@@ -339,14 +345,15 @@ def run_arm(world: World, p: np.ndarray, arm: Arm, seed: int) -> tuple[np.ndarra
     if arm.scheduler["name"] == "full":  # every ordered pair once: no need to list 10^6 of them
         mask = np.broadcast_to(1.0 - np.eye(n), (c, n, n))
         return mask.sum(axis=(1, 2)), win_ratio_scores(p, mask)
-    if not settings.adaptive:
-        contexts = dict.fromkeys(world.contexts, world.ids)
+    if isinstance(settings, StaticSettings):
+        contexts: dict[str, Sequence[str]] = dict.fromkeys(world.contexts, world.ids)
         pairs = settings.pairs(contexts, {})
         mask = np.zeros((c, n, n))
         for r, ctx in enumerate(world.contexts):
             for a, b in pairs[ctx]:
                 mask[r, col[a], col[b]] += 1.0
         return mask.sum(axis=(1, 2)), win_ratio_scores(p, mask)
+    assert isinstance(settings, AdaptiveSettings), settings
     row = {ctx: r for r, ctx in enumerate(world.contexts)}
     machines = [settings.machine(ctx, world.ids, seed) for ctx in world.contexts]
     run_lockstep(machines, lambda reqs: [float(p[row[x], col[a], col[b]]) for x, a, b in reqs])

@@ -25,6 +25,7 @@ import json
 import math
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from pairank.operators.judges.simulated import model_of
 from pairank.operators.judges.simulated_engine import SimulatedJudgeSpec
@@ -109,7 +110,7 @@ def carried(scheduler: dict, n: int, candidates: int) -> dict:
     ratio = candidates * (candidates - 1) / (n * (n - 1))
     for key, unit in BUDGET_KEYS.items():
         *parents, leaf = key.split(".")
-        holder = out
+        holder: Any = out
         for part in parents:
             holder = holder.get(part) if isinstance(holder, dict) else None
         if isinstance(holder, dict) and leaf in holder:

@@ -211,7 +211,7 @@ class _Greedy:
     def __init__(self, n: int, max_picks: int) -> None:
         self.n, self.max_picks = n, max_picks
         self.picks: list[tuple[int, int]] = chain(n)
-        self.left = {}  # pair -> picks left, for pairs picked at least once
+        self.left: dict[tuple[int, int], int] = {}  # pair -> picks left, for pairs picked at least once
         self.inv = np.linalg.inv(laplacian(np.eye(n, k=1)) + 1.0 / n)
         self.var = difference_variance(self.inv)
         self.var[np.tril_indices(n)] = -np.inf

@@ -128,7 +128,7 @@ class PoeSettings(AdaptiveSettings):
 
     def machine(self, context_id: str, ids: list[str], seed: int) -> Poe:
         fields = ("symmetric", "expert", "debias", "outcome", "comparisons", "share", "pairs_per_round")
-        fields += ("patience", "confidence", "alpha", "compat")
+        fields += ("patience", "confidence", "alpha", "compat")  # type: ignore[assignment]  # a longer tuple of str
         return Poe(context_id, ids, seed, **{k: getattr(self, k) for k in fields})
 
 
@@ -338,14 +338,17 @@ class Poe(_Ledger):
         return _hard(p) if self.outcome == "hard" else p
 
     def _round_answered(self) -> bool:
+        assert self._round is not None  # a round is open
         start, end = self._round
         return all(self._value(a, b) is not None for a, b in self._plan[start:end])
 
     def _close_round(self) -> None:
+        assert self._round is not None  # a round is open, and answered
         start, end = self._round
         batch, row, pos = self._batch, self._row, self._pos
         for a, b in self._plan[start:end]:
             v = self._value(a, b)
+            assert v is not None
             i, j = pos[a], pos[b]
             batch.counts[row, i, j] += 1.0
             batch.sums[row, i, j] += v
@@ -386,6 +389,7 @@ class Poe(_Ledger):
         ranked = sorted(range(len(self.order)), key=lambda k: (-round(float(scores[k]), 9), k))
         ranking = [self.order[k] for k in ranked]
         if self._state == "final":
+            assert self.stop_reason is not None  # set when the machine went final
             self._finish(ranking, self.stop_reason)
             return
         if self.rounds > 1 and ranking == self._last:
@@ -403,8 +407,8 @@ class Poe(_Ledger):
             self._state = "running"
             self._advance()
 
-    def _confident(self, scores: np.ndarray, cov: np.ndarray) -> bool:
-        if not np.isfinite(cov).all():  # no residual degrees of freedom yet
+    def _confident(self, scores: np.ndarray, cov: np.ndarray | None) -> bool:
+        if cov is None or not np.isfinite(cov).all():  # no covariance, or no residual degrees of freedom yet
             return False
         var = difference_variance(cov)
         diff = np.abs(scores[:, None] - scores[None, :])
