@@ -37,7 +37,9 @@ score).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +53,7 @@ from pairank.jobs.pipeline.passes import CacheWriter
 from pairank.jobs.pipeline.requests import RequestMaker, prefix_key, scheduled_requests
 from pairank.jobs.schedulers import StaticSettings
 from pairank.storage.cache import JudgmentCache, context_bucket
+from pairank.storage.claims import Claims, by_bucket
 from pairank.storage.fs import Location
 
 #: Contexts per planning task at most, and ordered pairs (per aspect and prompt variant) at most: a block of
@@ -74,6 +77,7 @@ class StaticPlan:
     scheduler: StaticSettings
     aspects: tuple[str, ...]
     cache: JudgmentCache
+    claims: Claims | None = None  # the run's claims: keys another live run claimed are left to it
 
     def wanted(self, block: pa.Table) -> tuple[RequestMaker, dict[str, tuple[Any, ...]]]:
         """The block's request maker and ``{key: (aspect, ctx, a, b, variant)}`` of its comparisons."""
@@ -85,19 +89,30 @@ class StaticPlan:
 
 
 class PlanCounter:
-    """Per block: comparisons wanted and found cached (a Ray actor; a task run twice counts once)."""
+    """Per block: comparisons wanted, found cached, and left to another run that claimed them (a Ray actor; a
+    task run twice counts once). :meth:`next_pass` starts counting a pass again."""
 
     def __init__(self, blocks: int) -> None:
         self.blocks = blocks
-        self.seen: dict[str, tuple[int, int]] = {}
+        self.seen: dict[str, tuple[int, int, int]] = {}
 
-    def add(self, block: str, wanted: int, cached: int) -> None:
-        self.seen[block] = (wanted, cached)
+    def add(self, block: str, wanted: int, cached: int, deferred: int = 0) -> None:
+        self.seen[block] = (wanted, cached, deferred)
+
+    def next_pass(self) -> None:
+        self.seen = {}
 
     def totals(self) -> dict[str, Any]:
-        wanted = sum(w for w, _ in self.seen.values())
-        cached = sum(c for _, c in self.seen.values())
-        return {"planned": len(self.seen), "blocks": self.blocks, "wanted": wanted, "cached": cached}
+        wanted = sum(w for w, _, _ in self.seen.values())
+        cached = sum(c for _, c, _ in self.seen.values())
+        deferred = sum(d for _, _, d in self.seen.values())
+        return {
+            "planned": len(self.seen),
+            "blocks": self.blocks,
+            "wanted": wanted,
+            "cached": cached,
+            "deferred": deferred,
+        }
 
 
 def plan_blocks(candidates: pa.Table, per_task: int | None = None) -> list[list[str]]:
@@ -174,15 +189,28 @@ def put_blocks(candidates: pa.Table, folder: Location | None = None) -> list[Han
     return handles
 
 
-def plan_requests(block: pa.Table, plan: StaticPlan, counter: Shared | None = None) -> Iterator[pa.Table]:
+def plan_requests(
+    block: pa.Table, plan: StaticPlan, counter: Shared | None = None, pass_no: int = 1
+) -> Iterator[pa.Table]:
     """Stage: the REQUESTS rows of ``block``'s comparisons that the store has no verdict for; ``counter`` (a
-    :class:`PlanCounter`) hears how many the block wants and how many were cached."""
+    :class:`PlanCounter`) hears how many the block wants, how many were cached and how many another run claimed.
+    With claims, ``pass_no`` is the run's pass: what it claimed in an earlier pass was asked then, not again."""
     maker, wanted = plan.wanted(block)
+    read_at = time.time()
     answered = plan.cache.answered(aspects=plan.aspects, contexts=maker.context, keys=wanted) if wanted else None
     done = set(answered.column("key").to_pylist()) if answered is not None else set()
     todo = {k: req for k, req in wanted.items() if k not in done}
+    cached, deferred = len(wanted) - len(todo), 0
+    if plan.claims is not None and todo:  # what another live run claimed is left to it (its verdicts come later)
+        claimed = plan.claims.claim(by_bucket(todo), since=read_at, pass_no=pass_no)
+        if claimed.recheck and claimed.mine:  # a run that ended since the read may have answered some
+            again = plan.cache.answered(aspects=plan.aspects, contexts=maker.context, keys=claimed.mine)
+            claimed.mine.difference_update(again.column("key").to_pylist())
+            cached += again.num_rows
+        deferred = len(claimed.others)
+        todo = {k: req for k, req in todo.items() if k in claimed.mine}
     if counter is not None:
-        counter.call("add", block.column("context_id")[0].as_py(), len(wanted), len(wanted) - len(todo))
+        counter.call("add", block.column("context_id")[0].as_py(), len(wanted), cached, deferred)
     # rendered a slice at a time (a block of long contexts holds GBs of prompt text), in prefix order throughout
     ordered = sorted(todo.items(), key=lambda kv: prefix_key(*kv[1][:4]))
     for off in range(0, len(ordered), SLICE_ROWS):
@@ -236,19 +264,32 @@ def blocks_text(blocks: list[Any]) -> str:
     return f"{len(blocks)} block{'s' * (len(blocks) != 1)}"
 
 
+#: Seconds between looks at the store for the comparisons that another run claimed.
+WAIT_S = 2.0
+
+
 def judge_streamed(
-    plan: StaticPlan, blocks: list[Handle], pool: Callable[..., Any], flush_rows: int, progress: Callable[[str], None]
+    plan: StaticPlan,
+    blocks: list[Handle],
+    pool: Callable[..., Any],
+    flush_rows: int,
+    progress: Callable[[str], None],
+    wait_s: float = WAIT_S,
 ) -> Streamed:
     """Judge every comparison of ``plan`` the store lacks, streaming the requests made from the candidates'
     ``blocks`` (:func:`put_blocks`) by the planning stage into the pool that ``pool()`` enters (only when
     something is left to judge). The run's judgments stay in the store: read them back
-    (:meth:`Streamed.read_back`) or score them block by block (:mod:`pairank.jobs.pipeline.block_scores`)."""
+    (:meth:`Streamed.read_back`) or score them block by block (:mod:`pairank.jobs.pipeline.block_scores`).
 
-    def requests(counter: Shared | None) -> executor.Stream:
-        return executor.stream(blocks, Stage(plan_requests, plan, PLANNING), counter=counter)
+    With claims (``plan.claims``), a comparison that another live run claimed is not asked. Once this run's own
+    are judged and committed, the blocks are planned again every ``wait_s`` seconds (a pass): that finds the
+    other run's verdicts in the store, or claims what it left unanswered when its lease ended (a run killed), and
+    judges that; until no comparison is left to another run."""
 
-    if not requests(None).any():  # anything to judge? (a run whose comparisons are all cached starts no engine)
-        return Streamed(plan, blocks, None)
+    def requests(counter: Shared, pass_no: int) -> executor.Stream:
+        stage = Stage(plan_requests, plan, PLANNING)
+        return executor.stream(blocks, stage, counter=counter, pass_no=pass_no)
+
     counter = executor.shared(PlanCounter, len(blocks))
     said: list[bool] = []
 
@@ -258,15 +299,44 @@ def judge_streamed(
             return None
         if not said:
             said.append(True)
-            progress(f"{t['wanted']} comparisons ({t['cached']} cached, {t['wanted'] - t['cached']} to judge)")
-        return int(t["wanted"] - t["cached"])
+            left = f", {t['deferred']} being judged by another run" if t["deferred"] else ""
+            todo = t["wanted"] - t["cached"] - t["deferred"]
+            progress(f"{t['wanted']} comparisons ({t['cached']} cached, {todo} to judge{left})")
+        return int(t["wanted"] - t["cached"] - t["deferred"])
 
+    judged = errors = passes = 0
+    first: dict[str, Any] | None = None
+    waited = False
     try:
-        with pool() as judge_pool:
-            writer = CacheWriter(plan.cache, flush_rows, progress, "pairwise", judge_pool.losses, total, keep=False)
-            writer.run(judge_pool.judge(requests(counter), "pairwise"))
-        total()
-        t = counter.call("totals")
+        with ExitStack() as stack:
+            judge_pool = None
+            while True:
+                passes += 1
+                if passes > 1:
+                    counter.call("next_pass")
+                # anything to judge? (a run whose comparisons are all cached, or all claimed, starts no engine)
+                if requests(counter, passes).any():
+                    if judge_pool is None:
+                        judge_pool = stack.enter_context(pool())
+                    writer = CacheWriter(
+                        plan.cache, flush_rows, progress, "pairwise", judge_pool.losses, total, keep=False
+                    )
+                    writer.run(judge_pool.judge(requests(counter, passes), "pairwise"))
+                    judged, errors = judged + writer.judged, errors + writer.errors
+                total()
+                t = counter.call("totals")
+                first = first or t
+                if not t["deferred"]:
+                    break
+                if not waited:
+                    waited = True
+                    progress(
+                        f"{t['deferred']} comparisons are being judged by another run on this store: waiting for "
+                        f"its verdicts (looking every {wait_s:g} s; a run that was killed gives its claims up when "
+                        "its lease expires)"
+                    )
+                time.sleep(wait_s)
     finally:
         counter.stop()
-    return Streamed(plan, blocks, StreamCounts(t["wanted"], t["cached"], writer.judged, writer.errors))
+    wanted = first["wanted"]
+    return Streamed(plan, blocks, StreamCounts(wanted, wanted - judged, judged, errors))
