@@ -14,7 +14,8 @@ Each round the driver
    over request identities; a stage renders the prompts: :mod:`pairank.jobs.pipeline.render`; PRePair: the
    outputs not yet analysed, then the verdicts; see :mod:`pairank.jobs.pipeline.passes`); the pool
    is started on the first round that needs it and stays up (engines warm) until
-   the last round;
+   the last round. With the run's claims, it sends only what it claims; what another
+   run on the store claimed is waited for in the cache (:mod:`pairank.jobs.pipeline.claimed`);
 4. appends the new judgments to the cache (atomic parts, every ``flush_rows``)
    before any machine sees them, so a driver killed at any point loses at most
    the batch in flight, and a re-run replays the finished rounds from the cache
@@ -128,7 +129,8 @@ class Driver:
         wait_s: float = WAIT_S,
     ) -> None:
         """``tasks``: the machines to run (default: the spec's scheduler on every aspect, context and seed).
-        ``claims``: the run's (see :meth:`judge_round`); ``wait_s``: how often to look for another run's verdicts."""
+        ``claims``: the run's; each round judges what it claims and waits for what another run claimed
+        (:class:`~pairank.jobs.pipeline.claimed.ClaimedJudging`, looking every ``wait_s`` seconds)."""
         self.spec, self.judging, self.cache, self.pool, self.progress = spec, judging, cache, pool, progress
         self.claims, self.wait_s = claims, wait_s
         self.maker = judging.maker

@@ -13,19 +13,33 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
+from collections import Counter
 
 import pytest
 import yaml
 
+from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from tests.helpers import ROOT, spec_for, write_input
-from tests.jobs.test_run_lease import stored_keys, wait_for
 
 pytestmark = pytest.mark.ray  # each `pairank run` starts a Ray of its own
 
 CONTEXTS, PER_CONTEXT = 4, 5
 COMPARISONS = CONTEXTS * PER_CONTEXT * (PER_CONTEXT - 1)  # full, one aspect
+
+
+def stored_keys(out) -> Counter:
+    """Rows per key in the store's judgment table (each row one answer of an engine)."""
+    return Counter(JudgmentCache(Location.of(str(out)).join("tables", "judgments")).rows().column("key").to_pylist())
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
 
 
 def spec_file(tmp_path, name: str, folder: Location, out, scheduler: str, seconds: float) -> str:
@@ -69,8 +83,6 @@ def two_runs(
 
 def twice(out) -> str:
     """What the store and the claim logs say about keys stored more than once (a failing test's message)."""
-    from pairank.storage.cache import JudgmentCache
-
     rows = JudgmentCache(Location.of(str(out)).join("tables", "judgments")).rows().to_pylist()
     keys = stored_keys(out)
     lines = [f"{r['key'][:16]} {r['context_id']} {r['created_at']}" for r in rows if keys[r["key"]] > 1]
@@ -126,10 +138,10 @@ def test_a_killed_claimers_comparisons_are_asked_by_the_other_once_its_lease_exp
     out, names, procs = two_runs(tmp_path, summeval_tables, seconds=0.5, ttl_s="6")
     by_name = dict(zip(names, procs))
     try:
-        wait_for(lambda: (out / "claims").exists() and claimers(out), 300, "a claim")
+        wait_for(lambda: (out / "claims").exists() and claimers(out), 600, "a claim")
         (claimer,) = claimers(out)  # one block: one run claimed every comparison
         survivor = next(n for n in names if n != claimer)
-        wait_for(lambda: len(stored_keys(out)) >= 8, 300, "the claimer's first commit")
+        wait_for(lambda: len(stored_keys(out)) >= 8, 600, "the claimer's first commit")
         os.killpg(by_name[claimer].pid, signal.SIGKILL)
         by_name[claimer].wait(timeout=60)
         committed = len(stored_keys(out))
