@@ -529,6 +529,7 @@ def build_leaderboard(
     progress: Callable[[str], None] = lambda m: None,
     finished_only: bool = False,
     references: Sequence[str] = (),
+    compat: Sequence[str] = (),
 ) -> LeaderboardResult:
     """Read the runs under ``root``, build the leaderboard and write its three files under ``<root>/leaderboard``
     (and a board per category of the candidates' contexts under ``<root>/leaderboard/categories/``).
@@ -536,9 +537,10 @@ def build_leaderboard(
     A run whose manifest does not say ``done`` (still judging, stopped, failed) is flagged: the page gets a
     banner naming it with the number of the board's judgments on its contexts; ``finished_only`` leaves such
     runs out instead. ``references``: leaderboard files (:func:`read_reference`) to compare the board with.
+    ``compat``: compatibility settings of the style-controlled and LC columns (operators/compat.py).
     """
     loc = Location.of(root).not_a_file("leaderboard root")
-    options = LeaderboardOptions(n_boot=n_boot, seed=seed, baseline=baseline)
+    options = LeaderboardOptions(n_boot=n_boot, seed=seed, baseline=baseline, compat=tuple(compat))
     refs = [read_reference(uri) for uri in references]
     infos = read_runs(loc, runs)
     if finished_only:

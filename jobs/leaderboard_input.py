@@ -40,6 +40,7 @@ def input_leaderboard(
     n_boot: int = 200,
     seed: int = 0,
     progress: Callable[[str], None] = lambda m: None,
+    compat: Sequence[str] = (),
 ) -> dict:
     """Build and write the board of an input folder (see the module docstring); returns its metadata."""
     folder = Location.of(input)
@@ -57,7 +58,7 @@ def input_leaderboard(
             f"are not both in {folder.join('candidates.parquet').uri}"
         )
     style = read_style_features(folder)
-    options = LeaderboardOptions(n_boot=n_boot, seed=seed, baseline=baseline)
+    options = LeaderboardOptions(n_boot=n_boot, seed=seed, baseline=baseline, compat=tuple(compat))
     board = leaderboard(table, candidates, None, options, style_features=style)
     rows = validate(board.table, LEADERBOARD, "the leaderboard")
     aspects = sorted(set(table.column("aspect").to_pylist()))

@@ -329,7 +329,9 @@ def run_nightly(
     attempt = layout.attempt(attempt_name)
     info = RunInfo(run.name, run, attempt.join("input").uri, list(spec.aspects), None, None, started.isoformat())
     baseline = spec.nightly.baseline or (spec.winrate.baseline if spec.winrate else None)
-    options = LeaderboardOptions(n_boot=spec.nightly.n_boot, seed=spec.nightly.seed, baseline=baseline)
+    options = LeaderboardOptions(
+        n_boot=spec.nightly.n_boot, seed=spec.nightly.seed, baseline=baseline, compat=tuple(spec.nightly.compat)
+    )
     # Everything of the night goes under the fresh attempt folder; nothing is read until a commit names it.
     tables = {
         "input/candidates": candidates,

@@ -21,6 +21,9 @@ latent quality, with a standard error (sd / sqrt(contexts)).
 A context whose ranking has no spread counts as Spearman 0. The numbers are
 SIMULATED: they say how schedulers compare under the model, not how a real
 judge will do.
+
+``pairank plan --recommend`` reads the measured frontier instead
+(:mod:`pairank.jobs.recommend`).
 """
 
 from __future__ import annotations

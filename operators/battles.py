@@ -33,9 +33,10 @@ import pyarrow as pa
 
 from pairank.operators.bradley_terry import PRIOR_TIES, bt_strengths, win_matrix
 from pairank.operators.checks import require_columns
+from pairank.operators.compat import check_compat, lmarena_style
 from pairank.operators.leaderboard import elo
 from pairank.operators.scores import min_ranks
-from pairank.operators.style_control import Z95, fit_logistic, style_features
+from pairank.operators.style_control import Z95, fit_logistic, lc_table, style_features
 
 #: Style features of :func:`style_controlled`, as columns ``<name>_a`` and ``<name>_b``.
 FEATURES = ("length", "headers", "bold", "lists")
@@ -204,13 +205,25 @@ def _style_fit(x: np.ndarray, y: np.ndarray, n: int, weights=None):
     return fit_logistic(x, y, ridge=ridge)
 
 
-def style_controlled(battles, *, n_boot: int = 200, seed: int = 0, mass: float = 0.95) -> BattleBoard:
+def style_controlled(
+    battles, *, n_boot: int = 200, seed: int = 0, mass: float = 0.95, compat: str | None = None
+) -> BattleBoard:
     """Strengths with style held equal (the leaderboard's style-controlled Bradley-Terry: log length ratio and
     normalised markdown differences, a slot-A term; ties half), with bootstrap percentile intervals over
-    contexts or battles, or with ``n_boot=0`` 95% Wald intervals. ``coefficients``: each feature's and slot A's."""
+    contexts or battles, or with ``n_boot=0`` 95% Wald intervals. ``coefficients``: each feature's and slot A's.
+    ``compat="lmarena"``: the fit as LMArena's arena-rank makes it (:mod:`pairank.operators.compat`: standardised
+    normalised differences, inverse pair-count weights, its L2 penalty on the mean log-likelihood, a bootstrap
+    of battles or, with ``n_boot=0``, its sandwich interval)."""
+    check_compat(compat, "style")
     t, systems, first, second, points, groups = _parse(battles)
     fa, fb = feature_matrix(t)
     n = len(systems)
+    counts = np.bincount(first, minlength=n) + np.bincount(second, minlength=n)
+    if compat == "lmarena":
+        fit = lmarena_style(first, second, points, fa, fb, n, n_boot=n_boot, seed=seed, mass=mass)
+        coefficients = {name: float(v) for name, v in zip(FEATURES, fit["beta"])}
+        table = _board(systems, fit["theta"], fit["low"], fit["high"], counts)
+        return BattleBoard(table, systems, fit["replicates"], fit["interval"], coefficients)
     x = np.zeros((t.num_rows, n))
     x[np.arange(t.num_rows), first] += 1.0
     x[np.arange(t.num_rows), second] -= 1.0
@@ -229,10 +242,41 @@ def style_controlled(battles, *, n_boot: int = 200, seed: int = 0, mass: float =
         se = np.sqrt(np.diag(center @ cov[:n, :n] @ center.T))
         low, high = theta - Z95 * se, theta + Z95 * se
         interval = "Wald, 95%, from the inverse Hessian of the fit"
-    counts = np.bincount(first, minlength=n) + np.bincount(second, minlength=n)
     names = [*FEATURES, "slot_a"]
     coefficients = {name: float(coef[n + k]) for k, name in enumerate(names)}
     return BattleBoard(_board(systems, theta, low, high, counts), systems, reps, interval, coefficients)
+
+
+def length_controlled(battles, baseline: str, *, compat: str | None = None) -> pa.Table:
+    """Each system's raw and length-controlled win rate against ``baseline`` (LC_WINRATES rows), from the
+    battles that pit it against the baseline. Lengths from ``length_a``/``length_b`` or counted in
+    ``text_a``/``text_b``. pairank's fit by default (per system: strength, ``tanh`` of the length difference
+    over its pooled sd, slot); ``compat="alpaca-eval"``: AlpacaEval's GLM, whose instruction difficulty needs
+    a ``context`` column (:mod:`pairank.operators.compat`)."""
+    check_compat(compat, "lc")
+    t, systems, first, second, points, _ = _parse(battles)
+    if baseline not in systems:
+        raise ValueError(f"baseline {baseline!r} is not a system of the battles: {systems}")
+    if compat == "alpaca-eval":
+        require_columns(t, ("context",), "the battles table (compat alpaca-eval: instruction difficulty)")
+    if "length_a" in t.column_names and "length_b" in t.column_names:
+        la, lb = (np.asarray(t.column(c).to_pylist(), dtype=float) for c in ("length_a", "length_b"))
+    elif "text_a" in t.column_names and "text_b" in t.column_names:
+        la, lb = (np.array([len(x) for x in t.column(c).to_pylist()], dtype=float) for c in ("text_a", "text_b"))
+    else:
+        raise ValueError(
+            "the battles table lacks columns ['length_a', 'length_b'] (given lengths) or ['text_a', 'text_b'] "
+            "(counted in the texts); a length-controlled win rate needs one pair"
+        )
+    contexts = t.column("context").to_pylist() if "context" in t.column_names else [None] * t.num_rows
+    base = systems.index(baseline)
+    rows: dict[str, list[tuple]] = {}
+    for i in range(t.num_rows):
+        if first[i] == base and second[i] != base:
+            rows.setdefault(systems[second[i]], []).append((lb[i] - la[i], -1.0, 1.0 - points[i], contexts[i]))
+        elif second[i] == base and first[i] != base:
+            rows.setdefault(systems[first[i]], []).append((la[i] - lb[i], 1.0, points[i], contexts[i]))
+    return lc_table(rows, baseline, compat)
 
 
 def win_rate_against(board: BattleBoard, baseline: str) -> dict[str, float]:

@@ -62,6 +62,7 @@ import pyarrow.compute as pc
 
 from pairank.operators.bradley_terry import PRIOR_TIES, bt_strengths, win_matrix
 from pairank.operators.checks import require_columns
+from pairank.operators.compat import split_compat
 from pairank.operators.scores import DECISIVE_WEIGHT, LABEL_POINTS, min_ranks, verdict_weights
 from pairank.operators.style_control import board_columns, given_features
 from pairank.operators.votes import JUDGE_COLUMNS, judge_names
@@ -90,8 +91,11 @@ class LeaderboardOptions:
     baseline: str | None = None
     winrate_methods: tuple[str, ...] = WINRATE_METHODS
     decisive_weight: float = DECISIVE_WEIGHT
+    #: Compatibility settings (operators/compat.py): "lmarena" (style control), "alpaca-eval" (LC win rates).
+    compat: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        split_compat(self.compat)
         if not (math.isfinite(self.decisive_weight) and self.decisive_weight >= 1):
             raise ValueError(f"decisive_weight: expected a finite number >= 1, found {self.decisive_weight}")
         if self.n_boot < 0:
@@ -130,11 +134,16 @@ def interval_kinds(options: LeaderboardOptions) -> dict[str, str]:
         if options.n_boot
         else "none (n_boot 0)"
     )
+    style_compat, lc_compat = split_compat(options.compat)
     return {
         "strength": boot,
         "elo": boot,
-        "style_strength": "Wald, 95%, from the inverse Hessian of the one style-controlled fit (no bootstrap)",
-        "lc_win_rate": "Wald, 95%, from the inverse Hessian of each system's length-controlled fit",
+        "style_strength": "sandwich (arena-rank's), 95%, of the one style-controlled fit (compat lmarena)"
+        if style_compat
+        else "Wald, 95%, from the inverse Hessian of the one style-controlled fit (no bootstrap)",
+        "lc_win_rate": "LC win rate -/+ 1.96 standard errors of the mean prediction (AlpacaEval's, compat alpaca-eval)"
+        if lc_compat
+        else "Wald, 95%, from the inverse Hessian of each system's length-controlled fit",
         "winrate_estimate": "credible interval of the carried win-rate method (winrate_mass)",
     }
 
@@ -439,7 +448,9 @@ def leaderboard(
             )
     groups = {OVERALL: judgments} if aspects else {}
     groups |= {a: judgments.filter(pc.equal(judgments.column("aspect"), a)) for a in aspects}
-    style = board_columns(judgments, candidates, baseline, groups, given_features(style_features))
+    style = board_columns(
+        judgments, candidates, baseline, groups, given_features(style_features), compat=options.compat
+    )
     for row in out:
         row.update(style.get((row["aspect"], row["system"]), {"style_status": "not in the style-controlled fit"}))
     table = pa.Table.from_pylist(out, schema=LEADERBOARD)

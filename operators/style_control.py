@@ -47,6 +47,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy.special import expit
 
+from pairank.operators.compat import split_compat
+
 #: Style features of the style-controlled fit: name -> what is counted in a text.
 STYLE_FEATURES = {
     "length": lambda t: len(t),
@@ -120,28 +122,41 @@ def _interval(theta: float, se: float) -> tuple[float, float, float]:
     return float(expit(theta)), float(expit(theta - Z95 * se)), float(expit(theta + Z95 * se))
 
 
-def length_controlled_winrates(judgments: pa.Table, candidates: pa.Table, baseline: str) -> pa.Table:
-    """Per system: raw and length-controlled win rate against ``baseline`` (see the module docstring)."""
+def length_controlled_winrates(
+    judgments: pa.Table, candidates: pa.Table, baseline: str, compat: str | None = None
+) -> pa.Table:
+    """Per system: raw and length-controlled win rate against ``baseline`` (see the module docstring;
+    ``compat="alpaca-eval"``: AlpacaEval's GLM, :mod:`pairank.operators.compat`)."""
     system_of, text_of = _candidates(candidates)
     if baseline not in set(system_of.values()):
         raise ValueError(f"length-controlled win rates: baseline {baseline!r} is not a system of the candidates")
-    rows: dict[str, list[tuple[float, float, float]]] = {}  # system -> (length diff, slot, y of the system)
+    rows: dict[str, list[tuple]] = {}  # system -> (length diff, slot, y of the system, context)
     o = _outcomes(judgments)
-    for a, b, y in zip(o["a"], o["b"], o["y"]):
+    for ctx, a, b, y in zip(o["context_id"], o["a"], o["b"], o["y"]):
         sa, sb = system_of.get(a), system_of.get(b)
         if sa is None or sb is None or (sa == baseline) == (sb == baseline):
             continue
         if sb == baseline:
-            rows.setdefault(sa, []).append((len(text_of[a]) - len(text_of[b]), 1.0, y))
+            rows.setdefault(sa, []).append((len(text_of[a]) - len(text_of[b]), 1.0, y, ctx))
         else:
-            rows.setdefault(sb, []).append((len(text_of[b]) - len(text_of[a]), -1.0, 1.0 - y))
-    diffs = np.array([d for r in rows.values() for d, _, _ in r], dtype=float)
+            rows.setdefault(sb, []).append((len(text_of[b]) - len(text_of[a]), -1.0, 1.0 - y, ctx))
+    return lc_table(rows, baseline, compat)
+
+
+def lc_table(rows: dict[str, list[tuple]], baseline: str, compat: str | None = None) -> pa.Table:
+    """LC_WINRATES from each system's comparisons with the baseline: ``(length difference (system minus
+    baseline), slot (+1 when the system was A), the system's y, context)``."""
+    if compat == "alpaca-eval":
+        return _alpaca_lc_table(rows, baseline)
+    diffs = np.array([r[0] for rs in rows.values() for r in rs], dtype=float)
     scale = float(diffs.std()) if diffs.size and diffs.std() > 0 else 1.0
     out = []
     for system in sorted(rows):
-        d, slot, y = (np.array(col, dtype=float) for col in zip(*rows[system]))
+        d, slot, y = (np.array(col, dtype=float) for col in list(zip(*rows[system]))[:3])
         x = np.column_stack([np.ones_like(d), np.tanh(d / scale), slot])
-        coef, cov = fit_logistic(x, y, ridge=np.array([1e-6, 1e-2, 1e-2]))
+        if np.all(slot == slot[0]):  # one slot order only: the slot term is the intercept's twin, left out
+            x = x[:, :2]
+        coef, cov = fit_logistic(x, y, ridge=np.array([1e-6, 1e-2, 1e-2])[: x.shape[1]])
         lc, low, high = (None, None, None) if separated(coef, cov, x) else _interval(coef[0], math.sqrt(cov[0, 0]))
         out.append(
             {
@@ -154,6 +169,34 @@ def length_controlled_winrates(judgments: pa.Table, candidates: pa.Table, baseli
                 "lc_high": high,
                 "length_coef": None if lc is None else float(coef[1]),
                 "length_se": None if lc is None else float(math.sqrt(cov[1, 1])),
+            }
+        )
+    return pa.Table.from_pylist(out, schema=LC_WINRATES)
+
+
+def _alpaca_lc_table(rows: dict[str, list[tuple]], baseline: str) -> pa.Table:
+    """LC_WINRATES by AlpacaEval's GLM: ``lc_low``/``lc_high`` are the LC win rate -/+ 1.96 of its standard
+    error (AlpacaEval's ``lc_standard_error``); ``length_se`` is null (an L1 fit has no Wald error)."""
+    from pairank.operators.compat import alpaca_glm, instruction_difficulty
+
+    every = [r for rs in rows.values() for r in rs]
+    difficulty = instruction_difficulty([r[3] for r in every], np.array([r[2] for r in every], dtype=float))
+    out = []
+    for system in sorted(rows):
+        d = np.array([-r[0] for r in rows[system]], dtype=float)  # AlpacaEval: baseline minus system
+        y = np.array([r[2] for r in rows[system]], dtype=float)
+        fit = alpaca_glm(d, y, np.array([difficulty[r[3]] for r in rows[system]]))
+        out.append(
+            {
+                "system": system,
+                "baseline": baseline,
+                "n": len(y),
+                "win_rate": float(y.mean()),
+                "lc_win_rate": fit["lc"],
+                "lc_low": max(0.0, fit["lc"] - Z95 * fit["se"]),
+                "lc_high": min(1.0, fit["lc"] + Z95 * fit["se"]),
+                "length_coef": float(fit["coef"][0]),
+                "length_se": None,
             }
         )
     return pa.Table.from_pylist(out, schema=LC_WINRATES)
@@ -181,10 +224,15 @@ def given_features(style: pa.Table | None) -> dict[str, dict[str, float]]:
 
 
 def style_controlled_bt(
-    judgments: pa.Table, candidates: pa.Table, given: dict[str, dict[str, float]] | None = None
+    judgments: pa.Table,
+    candidates: pa.Table,
+    given: dict[str, dict[str, float]] | None = None,
+    compat: str | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """Systems' strengths with style held equal, and the style coefficients (see the module docstring).
-    ``given``: style counts per candidate id (:func:`given_features`), used instead of counting them in the text."""
+    ``given``: style counts per candidate id (:func:`given_features`), used instead of counting them in the text.
+    ``compat="lmarena"``: the fit as LMArena's arena-rank makes it, with its sandwich intervals
+    (:mod:`pairank.operators.compat`)."""
     system_of, text_of = _candidates(candidates)
     o = _outcomes(judgments)
     keep = [
@@ -199,6 +247,8 @@ def style_controlled_bt(
     given = given or {}
     feats = {c: given.get(c) or style_features(text_of[c]) for c in {o[s][i] for i in keep for s in ("a", "b")}}
     names = list(STYLE_FEATURES)
+    if compat == "lmarena":
+        return _lmarena_bt(o, keep, systems, system_of, feats)
     x = np.zeros((len(keep), len(systems) + len(names) + 1))
     for r, i in enumerate(keep):
         a, b = o["a"][i], o["b"][i]
@@ -247,6 +297,35 @@ def style_controlled_bt(
     return pa.Table.from_pylist(strengths, schema=STYLE_BT), pa.Table.from_pylist(coefs, schema=STYLE_COEFS)
 
 
+def _lmarena_bt(o: dict, keep: list[int], systems: list[str], system_of: dict, feats: dict):
+    from pairank.operators.compat import lmarena_style
+
+    index = {s: j for j, s in enumerate(systems)}
+    first = np.array([index[system_of[o["a"][i]]] for i in keep])
+    second = np.array([index[system_of[o["b"][i]]] for i in keep])
+    fa, fb = (np.array([[feats[o[s][i]][f] for f in STYLE_FEATURES] for i in keep]) for s in ("a", "b"))
+    fit = lmarena_style(first, second, np.array([o["y"][i] for i in keep]), fa, fb, len(systems))
+    theta = fit["theta"]
+    if not np.all(np.isfinite(theta)) or separated(theta, np.diag((fit["high"] - theta) ** 2 / Z95**2)):
+        raise Separated("style-controlled Bradley-Terry (compat lmarena): the outcomes are separated: no finite fit")
+    order = sorted(range(len(systems)), key=lambda j: -theta[j])
+    strengths = [
+        {
+            "system": systems[j],
+            "strength": float(theta[j]),
+            "strength_low": float(fit["low"][j]),
+            "strength_high": float(fit["high"][j]),
+            "rank": rank,
+        }
+        for rank, j in enumerate(order, 1)
+    ]
+    coefs = [
+        {"feature": f, "coef": float(c), "se": float(se)}
+        for f, c, se in zip(STYLE_FEATURES, fit["beta"], fit["beta_se"])
+    ]
+    return pa.Table.from_pylist(strengths, schema=STYLE_BT), pa.Table.from_pylist(coefs, schema=STYLE_COEFS)
+
+
 LC_WINRATES = pa.schema(
     [
         ("system", pa.string()),
@@ -272,21 +351,26 @@ STYLE_BT = pa.schema(
 STYLE_COEFS = pa.schema([("feature", pa.string()), ("coef", pa.float64()), ("se", pa.float64())])
 
 
-def style_control_section(judgments: pa.Table, candidates: pa.Table, baseline: str | None = None) -> list[dict]:
+def style_control_section(
+    judgments: pa.Table, candidates: pa.Table, baseline: str | None = None, compat: tuple[str, ...] = ()
+) -> list[dict]:
     """Per aspect: the style-controlled strengths and coefficients, and (with a baseline) the length-controlled
-    win rates; an aspect whose comparisons involve fewer than two systems is left out."""
+    win rates; an aspect whose comparisons involve fewer than two systems is left out. ``compat``: names of
+    :data:`pairank.operators.compat.COMPAT`."""
+    style_compat, lc_compat = split_compat(compat)
     out = []
     for aspect in sorted(set(judgments.column("aspect").to_pylist())):
         mine = judgments.filter(pc.equal(judgments.column("aspect"), aspect))
         try:
-            strengths, coefs = style_controlled_bt(mine, candidates)
+            strengths, coefs = style_controlled_bt(mine, candidates, compat=style_compat)
             section = {"aspect": aspect, "strengths": strengths.to_pylist(), "coefficients": coefs.to_pylist()}
         except Separated as exc:
             section = {"aspect": aspect, "not_identified": str(exc)}
         except ValueError:
             continue
         if baseline is not None and baseline in set(candidates.column("system").to_pylist()):
-            section["length_controlled"] = length_controlled_winrates(mine, candidates, baseline).to_pylist()
+            lc = length_controlled_winrates(mine, candidates, baseline, lc_compat)
+            section["length_controlled"] = lc.to_pylist()
         out.append(section)
     return out
 
@@ -337,10 +421,13 @@ def board_columns(
     baseline: str | None,
     groups: dict[str, pa.Table],
     given: dict[str, dict[str, float]] | None = None,
+    compat: tuple[str, ...] = (),
 ) -> dict[tuple[str, str], dict]:
     """The leaderboard's style-controlled columns (``style_*``, ``lc_*``; see LEADERBOARD) per (group, system),
     ``groups`` naming each aspect's (or the pooled) judgments. Without candidate texts, or where the fit is not
-    identified, the values are null and ``style_status`` says why."""
+    identified, the values are null and ``style_status`` says why. ``compat``: names of
+    :data:`pairank.operators.compat.COMPAT`."""
+    style_compat, lc_compat = split_compat(compat)
     missing = (
         "no candidate texts"
         if "text" not in candidates.column_names
@@ -352,7 +439,7 @@ def board_columns(
     out: dict[tuple[str, str], dict] = {}
     for group, mine in groups.items():
         try:
-            strengths, _ = style_controlled_bt(mine, candidates, given)
+            strengths, _ = style_controlled_bt(mine, candidates, given, style_compat)
         except ValueError as exc:  # Separated, or fewer than two systems compared
             not_identified = isinstance(exc, Separated)
             status = "not identified (separated outcomes)" if not_identified else str(exc).split(": ", 1)[-1]
@@ -369,7 +456,7 @@ def board_columns(
             }
         if baseline is None or baseline not in set(system_of.values()):
             continue
-        for r in length_controlled_winrates(mine, candidates, baseline).to_pylist():
+        for r in length_controlled_winrates(mine, candidates, baseline, lc_compat).to_pylist():
             out.setdefault((group, r["system"]), {"style_status": "ok"}).update(
                 lc_win_rate=r["lc_win_rate"], lc_low=r["lc_low"], lc_high=r["lc_high"]
             )

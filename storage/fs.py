@@ -527,5 +527,18 @@ class Location:
 
         return self._retrying("read it", read)
 
+    def iter_parquet(self, rows: int = 8192):
+        """The Parquet table in parts of at most ``rows`` rows, in table order, read as they are asked for (a
+        large table is never held whole). A file that is not readable Parquet raises :class:`CorruptFile`."""
+        f = self._retrying("open it", lambda: self.fs.open_input_file(self.path))
+        with f:
+            try:
+                parquet = pq.ParquetFile(f, pre_buffer=False, buffer_size=1 << 20)
+                schema = parquet.schema_arrow
+                for batch in parquet.iter_batches(batch_size=rows, use_threads=False):
+                    yield pa.Table.from_batches([batch], schema)
+            except pa.ArrowInvalid as exc:
+                raise CorruptFile(self.uri, str(exc)) from exc
+
     def __str__(self) -> str:
         return self.uri

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from pairank.storage.fs import Location
 from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, PAIRWISE_LABELS, STYLE_FEATURES
-from pairank.storage.validation import TableError, check_one_score, validate
+from pairank.storage.validation import CandidatesCheck, TableError, check_one_score, conform, first_null, validate
 
 
 def candidates_file(folder: Location) -> Location:
@@ -32,6 +32,29 @@ def read_candidates(folder: Location) -> pa.Table:
     """The folder's candidates, validated (:func:`candidates_file`)."""
     cand = candidates_file(folder)
     return validate(cand.read_parquet(), CANDIDATES, cand.uri)
+
+
+def iter_candidates(folder: Location, rows: int = 8192):
+    """The folder's candidates in validated parts of at most ``rows`` rows, in table order: each part is conformed
+    and checked as it is read, the rules that span parts (unique ids, one text per context, two candidates per
+    context) by one :class:`~pairank.storage.validation.CandidatesCheck`, so a large table is never held whole.
+    An error names the file, the row in the whole table and the column; the last one can come after the last part,
+    so a caller keeps nothing it read until the iterator is exhausted."""
+    cand = candidates_file(folder)
+    check = CandidatesCheck(cand.uri)
+    for part in cand.iter_parquet(rows):
+        try:
+            part = conform(part, CANDIDATES, cand.uri)
+            hit = first_null(part, CANDIDATES)
+            if hit is not None:
+                raise TableError(cand.uri, hit[0], hit[1], "a value", "null")
+        except TableError as exc:  # a row of the part: the row of the whole table
+            raise TableError(
+                exc.source, None if exc.row is None else check.rows + exc.row, exc.column, exc.expected, exc.found
+            ) from None
+        check.add(part)
+        yield part
+    check.finish()
 
 
 #: The candidates' columns a run reads on its driver when tasks read the texts (:func:`read_candidate_ids`).

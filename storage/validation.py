@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -220,79 +221,103 @@ def check_one_score(table: pa.Table, source: str) -> None:
 
 
 def _check_candidates(table: pa.Table, source: str, per_context: int = 2) -> None:
-    if table.num_rows == 0:
-        raise TableError(source, None, "candidate_id", "at least one candidate", "an empty table")
-    ids = table.column("candidate_id").to_pylist()
-    seen: dict[str, int] = {}
-    for row, cid in enumerate(ids):
-        if cid in seen:
-            raise TableError(source, row, "candidate_id", "a unique candidate id", f"{cid!r} (also in row {seen[cid]})")
-        seen[cid] = row
-    for column in ("context_id", "candidate_id", "text", "context"):
-        for row, value in enumerate(table.column(column).to_pylist()):
-            if not value.strip():
-                raise TableError(source, row, column, "a non-empty text", repr(value))
-    if CATEGORY.name in table.column_names:
-        _check_categories(table, source)
-    for field in (CONVERSATION, REFERENCE):
-        if field.name in table.column_names:
-            _check_one_per_context(table, field.name, source)
-    if CONVERSATION.name in table.column_names or PRIOR_REPLIES.name in table.column_names:
-        _check_conversations(table, source)
-    texts: dict[str, tuple[int, str]] = {}
-    cols = (table.column(c).to_pylist() for c in ("context_id", "context"))
-    for row, (ctx, text) in enumerate(zip(*cols)):
-        first = texts.setdefault(ctx, (row, text))
-        if first[1] != text:
-            raise TableError(
-                source,
-                row,
-                "context",
-                f"the text of context {ctx!r} in row {first[0]}",
-                "a different text (a context id names one input)",
-            )
-    counts: dict[str, list[int]] = {}
-    for row, ctx in enumerate(table.column("context_id").to_pylist()):
-        counts.setdefault(ctx, []).append(row)
-    for ctx, rows in counts.items():
-        if len(rows) < per_context:
-            raise TableError(
-                source, rows[0], "context_id", "at least 2 candidates per context", f"{ctx!r} with 1 candidate"
-            )
+    check = CandidatesCheck(source, per_context)
+    check.add(table)
+    check.finish()
 
 
-def _check_categories(table: pa.Table, source: str) -> None:
-    """A category is a non-empty text or null, and one per context (every candidate of a context has the same)."""
-    first: dict[str, tuple[int, str | None]] = {}
-    cols = (table.column(c).to_pylist() for c in ("context_id", "category"))
-    for row, (ctx, category) in enumerate(zip(*cols)):
-        if category is not None and not category.strip():
-            raise TableError(source, row, "category", "a non-empty text or null", repr(category))
-        seen = first.setdefault(ctx, (row, category))
-        if seen[1] != category:
-            raise TableError(
-                source,
-                row,
-                "category",
-                f"the category of context {ctx!r} in row {seen[0]} ({seen[1]!r}; one category per context)",
-                repr(category),
-            )
+def _digest(text: str | None) -> bytes | None:
+    return None if text is None else hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 
-def _check_one_per_context(table: pa.Table, column: str, source: str) -> None:
-    """An optional per-context column: a non-empty text or null, the same for every candidate of a context."""
-    first: dict[str, tuple[int, str | None]] = {}
-    for row, (ctx, value) in enumerate(zip(*(table.column(c).to_pylist() for c in ("context_id", column)))):
-        if value is not None and not value.strip():
-            raise TableError(source, row, column, "a non-empty text or null", repr(value))
-        seen = first.setdefault(ctx, (row, value))
-        if seen[1] != value:
-            raise TableError(
-                source, row, column, f"the {column} of context {ctx!r} in row {seen[0]} (one per context)", "another"
-            )
+class CandidatesCheck:
+    """The CANDIDATES rules over a table read in parts (row groups, batches): :meth:`add` each conformed part in
+    table order, then :meth:`finish`. What spans parts is kept small: each candidate id's row, and per context its
+    first row, candidate count and a 16-byte digest of its text (and of its conversation and reference), never the
+    texts; errors name the row in the whole table."""
+
+    def __init__(self, source: str, per_context: int = 2) -> None:
+        self.source, self.per_context, self.rows = source, per_context, 0
+        self.ids: dict[str, int] = {}
+        #: context id -> [first row, candidates, text digest, category, conversation digest, reference digest]
+        self.contexts: dict[str, list] = {}
+        self.largest = 0  # the most rows one part held (a streaming read's bound)
+
+    def add(self, table: pa.Table) -> None:
+        """Check one part (conformed to CANDIDATES, no nulls where none are allowed)."""
+        source, offset, n = self.source, self.rows, table.num_rows
+        self.largest = max(self.largest, n)
+        for i, cid in enumerate(table.column("candidate_id").to_pylist()):
+            if cid in self.ids:
+                raise TableError(
+                    source,
+                    offset + i,
+                    "candidate_id",
+                    "a unique candidate id",
+                    f"{cid!r} (also in row {self.ids[cid]})",
+                )
+            self.ids[cid] = offset + i
+        for column in ("context_id", "candidate_id", "text", "context"):
+            for i, value in enumerate(table.column(column).to_pylist()):
+                if not value.strip():
+                    raise TableError(source, offset + i, column, "a non-empty text", repr(value))
+        if CONVERSATION.name in table.column_names or PRIOR_REPLIES.name in table.column_names:
+            _check_conversations(table, source, offset)
+        none = [None] * n
+        cols = [table.column(c).to_pylist() if c in table.column_names else none for c in PER_CONTEXT]
+        for i, (ctx, text, category, conversation, reference) in enumerate(zip(*cols)):
+            row = offset + i
+            for column, value in (("category", category), ("conversation", conversation), ("reference", reference)):
+                if value is not None and not value.strip():
+                    raise TableError(source, row, column, "a non-empty text or null", repr(value))
+            mine = [row, 1, _digest(text), category, _digest(conversation), _digest(reference)]
+            first = self.contexts.setdefault(ctx, mine)
+            if first is mine:
+                continue
+            first[1] += 1
+            if first[3] != category:
+                raise TableError(
+                    source,
+                    row,
+                    "category",
+                    f"the category of context {ctx!r} in row {first[0]} ({first[3]!r}; one category per context)",
+                    repr(category),
+                )
+            for k, column in ((4, "conversation"), (5, "reference")):
+                if first[k] != mine[k]:
+                    raise TableError(
+                        source,
+                        row,
+                        column,
+                        f"the {column} of context {ctx!r} in row {first[0]} (one per context)",
+                        "another",
+                    )
+            if first[2] != mine[2]:
+                raise TableError(
+                    source,
+                    row,
+                    "context",
+                    f"the text of context {ctx!r} in row {first[0]}",
+                    "a different text (a context id names one input)",
+                )
+        self.rows += n
+
+    def finish(self) -> None:
+        """The rules about the whole: at least one candidate, at least ``per_context`` per context."""
+        if self.rows == 0:
+            raise TableError(self.source, None, "candidate_id", "at least one candidate", "an empty table")
+        for ctx, (row, count, *_) in self.contexts.items():
+            if count < self.per_context:
+                raise TableError(
+                    self.source, row, "context_id", "at least 2 candidates per context", f"{ctx!r} with 1 candidate"
+                )
 
 
-def _check_conversations(table: pa.Table, source: str) -> None:
+#: The columns checked per context (context id first): the text, and the optional one-per-context columns.
+PER_CONTEXT = ("context_id", "context", CATEGORY.name, CONVERSATION.name, REFERENCE.name)
+
+
+def _check_conversations(table: pa.Table, source: str, offset: int = 0) -> None:
     """A conversation parses (storage.conversations), and a candidate's prior replies answer its earlier turns."""
     n = table.num_rows
     convs = table.column(CONVERSATION.name).to_pylist() if CONVERSATION.name in table.column_names else [None] * n
@@ -313,7 +338,7 @@ def _check_conversations(table: pa.Table, source: str) -> None:
                 )
         except ConversationError as exc:
             raise TableError(
-                source, row, column, "a conversation as storage.conversations describes", str(exc)
+                source, offset + row, column, "a conversation as storage.conversations describes", str(exc)
             ) from None
 
 

@@ -178,7 +178,14 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         from pairank.jobs.leaderboard_input import input_leaderboard
 
         meta = input_leaderboard(
-            args.input, args.judgments or [], args.out, args.baseline, args.n_boot, args.seed, _progress
+            args.input,
+            args.judgments or [],
+            args.out,
+            args.baseline,
+            args.n_boot,
+            args.seed,
+            _progress,
+            compat=args.compat or [],
         )
         for line in quality_lines(meta["quality"]):
             _progress(f"quality: {line}")
@@ -193,6 +200,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         progress=_progress,
         finished_only=args.finished_only,
         references=args.reference or [],
+        compat=args.compat or [],
     )
     for aspect, c in result.board.counts.items():
         _progress(f"{aspect}: {c['systems']} systems, {c['used']} comparisons, {c['errors']} error rows skipped")
@@ -252,6 +260,13 @@ def cmd_model_prepare(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from pairank.jobs.plan import TIME_BUDGET_S, measure_judge, plan, render
+    from pairank.jobs.recommend import (
+        TABLE,
+        recommend_from_table,
+        recommend_plan,
+        render_from_table,
+        render_recommendation,
+    )
     from pairank.operators.judges.replay_judge import read_judgments
     from pairank.operators.judges.simulated_engine import SimulatedJudgeSpec
 
@@ -262,12 +277,33 @@ def cmd_plan(args: argparse.Namespace) -> int:
         given = {k: measured[k] if v is None else v for k, v in given.items()}
     judge = SimulatedJudgeSpec(seed=args.seed, **{k: v for k, v in given.items() if v is not None})
     candidates = args.candidates or (measured["candidates"] if measured else 16)
+    if args.recommend and args.simulate:
+        result = recommend_plan(
+            judge,
+            candidates=candidates,
+            target=args.target_spearman,
+            contexts=args.contexts,
+            seeds=args.seeds,
+            verdict=args.verdict,
+        )
+        text = render_recommendation
+    elif args.recommend:
+        table = args.frontier_table or TABLE
+        result = recommend_from_table(judge, candidates=candidates, target=args.target_spearman, path=table)
+        text = render_from_table
+    if args.recommend:
+        if measured:
+            result["measured"] = {"source": args.from_judgments, **measured}
+        print(json.dumps(result, indent=2) if args.json else text(result))
+        return 0
+    if args.simulate or args.frontier_table:
+        raise ValueError("plan: --simulate and --frontier-table go with --recommend")
     schedulers = [n for part in args.schedulers or [] for n in part.split(",") if n]
     budget = TIME_BUDGET_S if args.time_budget is None else args.time_budget or None
     result = plan(
         judge,
         candidates=candidates,
-        contexts=args.contexts,
+        contexts=args.contexts or 100,
         target=args.target_spearman,
         schedulers=schedulers or None,
         verdict=args.verdict,

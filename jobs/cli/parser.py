@@ -189,6 +189,14 @@ def parser() -> argparse.ArgumentParser:
         "the job's Delta log, into <root>/leaderboard/as-of/<night>/ (or --out)",
     )
     lb.add_argument("--out", default=None, help="with --as-of or --input: the folder to write")
+    lb.add_argument(
+        "--compat",
+        action="append",
+        default=None,
+        choices=["lmarena", "alpaca-eval"],
+        help="compute a statistic as a peer tool does (docs/leaderboards.md): lmarena (the style-controlled "
+        "columns as arena-rank fits them), alpaca-eval (the LC win rates as AlpacaEval's GLM); may be given twice",
+    )
     lb.set_defaults(fn=cmd_leaderboard)
 
     sv = sub.add_parser(
@@ -285,7 +293,12 @@ def parser() -> argparse.ArgumentParser:
         "simulated judge's defaults, or the values measured with --from-judgments.",
     )
     pl.add_argument("--candidates", type=int, default=None, help="candidates per context (16, or the measured table's)")
-    pl.add_argument("--contexts", type=int, default=100, help="simulated contexts (default 100)")
+    pl.add_argument(
+        "--contexts",
+        type=int,
+        default=None,
+        help="simulated contexts (default 100; with --recommend --simulate 2000 // N per seed, at least 1)",
+    )
     pl.add_argument("--seed", type=int, default=0, help="seed of the simulation and the schedulers")
     pl.add_argument("--scale", type=float, default=None, help="logit per unit of latent quality difference")
     pl.add_argument("--noise", type=float, default=None, help="sd of the Gaussian noise on each comparison's logit")
@@ -302,6 +315,29 @@ def parser() -> argparse.ArgumentParser:
     )
     pl.add_argument("--from-judgments", default=None, metavar="PATH", help="measure the judge from this table or cache")
     pl.add_argument("--model", default=None, help="with --from-judgments: use only this judge model's rows")
+    pl.add_argument(
+        "--recommend",
+        action="store_true",
+        help="name the scheduler and budget that reach --target-spearman most cheaply, from the measured "
+        "cost-quality frontier (BENCHMARKS.md) at the nearest measured N and judge",
+    )
+    pl.add_argument(
+        "--frontier-table",
+        default=None,
+        metavar="CSV",
+        help="with --recommend: read this frontier table (bench/frontier.py's) instead of the packaged one",
+    )
+    pl.add_argument(
+        "--simulate",
+        action="store_true",
+        help="with --recommend: sweep the frontier's schedulers afresh at exactly this N and judge (slower)",
+    )
+    pl.add_argument(
+        "--seeds",
+        type=int,
+        default=3,
+        help="with --recommend --simulate: seeds per point (judge noise, scheduler seed)",
+    )
     pl.add_argument("--json", action="store_true", help="print JSON instead of a table")
     pl.set_defaults(fn=cmd_plan)
     return p

@@ -62,7 +62,7 @@ def score(spec: JobSpec, inputs: Inputs, judged: Judged) -> Scored:
     extra = {
         **consistency_sections(triads, spearman, spec.scheduler),
         "judge_bias": biases,
-        "style_control": style_control_section(table, texts, spec.baseline),
+        "style_control": style_control_section(table, texts, spec.baseline, tuple(spec.report.compat)),
         **extra,
     }
     return Scored(rankings, spearman, bias, extra)

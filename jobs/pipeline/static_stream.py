@@ -160,14 +160,22 @@ def cut_blocks(candidates: pa.Table, groups: list[list[str]]) -> list[pa.Table]:
 
 
 def read_blocks(folder: Location, keep: pa.Array, groups: list[list[str]]) -> tuple[Any, ...]:
-    """Ray task: the input folder's candidates, read and validated whole (the driver read only their ids), those
-    in ``keep`` (candidate ids: the run's ``subset``) cut into the blocks of ``groups``. Returns the rows kept, then
-    each block (one return each)."""
-    from pairank.storage.inputs import read_candidates
+    """Ray task: the input folder's candidates (the driver read only their ids), read and validated a part at a
+    time (:func:`pairank.storage.inputs.iter_candidates`: the whole table is never held, only the rows kept),
+    those in ``keep`` (candidate ids: the run's ``subset``) cut into the blocks of ``groups``. Returns the rows
+    kept, then each block (one return each)."""
+    from pairank.storage.inputs import iter_candidates
 
-    table = read_candidates(folder)
-    table = table.filter(pc.is_in(table.column("candidate_id"), keep))
-    return (table.num_rows, *cut_blocks(table, groups))
+    pieces: list[list[pa.Table]] = [[] for _ in groups]
+    rows = 0
+    for part in iter_candidates(folder):  # each part cut as it comes: the task holds its blocks and one part
+        part = part.filter(pc.is_in(part.column("candidate_id"), keep))
+        rows += part.num_rows
+        for mine, block in zip(pieces, cut_blocks(part, groups)):
+            if block.num_rows:
+                mine.append(block)
+    schema = part.schema  # iter_candidates yields at least one part or raises
+    return (rows, *(pa.concat_tables(p) if p else schema.empty_table() for p in pieces))
 
 
 def put_blocks(candidates: pa.Table, folder: Location | None = None) -> list[Handle]:

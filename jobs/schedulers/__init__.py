@@ -5,6 +5,7 @@
 - :mod:`~pairank.jobs.schedulers.pairs`: PAIRS merge sort, greedy and beam;
 - :mod:`~pairank.jobs.schedulers.anchors`: scaled PAIRS (sorted anchors, binary insertion);
 - :mod:`~pairank.jobs.schedulers.adaptive_symmetric`: Bradley-Terry uncertainty sampling;
+- :mod:`~pairank.jobs.schedulers.poe`: Product of Experts (greedy D-optimal comparisons, PoE scores);
 - :mod:`~pairank.jobs.schedulers.protocol`: what they share (the adaptive protocol,
   the ledger, seeded order, settings, the reference lockstep loop).
 
@@ -47,6 +48,7 @@ from pairank.jobs.schedulers.pairs import (
     PairsGreedy,
     PairsGreedySettings,
 )
+from pairank.jobs.schedulers.poe import Poe, PoeSettings
 from pairank.jobs.schedulers.protocol import (
     LN2,
     AdaptiveScheduler,
@@ -81,6 +83,7 @@ REGISTRY: dict[str, type[SchedulerSettings]] = {
     "pairs_beam": PairsBeamSettings,
     "pairs_anchors": PairsAnchorsSettings,
     "adaptive_symmetric": AdaptiveSymmetricSettings,
+    "poe": PoeSettings,
 }
 STATIC_SCHEDULERS = tuple(name for name, cls in REGISTRY.items() if not cls.adaptive)
 ADAPTIVE_SCHEDULERS = tuple(name for name, cls in REGISTRY.items() if cls.adaptive)
@@ -94,6 +97,7 @@ ADAPTIVE: dict[str, AdaptiveFactory] = {
     "pairs_beam": PairsBeam,
     "pairs_anchors": AnchorInsertion,
     "adaptive_symmetric": AdaptiveSymmetric,
+    "poe": Poe,
 }
 
 
@@ -147,6 +151,8 @@ __all__ = [
     "NoRepeatSettings",
     "OneVsNSettings",
     "Pair",
+    "Poe",
+    "PoeSettings",
     "PairsAnchorsSettings",
     "PairsBeam",
     "PairsBeamSettings",

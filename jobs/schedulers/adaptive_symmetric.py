@@ -8,6 +8,7 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+from scipy.special import expit, ndtr
 
 from pairank.jobs.schedulers.protocol import (
     AdaptiveSettings,
@@ -19,7 +20,10 @@ from pairank.jobs.schedulers.protocol import (
     _seeded,
     rng,
 )
-from pairank.operators.bradley_terry import bt_laplace, prob_order
+from pairank.operators.bradley_terry import bt_laplace
+from pairank.operators.product_of_experts import d_optimal_picks, difference_variance
+
+SELECTIONS = ("uncertainty", "d_optimal")
 
 
 class SamplingSpec(BaseModel):
@@ -34,6 +38,12 @@ class SamplingSpec(BaseModel):
     )
     confidence: float = Field(
         0.95, gt=0.5, lt=1, description="Stop when every unasked pair's order is at least this certain."
+    )
+    selection: Literal["uncertainty", "d_optimal"] = Field(
+        "uncertainty",
+        description="uncertainty: the pairs whose order is least certain; d_optimal: the pairs that most raise the "
+        "determinant of the posterior precision (largest Fisher information times the variance of the "
+        "difference, greedily), a Bradley-Terry analogue of the PoE selection.",
     )
 
 
@@ -53,6 +63,7 @@ class AdaptiveSymmetricSettings(AdaptiveSettings):
             pairs_per_round=s.pairs_per_round,
             patience=s.patience,
             confidence=s.confidence,
+            selection=s.selection,
         )
 
 
@@ -72,8 +83,8 @@ class AdaptiveSymmetric(_Ledger):
     The posterior over the strengths (prior N(0, I / alpha), logit link) is
     approximated by a Gaussian at its mode (Laplace, :func:`bt_laplace`), and
     ``P(i above j) = Phi(mu_d / sigma_d)``
-    (:func:`prob_order`). The active choice of pairs is this module's own
-    baseline, not from a paper.
+    (:func:`~pairank.operators.bradley_terry.prob_order`). The active choice of
+    pairs is this module's own baseline, not from a paper.
 
     Rounds:
 
@@ -83,7 +94,13 @@ class AdaptiveSymmetric(_Ledger):
     * each later round asks up to ``pairs_per_round`` disjoint unasked pairs
       (default ``ceil(N / 2)``), most uncertain order first (P closest to 0.5),
       ties by the seeded order; a pair whose order is already certain beyond
-      ``confidence`` is not asked.
+      ``confidence`` is not asked. With ``selection="d_optimal"`` they are
+      instead the pairs that most raise the determinant of the posterior
+      precision: each pair's Fisher information (both orders,
+      ``2 s(mu_d) (1 - s(mu_d))`` at the posterior mean) times the variance of
+      its difference, greedily with the covariance updated after each pick
+      (:func:`~pairank.operators.product_of_experts.d_optimal_picks`; D-optimal
+      design, as the PoE selection is for Gaussian experts).
 
     A round is planned once the previous one is fully answered. Stopping rule,
     checked then: the machine is done when (a) ``budget`` unordered pairs have
@@ -124,6 +141,7 @@ class AdaptiveSymmetric(_Ledger):
         patience: int = 2,
         confidence: float = 0.95,
         alpha: float = 0.1,
+        selection: str = "uncertainty",
     ) -> None:
         if symmetric is not True:
             raise ValueError(
@@ -145,6 +163,9 @@ class AdaptiveSymmetric(_Ledger):
         self.patience = _check_int(patience, "patience (rounds with an unchanged ranking)", 1)
         self.confidence = _check_real(confidence, "confidence", lambda v: 0.5 < v <= 1.0, "a number in (0.5, 1]")
         self.alpha = _check_real(alpha, "alpha (prior precision)", lambda v: 0.0 < v < math.inf, "a number > 0")
+        if selection not in SELECTIONS:
+            raise ValueError(f"selection: expected one of {', '.join(SELECTIONS)}, found {selection!r}")
+        self.selection = selection
         gen = rng(seed, context_id)
         #: The candidates in seeded order (round 0's cycle, tie-breaks).
         self.order: list[str] = _seeded(ids, gen)
@@ -185,11 +206,19 @@ class AdaptiveSymmetric(_Ledger):
 
     # -- rounds
 
+    def _open_matrix(self) -> np.ndarray:
+        """``open[k, l]`` (k < l, seeded positions): the pair has an order neither asked nor known."""
+        n = len(self.order)
+        closed = np.zeros((n, n), dtype=bool)
+        pos = self._pos
+        for a, b in self._asked.union(self._p):
+            closed[pos[a], pos[b]] = True
+        return np.triu(~(closed & closed.T), 1)
+
     def _open_pairs(self) -> list[Pair]:
         """Unordered pairs with an order neither asked nor known, in seeded order."""
-        done = self._asked.union(self._p)
         order = self.order
-        return [(a, b) for k, a in enumerate(order) for b in order[k + 1 :] if (a, b) not in done or (b, a) not in done]
+        return [(order[i], order[j]) for i, j in zip(*np.nonzero(self._open_matrix()))]
 
     def _cycle(self) -> list[Pair]:
         order = self.order
@@ -197,31 +226,36 @@ class AdaptiveSymmetric(_Ledger):
         still_open = set(self._open_pairs())
         return [pair for pair in cycle if pair in still_open or pair[::-1] in still_open]
 
-    def _most_uncertain(self, room: int) -> list[Pair]:
-        """Up to ``room`` disjoint open pairs whose order is least certain, short of ``confidence``."""
+    def _choose(self, room: int) -> list[Pair]:
+        """Up to ``room`` disjoint open pairs by the selection rule, none certain beyond ``confidence``."""
         mean, cov = self._posterior()
-        ix = self._index
-        scored = []
-        for a, b in self._open_pairs():
-            q = prob_order(mean, cov, ix[a], ix[b])
-            if max(q, 1.0 - q) < self.confidence:
-                scored.append((abs(q - 0.5), self._pos[a], self._pos[b], a, b))
-        busy: set[str] = set()
-        out: list[Pair] = []
-        for *_, a, b in sorted(scored):
-            if len(out) == room:
-                break
-            if a not in busy and b not in busy:
-                out.append((a, b))
-                busy.update((a, b))
-        return out
+        perm = np.array([self._index[c] for c in self.order])  # seeded position -> posterior index
+        mean, cov = mean[perm], cov[np.ix_(perm, perm)]
+        diff = mean[:, None] - mean[None, :]
+        q = ndtr(diff / np.sqrt(np.maximum(difference_variance(cov), 1e-12)))
+        allowed = self._open_matrix() & (np.maximum(q, 1.0 - q) < self.confidence)
+        if self.selection == "d_optimal":
+            s = expit(diff)
+            picks = d_optimal_picks(cov, 2.0 * s * (1.0 - s), allowed, room, disjoint=True)
+        else:
+            first, second = np.nonzero(allowed)
+            by = np.lexsort((second, first, np.abs(q[first, second] - 0.5)))  # least certain, then seeded order
+            picks = []
+            busy: set[int] = set()
+            for i, j in zip(first[by].tolist(), second[by].tolist()):
+                if len(picks) == room:
+                    break
+                if i not in busy and j not in busy:
+                    picks.append((i, j))
+                    busy.update((i, j))
+        return [(self.order[i], self.order[j]) for i, j in picks]
 
     def _open_round(self) -> None:
         room = min(self.pairs_per_round, self.budget - self._used)
         if self.rounds == 0:
             pairs = self._cycle()[: self.budget]
         else:
-            pairs = self._most_uncertain(room) if room > 0 else []
+            pairs = self._choose(room) if room > 0 else []
             if not pairs:
                 reason = "all_pairs" if not self._open_pairs() else "budget" if room <= 0 else "confident"
                 self._ranking, self.stop_reason = self._posterior_ranking(), reason

@@ -285,9 +285,16 @@ class WinRateSpec(Strict):
         return self
 
 
+COMPAT_TEXT = (
+    "statistics as a peer tool computes them (docs/leaderboards.md): lmarena (style-controlled Bradley-Terry as "
+    "LMArena's arena-rank), alpaca-eval (LC win rates as AlpacaEval's GLM). Empty: pairank's own."
+)
+
+
 class ReportSpec(Strict):
     bootstrap: int = Field(1000, ge=0, description="Bootstrap resamples for the sample-level Spearman interval.")
     seed: int = Field(0, description="Bootstrap seed.")
+    compat: list[Literal["lmarena", "alpaca-eval"]] = Field([], description="The report's " + COMPAT_TEXT)
 
 
 class ClusterSpec(Strict):
@@ -309,6 +316,7 @@ class NightlySpec(Strict):
     baseline: str | None = Field(
         None, description="System the leaderboard carries win rates against (unset: winrate.baseline, if any)."
     )
+    compat: list[Literal["lmarena", "alpaca-eval"]] = Field([], description="The leaderboard's " + COMPAT_TEXT)
 
     @field_validator("night", mode="before")
     @classmethod

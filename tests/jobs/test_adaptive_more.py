@@ -49,9 +49,11 @@ CONFIGS = {
     "anchors_sym": lambda c, ids, s: AnchorInsertion(c, ids, s, anchors=5, inner="pairs_greedy", symmetric=True),
     "anchors_all": lambda c, ids, s: AnchorInsertion(c, ids, s),  # anchors = min(N, 97)
     "adaptive_sym": lambda c, ids, s: AdaptiveSymmetric(c, ids, s),
+    "adaptive_dopt": lambda c, ids, s: AdaptiveSymmetric(c, ids, s, selection="d_optimal"),
 }
 ANCHORS = [name for name in CONFIGS if name.startswith("anchors")]
-SYMMETRIC = ["anchors_sym", "adaptive_sym"]
+SYMMETRIC = ["anchors_sym", "adaptive_sym", "adaptive_dopt"]
+ADAPTIVE_SYM = ["adaptive_sym", "adaptive_dopt"]
 
 
 def run_one(name: str, ids: list[str], seed: int, p_fn, ctx: str = "ctx"):
@@ -90,11 +92,13 @@ def test_anchor_ranking_is_a_permutation_and_no_pair_is_asked_twice(name, n, see
     check_invariants(*run_one(name, ids, seed, random_judge(judge_seed)), ids, symmetric=name in SYMMETRIC)
 
 
-@settings(max_examples=12, deadline=None, derandomize=True)
-@given(n=st.integers(1, 8), seed=st.integers(0, 2**32), judge_seed=st.integers(0, 9))
-def test_adaptive_ranking_is_a_permutation_and_no_pair_is_asked_twice(n, seed, judge_seed) -> None:
+@settings(max_examples=24, deadline=None, derandomize=True)
+@given(
+    name=st.sampled_from(ADAPTIVE_SYM), n=st.integers(1, 8), seed=st.integers(0, 2**32), judge_seed=st.integers(0, 9)
+)
+def test_adaptive_ranking_is_a_permutation_and_no_pair_is_asked_twice(name, n, seed, judge_seed) -> None:
     ids = cands(n)
-    m, judge, stats = run_one("adaptive_sym", ids, seed, random_judge(judge_seed))
+    m, judge, stats = run_one(name, ids, seed, random_judge(judge_seed))
     check_invariants(m, judge, stats, ids, symmetric=True)
     unordered = [frozenset((a, b)) for r in judge.rounds for _, a, b in r if a < b]
     assert len(unordered) == len(set(unordered)) == m.asked // 2 <= m.budget
@@ -378,8 +382,9 @@ def test_adaptive_rounds() -> None:
     assert sorted(two.next_requests()) == [("x", "y"), ("y", "x")]
 
 
+@pytest.mark.parametrize("selection", ["uncertainty", "d_optimal"])
 @pytest.mark.parametrize("n", [2, 3, 5, 8, 10])
-def test_adaptive_noiseless_judges_recover_the_true_order(n: int) -> None:
+def test_adaptive_noiseless_judges_recover_the_true_order(n: int, selection: str) -> None:
     """With the whole matrix as budget and patience too long to stop first, a
     noiseless judge's order comes out exactly. The default confidence (0.95) skips
     pairs the posterior is sure of; that this never errs is observed (N 2-10, 4
@@ -388,7 +393,7 @@ def test_adaptive_noiseless_judges_recover_the_true_order(n: int) -> None:
     scores = rank_scores(ids)
     for seed in range(2):
         for p_fn in (hard_judge(scores), logit_judge(scores, k=1.0)):
-            m = AdaptiveSymmetric("ctx", ids, seed, budget=n * (n - 1) // 2, patience=n * n)
+            m = AdaptiveSymmetric("ctx", ids, seed, budget=n * (n - 1) // 2, patience=n * n, selection=selection)
             run(m, p_fn)
             assert m.ranking() == ids, (seed, m.stop_reason)
             assert m.stop_reason in ("confident", "all_pairs")
@@ -449,6 +454,45 @@ def test_adaptive_against_the_full_matrix_under_a_noisy_judge() -> None:
     assert sum(adaptive) / len(adaptive) >= sum(full) / len(full) - 0.02, (adaptive, full)
 
 
+def test_d_optimal_rounds_pick_by_the_weighted_determinant() -> None:
+    """A d_optimal round's pairs are the greedy D-optimal picks on the posterior after the previous round."""
+    from pairank.operators.bradley_terry import bt_laplace
+
+    ids = cands(10)
+    p_fn = logit_judge(rank_scores(ids), k=0.4, sigma=0.5)
+    m = AdaptiveSymmetric("ctx", ids, 2, selection="d_optimal", patience=20)
+    first = [(a, b) for a, b in m.next_requests()]
+    m.observe({pair: p_fn("ctx", *pair) for pair in first})
+    chosen = {frozenset(pair) for pair in m.next_requests()}
+    known = sorted(m._p.items())
+    ix = m._index
+    mean, cov = bt_laplace(
+        10,
+        np.array([ix[a] for (a, _), _ in known]),
+        np.array([ix[b] for (_, b), _ in known]),
+        np.array([p for _, p in known]),
+        m.alpha,
+    )
+    precision = np.linalg.inv(cov)
+    picked: set[str] = set()
+    want = []
+    for _ in range(m.pairs_per_round):  # brute force: the pair that most raises log det, disjoint from the picks
+        best, best_pair = -np.inf, None
+        for a, b in itertools.combinations(m.order, 2):
+            if a in picked or b in picked or any({a, b} <= set(pair) for pair in first):
+                continue
+            v = np.zeros(10)
+            v[ix[a]], v[ix[b]] = 1.0, -1.0
+            s = 1.0 / (1.0 + math.exp(-(mean[ix[a]] - mean[ix[b]])))
+            value = np.linalg.slogdet(precision + 2 * s * (1 - s) * np.outer(v, v))[1]
+            if value > best + 1e-9:
+                best, best_pair, best_v, best_w = value, (a, b), v, 2 * s * (1 - s)
+        want.append(frozenset(best_pair))
+        picked.update(best_pair)
+        precision = precision + best_w * np.outer(best_v, best_v)
+    assert chosen == set(want)
+
+
 def test_adaptive_validation() -> None:
     for kwargs, match in (
         ({"symmetric": False}, "always asks both orders"),
@@ -457,6 +501,7 @@ def test_adaptive_validation() -> None:
         ({"patience": 0}, "patience"),
         ({"confidence": 0.5}, "confidence"),
         ({"alpha": 0.0}, "alpha"),
+        ({"selection": "swiss"}, "selection"),
     ):
         with pytest.raises(ValueError, match=match):
             AdaptiveSymmetric("q", cands(3), 0, **kwargs)

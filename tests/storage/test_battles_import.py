@@ -83,7 +83,7 @@ def _csv_rows(loc: Location) -> list[dict]:
     return list(csv.DictReader(io.StringIO(loc.read_text())))
 
 
-@pytest.mark.parametrize("where", ["local", "s3"])
+@pytest.mark.parametrize("where", ["local", pytest.param("s3", marks=pytest.mark.s3)])
 def test_a_public_log_gets_a_leaderboard_and_the_peers_csv(tmp_path, where, request, capsys):
     if where == "s3":
         request.getfixturevalue("s3_server")
@@ -110,6 +110,32 @@ def test_a_public_log_gets_a_leaderboard_and_the_peers_csv(tmp_path, where, requ
     row = next(r for r in ae if r[""] == "strong")
     assert int(row["n_wins"]) + int(row["n_wins_base"]) + int(row["n_draws"]) == int(row["n_total"]) > 0
     assert "extrapolates" in err  # the strong system's answers are always longer than the baseline's
+
+
+def test_the_leaderboard_computes_as_the_peers_when_asked(tmp_path):
+    """``--compat lmarena --compat alpaca-eval``: the style-controlled and LC columns are the peers' fits (the
+    battles API's on the same log), the intervals say whose; an unknown name is refused by the parser."""
+    log = F.battles(tmp_path, n=200, seed=3)
+    dst = str(tmp_path / "in")
+    assert main(["import", "battles", str(log), dst]) == 0
+    docs = {}
+    for name, extra in (("own", []), ("compat", ["--compat", "lmarena", "--compat", "alpaca-eval"])):
+        out = str(tmp_path / name)
+        assert main(["leaderboard", "--input", dst, "--baseline", "base", "--n-boot", "0", "--out", out, *extra]) == 0
+        docs[name] = Location.of(out).join("leaderboard.json").read_json()
+    rows = {k: {r["system"]: r for r in d["rows"] if r["aspect"] == "overall"} for k, d in docs.items()}
+    assert docs["compat"]["intervals"]["style_strength"].startswith("sandwich")
+    assert "AlpacaEval" in docs["compat"]["intervals"]["lc_win_rate"]
+    assert docs["own"]["intervals"]["style_strength"].startswith("Wald")
+    # this log's style is separated for pairank's own fit; LMArena's penalised fit stays finite and ordered
+    assert all(r["style_status"] == "ok" for r in rows["compat"].values())
+    styled = sorted(rows["compat"], key=lambda s: -rows["compat"][s]["style_strength"])
+    assert styled[0] == "strong" and styled[-1] == "weak"
+    assert [r["style_strength"] for r in rows["own"].values()] != [r["style_strength"] for r in rows["compat"].values()]
+    lc = [r["lc_win_rate"] for s, r in rows["compat"].items() if s != "base"]
+    assert lc and all(v is not None and 0 <= v <= 1 for v in lc)
+    with pytest.raises(SystemExit):
+        main(["leaderboard", "--input", dst, "--compat", "arena"])
 
 
 def test_win_rates_and_meta_eval_read_imported_verdicts(tmp_path, capsys):

@@ -138,6 +138,7 @@ def broken_input(folder, summeval_tables, fault: str):
     return loc
 
 
+@pytest.mark.ray  # its run starts a Ray of its own
 def test_nothing_reaches_the_console_after_pairank_error_line(tmp_path, summeval_tables):
     """A bad input found by a Ray task (the candidates are read in one): Ray's traceback of the task, its INFO
     lines and its shutdown go to the run's log, before and after pairank's error line (issue 30, item 7)."""
@@ -155,6 +156,7 @@ def test_nothing_reaches_the_console_after_pairank_error_line(tmp_path, summeval
         assert "read_blocks" in text and said in text  # Ray's report of the failed task, kept there
 
 
+@pytest.mark.ray  # its run starts a Ray of its own
 def test_two_runs_of_a_name_started_together_each_print_their_own_log(tmp_path, summeval_tables):
     """Started in the same second, one run holds the name and the other is refused (exit 4): each prints the
     path of its own log, and the refused run's log is not the other's (issue 30, item 7)."""
