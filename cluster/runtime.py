@@ -11,6 +11,9 @@ import logging
 import os
 import re
 import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from pairank.cluster.ray_shim import keep_local_ray_on_loopback
 
@@ -25,16 +28,21 @@ LOOPBACK = "127.0.0.1"
 #: 1.5 of 2 CPUs reserved and runs with 1). The extra CPU is for Ray Data's own
 #: bookkeeping, which mostly waits; the cores stay the engines'.
 RAY_DATA_CPUS = 1
+#: Set by Ray's job manager in a job's driver: the job's runtime environment (``pairank submit`` ships it).
+JOB_RUNTIME_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 #: The note Ray Data appends to the message of an error raised in a task ("Failed to apply UDF transform after 1/1
 #: attempts ...", and how to configure its retries).
 RAY_DATA_NOTE = re.compile(r"\nFailed to [^\n]* after \d+/\d+ attempts \(total backoff")
 
 
-def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
-    """Join ``address`` (``auto`` or ``ray://...``), or start a local Ray on 127.0.0.1.
+def ensure_ray(address: str | None = None, num_cpus: int | None = None, forward_env: Sequence[str] = ()) -> None:
+    """Join ``address`` (``auto``, ``HOST:PORT`` or ``ray://...``), or start a local Ray on 127.0.0.1.
 
     A Ray already initialised in this process is reused as it is. A local Ray
     gets ``num_cpus`` (default: every core) plus :data:`RAY_DATA_CPUS` logical CPUs.
+    A driver that joins a cluster ships what the cluster's nodes need (:func:`shipped_env`): the ``pairank``
+    package it runs, and the variables of :data:`~pairank.cluster.ray_jobs.FORWARDED_ENV` and ``forward_env``
+    that are set here.
     """
     if not address:
         keep_local_ray_on_loopback()
@@ -47,7 +55,8 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         return
     if address:
         log.info("joining Ray at %s", address)
-        ray.init(address=address, log_to_driver=True)
+        with tempfile.TemporaryDirectory(prefix="pairank-ship-") as tmp:  # uploaded by ray.init
+            ray.init(address=address, log_to_driver=True, runtime_env=shipped_env(Path(tmp), forward_env))
         return
     log.info("starting a local Ray on 127.0.0.1")
     ray.init(
@@ -63,6 +72,34 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         raise RuntimeError(f"local Ray registered {sorted(nodes)}; expected only {LOOPBACK}")
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
+
+
+def shipped_env(folder: Path, forward_env: Sequence[str] = (), environ: Mapping[str, str] = os.environ) -> dict | None:
+    """The runtime environment a driver that joins a cluster gives its job: the running ``pairank`` package (staged
+    in ``folder``) as a ``py_modules`` entry, so that nodes without pairank installed run the driver's code, and
+    the variables of :data:`~pairank.cluster.ray_jobs.FORWARDED_ENV` and ``forward_env`` set in ``environ`` (S3
+    credentials and endpoint, ...): a node has none of the driver's environment.
+
+    None inside a job that ``pairank submit`` (or any Ray Jobs API client) started: that job's runtime environment
+    is the driver's already, and Ray refuses a second one that names the same fields.
+    """
+    from pairank.cluster.ray_jobs import EXCLUDES, FORWARDED_ENV, staged_package
+
+    if JOB_RUNTIME_ENV in environ:
+        return None
+    env: dict = {"py_modules": [str(staged_package(folder))], "excludes": list(EXCLUDES)}
+    names = dict.fromkeys([*FORWARDED_ENV, *forward_env])
+    forwarded = {name: environ[name] for name in names if name in environ}
+    if forwarded:
+        env["env_vars"] = forwarded
+    return env
+
+
+def alive_nodes() -> list[dict]:
+    """The nodes of the joined Ray cluster that are alive (``ray.nodes()`` entries)."""
+    import ray
+
+    return [n for n in ray.nodes() if n.get("Alive")]
 
 
 def is_ray_error(exc: BaseException) -> bool:

@@ -298,6 +298,8 @@ def run_nightly(
         f"{spec.name} night {night}: {len(inputs.folders)} input folders, {candidates.num_rows} outputs; "
         f"on top of {'commit ' + str(head.seq) + ' (' + head.night + ')' if head else 'nothing (first night)'}"
     )
+    for line in spec.judge_choices:
+        progress(f"judge: {line}")
     run = RunLayout(root, f"{spec.name}-{night}")
     setup = prepare_judging(spec, candidates, run, claims)
     fingerprints = {aspect: judge_fingerprint(setup.identity, setup.maker, aspect) for aspect in spec.aspects}
@@ -370,6 +372,7 @@ def run_nightly(
 
     # The night's run, for people and for `pairank leaderboard`: written by the writer that committed only.
     extra = {"nightly": {"night": night, "commit": commit.seq, "attempt": attempt.uri, **c}, **judged.extra}
+    extra["judge_choices"] = spec.judge_choices
     run_spec = {**spec.model_dump(mode="json"), "input": info.input}
     rep = report(run_spec, setup.identity, judgment_totals(judgments), scored, rates, counts, started_wall, extra)
     manifest = {

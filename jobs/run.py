@@ -32,6 +32,7 @@ from pairank.cluster.runtime import raised_in_task
 from pairank.jobs.nightly import NightlyResult, run_nightly
 from pairank.jobs.pipeline.inputs import read_inputs, scored_in_tasks
 from pairank.jobs.pipeline.judge import judge_adaptive, judge_static
+from pairank.jobs.pipeline.pool import join_cluster
 from pairank.jobs.pipeline.report import report, utc_now, write_run
 from pairank.jobs.pipeline.score import score
 from pairank.jobs.pipeline.setup import prepare_judging
@@ -67,6 +68,8 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info, claims: C
     progress(
         f"{spec.name}: {inputs.contexts} contexts, {inputs.candidates.num_rows} candidates, {len(spec.aspects)} aspects"
     )
+    for line in spec.judge_choices:
+        progress(f"judge: {line}")
     manifest = {
         "name": spec.name,
         "state": "judging",
@@ -87,7 +90,8 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info, claims: C
     scored = score(spec, inputs, judged)
     rates = win_rates(spec.winrate, spec.baseline, spec.aspects, inputs, judged.judgments, progress)
     counts = {"contexts": inputs.contexts, "candidates": inputs.candidates.num_rows, **asdict(judged.counts)}
-    rep = report(manifest["spec"], setup.identity, judged.totals, scored, rates, counts, started, judged.extra)
+    extra = {**judged.extra, "judge_choices": spec.judge_choices}
+    rep = report(manifest["spec"], setup.identity, judged.totals, scored, rates, counts, started, extra)
     write_run(
         layout,
         scored,
@@ -122,10 +126,12 @@ def run(
     returns its :class:`~pairank.jobs.nightly.NightlyResult`.
     """
     if not isinstance(spec, JobSpec):
-        spec = load_spec(spec, list(overrides))
+        spec = load_spec(spec, list(overrides), note=lambda line: progress(f"note: {line}"))
     elif overrides:
         raise ValueError("overrides apply to a spec file; change a JobSpec with model_copy(update=...)")
     root = Location.of(spec.output).not_a_file("output")
+    if spec.cluster.address:  # a cluster is joined first: a local input or output on several nodes is refused here
+        join_cluster(spec)
     with take(root, spec.name) as lease:  # one run of a name under a root at a time
         claims = Claims(root, Holder.of(lease))  # and of each comparison it asks
         if spec.nightly is not None:

@@ -164,7 +164,7 @@ class OnlineJudging:
 
         self.output, self.aspects = spec.output, list(spec.aspects)
         self.mode = spec.judging.mode
-        self.engine_identity = judge_identity(spec.judge)
+        self.engine_identity = judge_identity(spec.placed_judge)
         self.identity = judging_identity(self.engine_identity, spec.judging)
         self.prompts = mode_prompts(spec.judging, spec.prompts, spec.aspects)
         if spec.judging.variants:
@@ -335,13 +335,12 @@ def start_server(
     ``token_sha256``: :func:`token_digest` of the bearer token (None: no token asked for).
     """
     from pairank.cluster.deployments import start
-    from pairank.cluster.runtime import ensure_ray
-    from pairank.jobs.pipeline.pool import judge_factory, pool_resources
+    from pairank.jobs.pipeline.pool import join_cluster, judge_factory, pool_resources
 
     service = OnlineJudging(spec, token_sha256)
     if service.online:  # a store whose log or files are damaged is named now, not in every answer
         JudgmentCache(service.layout.judgments).check()
-    ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
+    join_cluster(spec)
     judge = None
     if service.online:
         append = CacheAppend(service.layout.judgments.uri)

@@ -41,7 +41,8 @@ from pairank.cluster.ray_jobs import (
     excluded,
     repository_root,
 )
-from pairank.jobs.specs.job import apply_overrides, load_spec
+from pairank.jobs.specs.job import load_spec
+from pairank.jobs.specs.overrides import override
 from pairank.operators.judges import judge_paths
 from pairank.storage.bounded_yaml import load_yaml
 
@@ -51,7 +52,7 @@ JOIN_CLUSTER = "cluster.address=auto"
 
 def _raw_spec(path: Path, overrides: list[str]) -> dict:
     data = load_yaml(path.read_bytes(), str(path)) or {}
-    return apply_overrides(data, overrides)
+    return override(data, overrides)[0]
 
 
 def _path_notes(raw: dict, spec_dir: Path, working_dir: Path) -> list[str]:
@@ -144,7 +145,8 @@ def prepare(
     forwards only those.
     """
     overrides = list(overrides)
-    spec = load_spec(spec_path, [*overrides, JOIN_CLUSTER])
+    switched: list[str] = []
+    spec = load_spec(spec_path, [*overrides, JOIN_CLUSTER], note=switched.append)
     root = Path(working_dir).resolve() if working_dir else repository_root()
     if not root.is_dir():
         raise SubmitError(f"--working-dir {working_dir}: no such folder")
@@ -176,5 +178,5 @@ def prepare(
         entrypoint=entrypoint,
         env_vars=_forwarded_env([*names, *extra_env], environ),
         staged=staged,
-        notes=tuple(notes),
+        notes=(*switched, *notes),
     )

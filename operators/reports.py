@@ -233,7 +233,8 @@ def render_markdown(report: dict) -> str:
             if "embedded default" in str(judge.get("model"))
             else []
         ),
-        f"- judge: {judge['engine']} `{judge['model']}` revision `{judge.get('revision') or '–'}`",
+        f"- judge: {judge['engine']} `{judge['model']}` revision `{judge.get('revision') or '–'}`"
+        + "".join(f"; {line}" for line in report.get("judge_choices") or []),
         _judging_line(s.get("judging") or {"mode": "logprob"}, report.get("first_passes"), report.get("pool")),
         *_engines_line(report.get("engines")),
         f"- aspects: {', '.join(s['aspects'])}; scheduler: {s['scheduler']['name']}"

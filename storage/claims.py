@@ -116,6 +116,9 @@ class Claimed:
     mine: set[str] = field(default_factory=set)
     others: set[str] = field(default_factory=set)
     earlier: set[str] = field(default_factory=set)  # claimed by this run in an earlier pass (asked already)
+    again: set[str] = field(
+        default_factory=set
+    )  # of ``mine``: claimed by this run in this pass before (a task run twice)
     recheck: bool = False
     records_read: int = 0
     added: int = 0
@@ -134,34 +137,48 @@ class Claims:
     def folder(self, bucket: int) -> Location:
         return self.root.join("claims", f"{bucket:02d}")
 
-    def claim(self, keys_by_bucket: Mapping[int, Iterable[str]], since: float, pass_no: int = 1) -> Claimed:
+    def claim(
+        self, keys_by_bucket: Mapping[int, Iterable[str]], since: float, pass_no: int = 1, fixed: bool = False
+    ) -> Claimed:
         """Claim the keys (by context bucket) that no live run of another lease claimed; ``since``: when
         (``time.time()``) the caller read the cache that these keys were missing from. ``pass_no``: the run's
-        pass over its comparisons; keys it claimed in an earlier pass are ``earlier``, not claimed again."""
+        pass over its comparisons; keys it claimed in an earlier pass are ``earlier``, not claimed again; keys it
+        claimed in this pass are ``mine`` again (and ``again``), so a claim repeated within a pass gives what the
+        first gave.
+
+        ``fixed``: the view of a pass that read the cache at ``since``: a record of another lease counts as live
+        if that lease was held at any time since then (not only now), so a claim repeated within the pass (a
+        planning task run again after its node was lost) leaves to others what the first left to them, although
+        their run ended meanwhile; the caller claims those keys in its next pass. (This holds while their records
+        are kept: :data:`FORGET_AFTER_S` after their run ended.)"""
         out = Claimed(recheck=time.time() - since > RECHECK_AFTER_S)
         for bucket, keys in sorted(keys_by_bucket.items()):
             keys = list(keys)
             if keys:
-                self._claim_bucket(self.folder(bucket), keys, since, pass_no, out)
+                self._claim_bucket(self.folder(bucket), keys, since, pass_no, fixed, out)
         return out
 
-    def _claim_bucket(self, folder: Location, keys: list[str], since: float, pass_no: int, out: Claimed) -> None:
+    def _claim_bucket(
+        self, folder: Location, keys: list[str], since: float, pass_no: int, fixed: bool, out: Claimed
+    ) -> None:
         lives: dict[tuple[str, int, str], tuple[bool, float]] = {}
         for _ in range(ATTEMPTS):
             newest, records = self._read(folder, out)
             now = time.time()
-            theirs, ours, before = (np.empty(0, np.uint64) for _ in range(3))
+            theirs, ours, before, now_ours = (np.empty(0, np.uint64) for _ in range(4))
             for seq, record in records:
                 who = (record["run"], int(record["lease"]), record["holder"])
                 if who == (self.holder.run, self.holder.lease, self.holder.holder):
                     ours = np.union1d(ours, decode_prefixes(record["keys"]))
                     if int(record.get("pass", 1)) < pass_no:
                         before = np.union1d(before, decode_prefixes(record["keys"]))
+                    else:
+                        now_ours = np.union1d(now_ours, decode_prefixes(record["keys"]))
                     continue
                 if who not in lives:
                     lives[who] = self._life(*who)
                 alive, ended = lives[who]
-                if alive:
+                if alive or (fixed and ended >= since):
                     theirs = np.union1d(theirs, decode_prefixes(record["keys"]))
                 else:
                     out.recheck |= ended >= since
@@ -186,8 +203,11 @@ class Claims:
                 if not folder.join(f"{newest + 1:06d}.json").create_exclusive(data):
                     continue  # another run took that number first: read its record, then try again
                 out.added += 1
-            for k, t, e in zip(keys, taken, earlier):
+            again = ~taken & ~earlier & np.isin(prefixes, now_ours)
+            for k, t, e, a in zip(keys, taken, earlier, again):
                 (out.others if t else out.earlier if e else out.mine).add(k)
+                if a:
+                    out.again.add(k)
             return
         raise TimeoutError(
             f"{folder.uri}: could not add a claim in {ATTEMPTS} attempts (other runs kept adding theirs)"

@@ -17,12 +17,16 @@ def _progress(msg: str) -> None:
     console.progress(msg)
 
 
+def _note(msg: str) -> None:
+    _progress(f"note: {msg}")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from pairank.jobs.cli.console import console
     from pairank.jobs.run import run
     from pairank.jobs.specs.job import load_spec
 
-    spec = load_spec(args.spec, args.set or [])
+    spec = load_spec(args.spec, args.set or [], note=_note)
     result = _quietly(args, spec, "", lambda: run(spec, progress=_progress))  # a nightly spec runs one night
     print(result.layout.report_md.uri, file=console.out)
     return 0 if result.errors == 0 else 3
@@ -234,7 +238,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pairank.jobs.serve import serve_until_stopped, token_digest
     from pairank.jobs.specs.job import load_spec
 
-    spec = load_spec(args.spec, args.set or [])
+    spec = load_spec(args.spec, args.set or [], note=_note)
     token_sha256 = None
     if args.token_env:
         # Out of this process's environment before Ray starts: Ray's processes would inherit it.
@@ -339,7 +343,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         forward_env=not args.no_forward_env,
     )
     for note in submission.notes:
-        _progress(f"note: {note}")
+        _note(note)
     jobs = _jobs(args)
     _progress(f"uploading {submission.working_dir} as the job's working directory (not: .venv, .git, runs, ...)")
     if submission.env_vars:

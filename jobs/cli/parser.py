@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from pairank.jobs.cli.cluster import add_parser as add_cluster_parser
 from pairank.jobs.cli.commands import (
     cmd_import,
     cmd_leaderboard,
@@ -277,6 +278,8 @@ def parser() -> argparse.ArgumentParser:
     )
     ref.add_argument("--out", default=None, metavar="FILE", help="write it to FILE instead of printing it")
     ref.set_defaults(fn=cmd_spec_reference)
+
+    add_cluster_parser(sub)
 
     model = sub.add_parser("model", help="judge models")
     msub = model.add_subparsers(dest="model_command", required=True)

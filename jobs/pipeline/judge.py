@@ -16,7 +16,7 @@ from pairank.jobs.pipeline.claimed import ClaimedJudging
 from pairank.jobs.pipeline.driver import Driver, Task, ranking_rows
 from pairank.jobs.pipeline.inputs import Inputs
 from pairank.jobs.pipeline.passes import error_count
-from pairank.jobs.pipeline.pool import PoolRecord, judge_pool
+from pairank.jobs.pipeline.pool import PoolRecord, join_cluster, judge_pool
 from pairank.jobs.pipeline.progress import Progress
 from pairank.jobs.pipeline.requests import scheduled_requests
 from pairank.jobs.pipeline.setup import JudgingSetup
@@ -81,8 +81,8 @@ def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: P
         pools: list[Any] = []
 
         def judge(requests: dict[str, Any]) -> pa.Table:
-            if not pools:
-                pools.append(stack.enter_context(judge_pool(spec, record)))
+            if not pools:  # entered when this run first has something of its own to ask
+                pools.append(stack.enter_context(judge_pool(spec, record, progress)))
             return setup.judging.judge(pools[0], requests, setup.cache, progress)
 
         tables = claimed(todo, judge)
@@ -95,18 +95,16 @@ def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: P
 
 
 def _judge_static_streamed(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress) -> Judged:
-    from pairank.cluster.runtime import ensure_ray
-
     systems = {s: s for s in pc.unique(inputs.candidates.column("system")).to_pylist()}  # one entry a system
     scheduler = static_scheduler(spec)
     scheduler.pairs({}, systems)  # the scheduler's checks on the run as a whole (one_vs_n: its baseline)
-    ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
-    plan = StaticPlan(
+    join_cluster(spec)
+    plan = StaticPlan.now(
         setup.maker.variants, setup.maker.judge, scheduler, tuple(spec.aspects), setup.cache, setup.claims
     )
     record = PoolRecord()
     blocks = put_blocks(inputs.candidates, inputs.source)
-    run = judge_streamed(plan, blocks, lambda: judge_pool(spec, record), spec.flush_rows, progress)
+    run = judge_streamed(plan, blocks, partial(judge_pool, spec, record, progress), spec.flush_rows, progress)
     if spec.scoring.calibration == "batch":  # each aspect's prior is estimated from all of its verdicts at once
         scores, judgments = None, run.read_back(progress)
         comparisons = judgments.num_rows
@@ -138,7 +136,7 @@ def judge_adaptive(
         inputs.candidates,
         setup.judging,
         setup.cache,
-        partial(judge_pool, record=record),
+        partial(judge_pool, record=record, progress=progress),
         progress,
         tasks,
         setup.claims,

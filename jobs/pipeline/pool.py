@@ -7,22 +7,72 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
 from pairank.cluster.pools import JudgePool, PoolResources
+from pairank.jobs.pipeline.progress import Heartbeat, Progress
 from pairank.jobs.specs.job import JobSpec
 from pairank.operators.judges import engine_of, judge_identity
 from pairank.operators.judges.engine import JudgeSettings
 from pairank.operators.judges.modes import build_runner, failure_rows
 
 
+class LocalPathOnCluster(ValueError):
+    """A path of this machine given to a job on a Ray cluster of several nodes, whose tasks would read their own
+    disk instead."""
+
+
+def join_cluster(spec: JobSpec) -> None:
+    """The job's Ray: the cluster ``cluster.address`` names (the driver ships its ``pairank`` and the environment
+    variables the job needs: :func:`pairank.cluster.runtime.shipped_env`, with the http judge's ``api_key_env``),
+    or a local Ray on 127.0.0.1.
+
+    On a cluster of several nodes, ``input`` and ``output`` must be shared storage (``s3://``): the nodes' tasks read
+    the candidates and the judgment store themselves, and a path of this machine would be read from each node's own
+    disk. Such a path is refused (:class:`LocalPathOnCluster`, exit 2) before anything is judged.
+    """
+    from pairank.cluster.runtime import alive_nodes, ensure_ray
+
+    api_key_env = getattr(spec.judge, "api_key_env", None)
+    ensure_ray(spec.cluster.address, spec.cluster.num_cpus, [api_key_env] if api_key_env else [])
+    if spec.cluster.address:
+        check_shared_storage(spec, len(alive_nodes()))
+
+
+def check_shared_storage(spec: JobSpec, nodes: int) -> None:
+    """Refuse a local ``input`` or ``output``, or a data file the judge reads (its engine's ``paths``: the
+    simulated judge's ``quality``, the replay judge's ``source``), on a cluster of ``nodes`` nodes, when there are
+    several. A model folder is not refused: a cluster's image may hold it at the same path on every node.
+
+    >>> from pairank.jobs.specs.job import parse_spec
+    >>> base = {"name": "n", "aspects": ["a"], "prompts": "p", "judge": {"engine": "simulated"},
+    ...         "cluster": {"address": "10.0.0.1:6379"}}
+    >>> check_shared_storage(parse_spec({**base, "input": "s3://b/in", "output": "s3://b/out"}, "doc"), 3)
+    >>> check_shared_storage(parse_spec({**base, "input": "/data/in", "output": "/data/out"}, "doc"), 1)
+    >>> try:
+    ...     check_shared_storage(parse_spec({**base, "input": "s3://b/in", "output": "/data/out"}, "doc"), 3)
+    ... except LocalPathOnCluster as exc:
+    ...     print(str(exc)[:63])
+    output /data/out is a path on this machine, but the Ray cluster
+    """
+    if nodes <= 1:
+        return
+    read = [("input", spec.input, "the input"), ("output", spec.output, "the judgment store")]
+    read += [(f"judge.{k}", getattr(spec.judge, k), "it") for k in engine_of(spec.judge).paths]
+    for key, value, what in read:
+        if isinstance(value, str) and "://" not in value:
+            raise LocalPathOnCluster(
+                f"{key} {value} is a path on this machine, but the Ray cluster at {spec.cluster.address} has "
+                f"{nodes} nodes, whose tasks and actors read {what} themselves (each from its own disk): use "
+                "shared storage (s3://bucket/prefix)"
+            )
+
+
 def engine_spec(spec: JobSpec) -> JudgeSettings:
-    """The judge settings as the pool's actors run them: the engine's ``placed`` hook, given the GPUs each actor
-    reserves (a vLLM judge's ``async_engine: auto`` is decided there)."""
-    placed: JudgeSettings = engine_of(spec.judge).placed(spec.judge, spec.pool.num_gpus)
-    return placed
+    """The judge settings as the pool's actors run them (:attr:`~pairank.jobs.specs.job.JobSpec.placed_judge`)."""
+    return spec.placed_judge
 
 
 def batches_in_flight(spec: JobSpec) -> int:
@@ -67,7 +117,7 @@ def pool_resources(spec: JobSpec) -> PoolResources:
 
 def failure_factory(spec: JobSpec) -> Callable[[str, pa.Table, str], pa.Table]:
     """What a pool answers for requests no engine could judge: error rows naming the reason."""
-    return partial(failure_rows, judge_identity(spec.judge), spec.judging)
+    return partial(failure_rows, judge_identity(spec.placed_judge), spec.judging)
 
 
 @dataclass
@@ -93,18 +143,61 @@ class PoolRecord:
 
 
 @contextmanager
-def judge_pool(spec: JobSpec, record: PoolRecord | None = None) -> Iterator[JudgePool]:
+def judge_pool(
+    spec: JobSpec,
+    record: PoolRecord | None = None,
+    progress: Progress | None = None,
+    poll: Callable[[], object] | None = None,
+) -> Iterator[JudgePool]:
     """The job's judge pool on the job's Ray: engines start once, on entry.
 
     On exit, each actor's counters (engine prompts per stage) and the engines lost
-    are added to ``record``.
+    are added to ``record``. With ``progress``, a :class:`~pairank.jobs.pipeline.progress.Heartbeat` says what
+    happens until the first batch is back ("starting 1 engine", "engine ready in 41 s", "judging: first batch of
+    32 running"), at most every 10 s, calling ``poll`` meanwhile (see :class:`WatchedPool`).
     """
-    from pairank.cluster.runtime import ensure_ray
+    join_cluster(spec)
+    beat = Heartbeat(progress, poll=poll) if progress is not None else None
+    resources = pool_resources(spec)
+    engines = f"{resources.min_size} engine{'s' * (resources.min_size != 1)}"
+    if beat is not None:
+        beat.say(f"starting {engines}")
+    try:
+        with JudgePool(judge_factory(spec), resources, failure_factory(spec)) as pool:
+            try:
+                if beat is None:
+                    yield pool
+                else:
+                    beat.say(f"{engines} ready in {beat.elapsed():.0f} s")
+                    # the pool, watched: WatchedPool answers every attribute of a JudgePool (judge its own way)
+                    yield cast(JudgePool, WatchedPool(pool, beat, resources.batch_size))
+            finally:
+                if record is not None:
+                    record.add(pool.info(), pool.losses(), pool.sizes())
+    finally:
+        if beat is not None:
+            beat.stop()
 
-    ensure_ray(spec.cluster.address, spec.cluster.num_cpus)
-    with JudgePool(judge_factory(spec), pool_resources(spec), failure_factory(spec)) as pool:
-        try:
-            yield pool
-        finally:
-            if record is not None:
-                record.add(pool.info(), pool.losses(), pool.sizes())
+
+class WatchedPool:
+    """A started :class:`~pairank.cluster.pools.JudgePool` whose first judged batch ends its heartbeat: until it
+    is back the heartbeat says that it runs, then how long it took; everything else is the pool's."""
+
+    def __init__(self, pool: JudgePool, beat: Heartbeat, batch_size: int):
+        self.pool, self.beat, self.batch_size = pool, beat, batch_size
+        self.first: bool | None = None  # None: nothing sent yet; True: the first batch running; False: it is back
+
+    def judge(self, requests: Any, stage: str = "pairwise") -> Iterator[pa.Table]:
+        """The pool's :meth:`~pairank.cluster.pools.JudgePool.judge`, watched."""
+        if self.first is None:
+            self.first = True
+            self.beat.say(f"judging: first batch of {self.batch_size} running")
+        for batch in self.pool.judge(requests, stage):
+            if self.first:
+                self.first = False
+                self.beat.say(f"judging: first batch back after {self.beat.elapsed():.0f} s")
+                self.beat.say(None)
+            yield batch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pool, name)

@@ -1,7 +1,10 @@
-"""Progress lines of a judging run that carry their numbers, for any console to show."""
+"""Progress lines of a judging run: lines that carry their numbers, for any console to show, and the heartbeat
+that speaks before there are numbers."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 
 #: What a step reports its progress to: one line at a time.
@@ -21,3 +24,76 @@ class StageProgress(str):
         line = super().__new__(cls, text)
         line.stage, line.done, line.total, line.errors, line.final = stage, done, total, errors, final
         return line
+
+
+#: Seconds between two lines of a :class:`Heartbeat` saying the same thing.
+BEAT_EVERY_S = 10.0
+
+
+class Heartbeat:
+    """What a judging step is doing while it has no numbers yet (engines starting, the first batch running), said
+    from the first second: :meth:`say` prints a status at once, and a thread says it again, with how long it has
+    lasted, every ``every`` seconds until the next :meth:`say` or :meth:`stop`.
+
+    ``poll`` is called on that thread about every second, for the caller to say
+    what it learns meanwhile (the plan line, once the requests are planned); an error of it is said once, not
+    raised. ``clock`` is injected for tests.
+
+    >>> said = []
+    >>> beat = Heartbeat(said.append, every=3600)
+    >>> beat.say("starting 1 engine"); beat.stop(); said
+    ['starting 1 engine']
+    """
+
+    def __init__(
+        self,
+        progress: Progress,
+        every: float = BEAT_EVERY_S,
+        poll: Callable[[], object] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.progress, self.every, self.poll, self.clock = progress, every, poll, clock
+        self.status: str | None = None
+        self.since = self.said = clock()
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pairank-heartbeat", daemon=True)
+        self._thread.start()
+
+    def say(self, status: str | None) -> None:
+        """Say ``status`` now and keep saying it (None: say nothing more until the next status)."""
+        with self._lock:
+            self.status, self.since = status, self.clock()
+            self.said = self.since
+        if status is not None:
+            self.progress(status)
+
+    def elapsed(self) -> float:
+        """Seconds the current status has lasted."""
+        return self.clock() - self.since
+
+    def _run(self) -> None:
+        while not self._stopped.wait(min(1.0, self.every)):
+            self._poll()
+            with self._lock:
+                now = self.clock()
+                due = self.status is not None and now - self.said >= self.every
+                if due:
+                    self.said = now
+                    line = f"{self.status} ({now - self.since:.0f} s)"
+            if due:
+                self.progress(line)
+
+    def _poll(self) -> None:
+        if self.poll is None:
+            return
+        try:
+            self.poll()
+        except Exception as exc:  # the heartbeat only says things: it never ends a run
+            self.poll = None
+            self.progress(f"(progress could not be read: {type(exc).__name__}: {exc})")
+
+    def stop(self) -> None:
+        """No more lines from the thread."""
+        self._stopped.set()
+        self._thread.join()

@@ -76,7 +76,7 @@ def prepare_judging(
 ) -> JudgingSetup:
     """Prompts, keys and caches for ``candidates``; nothing is judged and no engine starts. ``claims``: the run's,
     from its lease (a run without them asks what another run on the store may be asking too)."""
-    engine = judge_identity(spec.judge)
+    engine = judge_identity(spec.placed_judge)
     maker = RequestMaker(
         candidates, mode_prompts(spec.judging, spec.prompts, spec.aspects), judging_identity(engine, spec.judging)
     )

@@ -37,6 +37,8 @@ score).
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -77,7 +79,48 @@ class StaticPlan:
     scheduler: StaticSettings
     aspects: tuple[str, ...]
     cache: JudgmentCache
+    #: The store's version the planning tasks join with: the one when this pass over the blocks began (-1: no
+    #: store yet), so that a task run again (its node was lost) plans exactly what it planned the first time; see
+    #: :func:`plan_requests`.
+    as_of: int = -1
     claims: Claims | None = None  # the run's claims: keys another live run claimed are left to it
+    #: When (``time.time()``) this pass began, just before :attr:`as_of` was read: the claims' view of which runs
+    #: are live is the one of this moment (:meth:`pairank.storage.claims.Claims.claim`, ``fixed``).
+    read_at: float = 0.0
+    #: The run's pass over the blocks (with claims, the blocks are planned again until no comparison is left to
+    #: another run); what the run claimed in an earlier pass was asked then, not again.
+    pass_no: int = 1
+
+    @classmethod
+    def now(
+        cls,
+        variants: dict[str, Any],
+        judge: dict[str, Any],
+        scheduler: StaticSettings,
+        aspects: tuple[str, ...],
+        cache: JudgmentCache,
+        claims: Claims | None = None,
+    ) -> StaticPlan:
+        """A plan (its first pass) that joins with the store as it is now."""
+        return cls(variants, judge, scheduler, aspects, cache, claims=claims).next_pass(first=True)
+
+    def next_pass(self, first: bool = False) -> StaticPlan:
+        """This plan for the run's next pass (``first``: its first): joined with the store as it is now."""
+        read_at = time.time()  # before the version: a run whose lease ended after this may be missing from it
+        version = self.cache.version()
+        return dataclasses.replace(
+            self,
+            as_of=-1 if version is None else version,
+            read_at=read_at,
+            pass_no=1 if first else self.pass_no + 1,
+        )
+
+    def answered(self, maker: RequestMaker, wanted: dict[str, tuple[Any, ...]]) -> set[str]:
+        """The keys of ``wanted`` that the store answered at version :attr:`as_of`."""
+        if not wanted or self.as_of < 0:
+            return set()
+        found = self.cache.answered(aspects=self.aspects, contexts=maker.context, keys=wanted, version=self.as_of)
+        return set(found.column("key").to_pylist())
 
     def wanted(self, block: pa.Table) -> tuple[RequestMaker, dict[str, tuple[Any, ...]]]:
         """The block's request maker and ``{key: (aspect, ctx, a, b, variant)}`` of its comparisons."""
@@ -197,24 +240,35 @@ def put_blocks(candidates: pa.Table, folder: Location | None = None) -> list[Han
     return handles
 
 
-def plan_requests(
-    block: pa.Table, plan: StaticPlan, counter: Shared | None = None, pass_no: int = 1
-) -> Iterator[pa.Table]:
-    """Stage: the REQUESTS rows of ``block``'s comparisons that the store has no verdict for; ``counter`` (a
-    :class:`PlanCounter`) hears how many the block wants, how many were cached and how many another run claimed.
-    With claims, ``pass_no`` is the run's pass: what it claimed in an earlier pass was asked then, not again."""
+def plan_requests(block: pa.Table, plan: StaticPlan, counter: Shared | None = None) -> Iterator[pa.Table]:
+    """Stage: the REQUESTS rows of ``block``'s comparisons that the store had no verdict for when this pass began
+    (version :attr:`StaticPlan.as_of`); ``counter`` (a :class:`PlanCounter`) hears how many the block wants, how many
+    were cached and how many another run claimed (with ``plan.claims``: left to it, see :func:`judge_streamed`).
+
+    The same block gives the same rows in the same slices, however often the task runs within a pass: a task lost
+    with its node is run again by Ray, whose streaming tasks hand on only the slices not handed on before, and lost
+    slices are made again the same way (Ray's lineage). Joined with a newer version of the store, a task run again
+    would slice fewer rows differently, and the slices skipped as handed on would no longer hold the rows handed
+    on. So the claim is the pass's too: the keys the task claimed the first time are the run's own when it claims
+    them again (``Claimed.again``, not read again in the store, where its own verdicts may be by now), and a run of
+    another lease that was live when the pass began still holds its keys for this pass, although it ended since
+    (``fixed``). The limits: a pass that began more than ``RECHECK_AFTER_S`` (5 minutes) before a task claims reads
+    the store again for the keys the task claims first (another run that ended in between may have answered them;
+    its claims may be forgotten): a task that dropped some so and is run again keeps them; and a record of another
+    run forgotten (10 minutes after that run ended) between a task and its re-run frees its keys for the re-run.
+    Either changes the re-run's slices: rare, as it needs a node lost besides.
+    """
     maker, wanted = plan.wanted(block)
-    read_at = time.time()
-    answered = plan.cache.answered(aspects=plan.aspects, contexts=maker.context, keys=wanted) if wanted else None
-    done = set(answered.column("key").to_pylist()) if answered is not None else set()
+    done = plan.answered(maker, wanted)
     todo = {k: req for k, req in wanted.items() if k not in done}
     cached, deferred = len(wanted) - len(todo), 0
     if plan.claims is not None and todo:  # what another live run claimed is left to it (its verdicts come later)
-        claimed = plan.claims.claim(by_bucket(todo), since=read_at, pass_no=pass_no)
-        if claimed.recheck and claimed.mine:  # a run that ended since the read may have answered some
-            again = plan.cache.answered(aspects=plan.aspects, contexts=maker.context, keys=claimed.mine)
-            claimed.mine.difference_update(again.column("key").to_pylist())
-            cached += again.num_rows
+        claimed = plan.claims.claim(by_bucket(todo), since=plan.read_at, pass_no=plan.pass_no, fixed=True)
+        fresh = claimed.mine - claimed.again  # claimed by this task now, not by a run of it before in this pass
+        if claimed.recheck and fresh:  # a run that ended since the pass began may have answered some
+            found = plan.cache.answered(aspects=plan.aspects, contexts=maker.context, keys=fresh)
+            claimed.mine.difference_update(found.column("key").to_pylist())
+            cached += found.num_rows
         deferred = len(claimed.others)
         todo = {k: req for k, req in todo.items() if k in claimed.mine}
     if counter is not None:
@@ -285,31 +339,35 @@ def judge_streamed(
     wait_s: float = WAIT_S,
 ) -> Streamed:
     """Judge every comparison of ``plan`` the store lacks, streaming the requests made from the candidates'
-    ``blocks`` (:func:`put_blocks`) by the planning stage into the pool that ``pool()`` enters (only when
-    something is left to judge). The run's judgments stay in the store: read them back
-    (:meth:`Streamed.read_back`) or score them block by block (:mod:`pairank.jobs.pipeline.block_scores`).
+    ``blocks`` (:func:`put_blocks`) by the planning stage into the pool that ``pool(poll=...)`` enters (only when
+    something is left to judge; ``poll`` says the plan line as soon as every block is planned). The run's
+    judgments stay in the store: read them back (:meth:`Streamed.read_back`) or score them block by block
+    (:mod:`pairank.jobs.pipeline.block_scores`).
 
     With claims (``plan.claims``), a comparison that another live run claimed is not asked. Once this run's own
     are judged and committed, the blocks are planned again every ``wait_s`` seconds (a pass): that finds the
     other run's verdicts in the store, or claims what it left unanswered when its lease ended (a run killed), and
-    judges that; until no comparison is left to another run."""
+    judges that; until no comparison is left to another run. Each pass joins with the store as it was when that
+    pass began (:meth:`StaticPlan.next_pass`), so a planning task run again within a pass plans what it planned
+    the first time (:func:`plan_requests`)."""
 
-    def requests(counter: Shared, pass_no: int) -> executor.Stream:
-        stage = Stage(plan_requests, plan, PLANNING)
-        return executor.stream(blocks, stage, counter=counter, pass_no=pass_no)
+    def requests(counter: Shared, planned: StaticPlan) -> executor.Stream:
+        return executor.stream(blocks, Stage(plan_requests, planned, PLANNING), counter=counter)
 
     counter = executor.shared(PlanCounter, len(blocks))
     said: list[bool] = []
+    saying = threading.Lock()  # asked by the writer and by the pool's heartbeat thread
 
     def total() -> int | None:
         t = counter.call("totals")
         if t["planned"] < t["blocks"]:
             return None
-        if not said:
-            said.append(True)
-            left = f", {t['deferred']} being judged by another run" if t["deferred"] else ""
-            todo = t["wanted"] - t["cached"] - t["deferred"]
-            progress(f"{t['wanted']} comparisons ({t['cached']} cached, {todo} to judge{left})")
+        with saying:
+            if not said:
+                said.append(True)
+                left = f", {t['deferred']} being judged by another run" if t["deferred"] else ""
+                todo = t["wanted"] - t["cached"] - t["deferred"]
+                progress(f"{t['wanted']} comparisons ({t['cached']} cached, {todo} to judge{left})")
         return int(t["wanted"] - t["cached"] - t["deferred"])
 
     judged = errors = passes = 0
@@ -318,18 +376,20 @@ def judge_streamed(
     try:
         with ExitStack() as stack:
             judge_pool = None
+            this = plan  # this pass's plan: its store version and claims' view taken when it began
             while True:
                 passes += 1
                 if passes > 1:
                     counter.call("next_pass")
+                    this = this.next_pass()
                 # anything to judge? (a run whose comparisons are all cached, or all claimed, starts no engine)
-                if requests(counter, passes).any():
+                if requests(counter, this).any():
                     if judge_pool is None:
-                        judge_pool = stack.enter_context(pool())
+                        judge_pool = stack.enter_context(pool(poll=total))
                     writer = CacheWriter(
                         plan.cache, flush_rows, progress, "pairwise", judge_pool.losses, total, keep=False
                     )
-                    writer.run(judge_pool.judge(requests(counter, passes), "pairwise"))
+                    writer.run(judge_pool.judge(requests(counter, this), "pairwise"))
                     judged, errors = judged + writer.judged, errors + writer.errors
                 total()
                 t = counter.call("totals")

@@ -8,7 +8,9 @@ source, a model folder) are relative to the spec file (see :func:`load_spec`).
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -22,12 +24,15 @@ from pydantic import (
 )
 
 from pairank.jobs.schedulers import REGISTRY, FullSettings, SchedulerSpec
+from pairank.jobs.specs.overrides import SpecError, override, unions
 from pairank.operators.judges import ENGINES, engine_of, judge_paths, parse_judge
 from pairank.operators.judges.engine import JUDGING_MODES, JudgeSettings
 from pairank.operators.scores import DECISIVE_WEIGHT
 from pairank.operators.settings import Strict
-from pairank.storage.bounded_yaml import YamlError, load_yaml
+from pairank.storage.bounded_yaml import load_yaml
 from pairank.storage.fs import check_uri
+
+log = logging.getLogger(__name__)
 
 
 def pool_sizes(size: int | str) -> tuple[int, int]:
@@ -389,6 +394,18 @@ class JobSpec(Strict):
     )
 
     @property
+    def placed_judge(self) -> JudgeSettings:
+        """The judge settings as the pool's actors run them: the engine's ``placed`` hook, given the GPUs each actor
+        reserves (a vLLM judge's ``async_engine: auto`` and ``dtype: auto`` are decided there); what keys a
+        judgment is their identity."""
+        return engine_of(self.judge).placed(self.judge, self.pool.num_gpus)
+
+    @property
+    def judge_choices(self) -> list[str]:
+        """What the engine's ``placed`` hook decided that the spec left to it, and why (``dtype float32 (...)``)."""
+        return engine_of(self.judge).choices(self.judge, self.pool.num_gpus)
+
+    @property
     def baseline(self) -> str | None:
         """The win-rate baseline: ``winrate.baseline``, else the one_vs_n scheduler's."""
         return (self.winrate.baseline if self.winrate else None) or getattr(self.scheduler, "baseline", None)
@@ -464,18 +481,6 @@ class JobSpec(Strict):
         return v
 
 
-class SpecError(ValueError):
-    """A job spec that does not validate; the message names the file and the keys."""
-
-
-def unions() -> dict[str, dict[str, type[BaseModel]]]:
-    """The tagged unions of the spec: field -> (tag -> member model); the judge's are the engines registered now."""
-    return {
-        "judge": {name: engine.settings for name, engine in ENGINES.items()},
-        "scheduler": dict(REGISTRY),
-    }
-
-
 def _walk(loc: tuple) -> tuple[str, list[str], str | None]:
     """An error location as a user writes it (union tags left out), the keys allowed at its last
     step, and the union member it is in (``"scheduler 'random'"``), if any.
@@ -531,31 +536,6 @@ def parse_spec(data: dict, source: str) -> JobSpec:
         raise SpecError(f"{source}: invalid job spec\n" + "\n".join(lines)) from None
 
 
-def apply_overrides(data: dict, overrides: list[str]) -> dict:
-    """Apply ``key.sub=value`` overrides (values parsed as YAML, within :mod:`~pairank.storage.bounded_yaml`'s limits).
-
-    >>> apply_overrides({"a": {"b": 1}}, ["a.b=2", "c=s3://x/y"])
-    {'a': {'b': 2}, 'c': 's3://x/y'}
-    """
-    data = dict(data)
-    for item in overrides:
-        if "=" not in item:
-            raise SpecError(f"--set {item!r}: expected key=value")
-        key, value = item.split("=", 1)
-        node = data
-        parts = key.split(".")
-        for part in parts[:-1]:
-            child = node.get(part)
-            child = dict(child) if isinstance(child, dict) else {}
-            node[part] = child
-            node = child
-        try:
-            node[parts[-1]] = load_yaml(value, f"--set {key}") if value else value
-        except YamlError as exc:
-            raise SpecError(str(exc)) from None
-    return data
-
-
 def _resolve(base: Path, value: str, key: str, source: Path) -> str:
     """The path ``value`` of ``key``, a relative one under ``base``; a URI without a bucket is a :class:`SpecError`."""
     try:
@@ -572,8 +552,12 @@ def _resolve(base: Path, value: str, key: str, source: Path) -> str:
 PATH_KEYS = ("input", "output", "prompts", "judging.templates", "winrate.ood")
 
 
-def load_spec(path: str | Path, overrides: list[str] = ()) -> JobSpec:
+def load_spec(path: str | Path, overrides: list[str] = (), note: Callable[[str], None] | None = None) -> JobSpec:
     """Read a YAML spec, apply overrides, resolve relative paths, validate.
+
+    An override that switches ``scheduler.name`` or ``judge.engine`` drops the file's keys of the former member
+    (:func:`~pairank.jobs.specs.overrides.switch_members`); ``note`` (default: a logged warning) gets one line
+    naming them.
 
     Relative :data:`PATH_KEYS` are relative to the spec file's folder (``configs/demo.yaml`` works from any working
     directory). The YAML is read within :mod:`~pairank.storage.bounded_yaml`'s limits (expanded size, nesting).
@@ -587,7 +571,9 @@ def load_spec(path: str | Path, overrides: list[str] = ()) -> JobSpec:
         raise SpecError(str(exc)) from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping at the top level, found {type(data).__name__}")
-    data = apply_overrides(data, list(overrides))
+    data, notes = override(data, list(overrides))
+    for line in notes:
+        (note or log.warning)(line)
     base = path.resolve().parent
     for name in PATH_KEYS:  # the YAML was read here: its mappings are this function's own
         section, _, key = name.rpartition(".")

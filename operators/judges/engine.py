@@ -74,6 +74,11 @@ def as_written(settings: S, num_gpus: float) -> S:
     return settings
 
 
+def no_choices(settings: JudgeSettings, num_gpus: float) -> list[str]:
+    """The default ``choices``: ``placed`` decided nothing worth saying."""
+    return []
+
+
 def asked_or_one(settings: JudgeSettings, asked: int | None) -> int:
     """The default ``batches_in_flight``: ``pool.max_batches_in_flight``, 1 when unset."""
     return asked or 1
@@ -110,6 +115,9 @@ class Engine(Generic[S]):
     model_folder: bool = False
     #: (settings, GPUs an actor reserves) -> the settings as that actor runs them (e.g. an engine picked by GPUs).
     placed: Callable[[S, float], S] = as_written
+    #: (settings, GPUs an actor reserves) -> lines saying what ``placed`` decides and why ("dtype float32 (...)"),
+    #: shown on the console before the engines start and in the run report.
+    choices: Callable[[S, float], list[str]] = no_choices
     #: (placed settings, pool.max_batches_in_flight or None) -> the calls one actor runs at once.
     batches_in_flight: Callable[[S, int | None], int] = asked_or_one
     #: (settings, pool.max_batches_in_flight) -> None, or a ValueError naming the keys when the engine cannot.

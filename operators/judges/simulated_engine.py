@@ -16,7 +16,8 @@ from pairank.operators.judges.base import Judge
 from pairank.operators.judges.engine import Engine, Identity, JudgeSettings
 from pairank.storage.keys import canonical_json
 
-#: The settings that determine an outcome (``seconds_per_comparison`` and ``crash_on`` do not).
+#: The settings that determine an outcome (``seconds_per_comparison``, ``start_seconds``, ``crash_on`` and
+#: ``calls_log`` do not).
 SETTINGS = ("seed", "quality", "scale", "noise", "position_bias", "intransitivity", "length_bias", "lengths")
 
 
@@ -49,11 +50,22 @@ class SimulatedJudgeSpec(JudgeSettings):
         "candidate's text.",
     )
     seconds_per_comparison: float = Field(0.0, ge=0, description="Sleep per comparison, to mimic an engine's latency.")
+    start_seconds: float = Field(
+        0.0, ge=0, description="Sleep when the engine starts (in each judge actor), to mimic a slow engine start."
+    )
     crash_on: list[tuple[str, str, str]] = Field(
         default_factory=list,
         description="Fault drill: comparisons [context_id, candidate_a, candidate_b] (a poison prompt each): the "
         "judge actor's process dies, as a killed one does, whenever a batch holds one of them, every time. Shows "
         "how a job bears a poison prompt; not part of the judge's identity.",
+    )
+
+    calls_log: str | None = Field(
+        None,
+        description="Audit of the engine's calls: a folder (local or s3://) where every batch that reaches a simulated "
+        "engine is recorded as it arrives, one JSON file per batch (the time, the actor's process id, the batch's "
+        "keys). Shows which comparisons were sent to an engine and when, also across engines and nodes that were "
+        "lost (an actor's own counters die with it). Not part of the judge's identity.",
     )
 
     @model_validator(mode="after")
@@ -82,7 +94,7 @@ ENGINE = Engine(
     name="simulated",
     settings=SimulatedJudgeSpec,
     build=build,
-    paths=("quality", "lengths"),
+    paths=("quality", "lengths", "calls_log"),
     notice="**SIMULATED judge**: these judgments come from a simulation (latent qualities plus noise), not from a "
     "model. Use them for planning only.",
 )

@@ -8,6 +8,7 @@ imported by :func:`build` in the actor (it imports vLLM).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
@@ -23,6 +24,47 @@ from pairank.operators.judges.models import folder_revision, resolve_model
 CPU_ASYNC_ENGINE = False
 #: Batches in flight per actor on vLLM's async engine when pool.max_batches_in_flight is unset.
 ASYNC_BATCHES_IN_FLIGHT = 4
+#: Flags (of /proc/cpuinfo) of an x86 CPU that computes in bfloat16 natively: AVX-512 BF16, AMX. Without them
+#: vLLM's CPU build falls back from oneDNN to torch's linear layers in bfloat16 and judged 5x slower than in
+#: float32 (2-core AMD EPYC with AVX2, issue 27; BENCHMARKS.md).
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_flags() -> frozenset[str]:
+    """The flags of this machine's CPU as /proc/cpuinfo lists them (none where there is no such file)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return frozenset(value.split())
+    return frozenset()
+
+
+def choose_dtype(asked: str, num_gpus: float) -> tuple[str, str]:
+    """The dtype an actor reserving ``num_gpus`` runs for ``judge.dtype`` ``asked``, and why.
+
+    ``auto``: bfloat16 on GPUs and on a CPU with :data:`NATIVE_BF16_FLAGS`, float32 on other CPUs; any other value
+    as written. The CPU is this machine's (:func:`cpu_flags`):
+
+    >>> choose_dtype("float16", num_gpus=0)
+    ('float16', 'as judge.dtype says')
+    >>> choose_dtype("auto", num_gpus=1)
+    ('bfloat16', 'judge.dtype auto on GPUs')
+    """
+    if asked != "auto":
+        return asked, "as judge.dtype says"
+    if num_gpus > 0:
+        return "bfloat16", "judge.dtype auto on GPUs"
+    native = [flag for flag in NATIVE_BF16_FLAGS if flag in cpu_flags()]
+    if native:
+        return "bfloat16", f"judge.dtype auto: this CPU computes bfloat16 natively ({', '.join(native)})"
+    return "float32", (
+        "judge.dtype auto: this CPU has no native bfloat16 (no avx512_bf16 or amx_bf16 flag), where bfloat16 "
+        "judges about 5x slower"
+    )
 
 
 class VllmJudgeSpec(JudgeSettings):
@@ -35,7 +77,13 @@ class VllmJudgeSpec(JudgeSettings):
     revision: str | None = Field(
         None, description="Model revision; for a local folder a content hash is used when unset."
     )
-    dtype: str = Field("bfloat16", description="Weights and activations dtype.")
+    dtype: str = Field(
+        "auto",
+        description="Weights and activations dtype: auto is bfloat16 on GPUs and on CPUs that compute it natively "
+        "(avx512_bf16 or amx_bf16 among the flags of /proc/cpuinfo), float32 on other CPUs, where bfloat16 judged "
+        "5x slower; decided on the driver's machine for the whole pool (set it where the judge nodes' CPUs differ "
+        "from the driver's). Any other value (bfloat16, float16, float32) is used as written.",
+    )
     max_model_len: int = Field(2048, ge=128, description="Longest prompt plus answer in tokens.")
     enforce_eager: bool = Field(True, description="Skip graph compilation (faster start on CPU).")
     seed: int = Field(0, description="Engine seed.")
@@ -69,7 +117,7 @@ class VllmJudgeSpec(JudgeSettings):
             "sampling": {
                 "max_tokens": 1,
                 "temperature": 0.0,
-                "dtype": self.dtype,
+                "dtype": choose_dtype(self.dtype, num_gpus=0)[0],  # auto: as on this CPU (a pool places it)
                 "labels": {"a": list(self.labels.a), "b": list(self.labels.b)},
             },
         }
@@ -89,16 +137,29 @@ def build(settings: VllmJudgeSpec) -> Judge:
     """The vLLM judge of ``settings`` (in the judge actor: this imports vLLM)."""
     from pairank.operators.judges.vllm_judge import VllmJudge
 
-    return VllmJudge(settings)
+    return VllmJudge(settings, choose_dtype)
 
 
 def placed(settings: VllmJudgeSpec, num_gpus: float) -> VllmJudgeSpec:
-    """The settings as an actor reserving ``num_gpus`` runs them: ``async_engine: auto`` decided.
+    """The settings as an actor reserving ``num_gpus`` runs them: ``async_engine: auto`` and ``dtype: auto``
+    decided (:func:`choose_dtype`).
 
     >>> placed(VllmJudgeSpec(), num_gpus=1).async_engine, placed(VllmJudgeSpec(async_engine=False), 1).async_engine
     (True, False)
+    >>> placed(VllmJudgeSpec(), num_gpus=1).dtype, placed(VllmJudgeSpec(dtype="float32"), num_gpus=1).dtype
+    ('bfloat16', 'float32')
     """
-    return settings.model_copy(update={"async_engine": settings.uses_async_engine(num_gpus)})
+    dtype = choose_dtype(settings.dtype, num_gpus)[0]
+    return settings.model_copy(update={"async_engine": settings.uses_async_engine(num_gpus), "dtype": dtype})
+
+
+def choices(settings: VllmJudgeSpec, num_gpus: float) -> list[str]:
+    """What :func:`placed` decided that the spec left to it, and why (the console and the report say it).
+
+    >>> choices(VllmJudgeSpec(dtype="float32"), num_gpus=0)
+    ['dtype float32 (as judge.dtype says)']
+    """
+    return ["dtype {} ({})".format(*choose_dtype(settings.dtype, num_gpus))]
 
 
 def batches_in_flight(settings: VllmJudgeSpec, asked: int | None) -> int:
@@ -129,6 +190,7 @@ ENGINE = Engine(
     modes=JUDGING_MODES,
     model_folder=True,
     placed=placed,
+    choices=choices,
     batches_in_flight=batches_in_flight,
     check_batches_in_flight=check_batches_in_flight,
 )

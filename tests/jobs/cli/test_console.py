@@ -26,11 +26,11 @@ from tests.helpers import ROOT, spec_for, write_input
 RAY_WORDS = ("streaming_executor", "Dataset")
 
 
-def pairank_run(spec: dict, tmp_path, *flags: str) -> subprocess.CompletedProcess:
+def pairank_run(spec: dict, tmp_path, *flags: str, sets: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     return subprocess.run(
-        [sys.executable, "-m", "pairank.jobs.cli.main", *flags, "run", str(path)],
+        [sys.executable, "-m", "pairank.jobs.cli.main", *flags, "run", str(path), *(f"--set={s}" for s in sets)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -57,6 +57,49 @@ def test_the_console_holds_pairank_lines_only_and_the_log_holds_the_rest(tmp_pat
     verbose = pairank_run(loud, tmp_path, "-v")
     assert verbose.returncode == 0 and all(word in verbose.stderr for word in RAY_WORDS)
     assert not (out / "runs" / "loud" / "logs").exists()
+
+
+@pytest.mark.ray
+def test_switching_the_scheduler_by_set_runs_and_says_once_what_it_dropped(tmp_path, summeval_tables):
+    """Issue 27, item 3: the file's anchors settings belong to pairs_anchors; `--set scheduler.name=full` means
+    the full scheduler instead, and the console names the dropped keys in one note."""
+    folder = write_input(tmp_path / "input", summeval_tables, 2, 3)
+    anchors = {"name": "pairs_anchors", "anchors": {"size": 2}, "symmetric": False}
+    spec = spec_for(folder, tmp_path / "store", name="switch", scheduler=anchors)
+    run = pairank_run(spec, tmp_path, sets=("scheduler.name=full",))
+    assert run.returncode == 0, run.stderr[-3000:]
+    notes = [line for line in run.stderr.splitlines() if line.startswith("[pairank] note: ")]
+    assert len(notes) == 1 and "scheduler keys anchors, symmetric" in notes[0], notes
+    report = (tmp_path / "store" / "runs" / "switch" / "report.md").read_text()
+    assert "scheduler: full" in report
+    refused = pairank_run(spec, tmp_path, sets=("scheduler.name=full", "scheduler.anchors.size=4"))
+    assert refused.returncode == 2 and "scheduler.anchors: unknown key for scheduler 'full'" in refused.stderr
+
+
+@pytest.mark.ray
+def test_the_console_speaks_while_the_engine_starts_and_before_the_first_batch_is_back(tmp_path, summeval_tables):
+    """Issue 27, item 2: a judge whose engine takes 25 s to start (SIMULATED, start_seconds) answers its first
+    batch after 25 s; the console says what happens before that, at most every 10 s, and the plan line comes
+    before the first judged numbers."""
+    folder = write_input(tmp_path / "input", summeval_tables, 2, 3)
+    slow = {"start_seconds": 25.0, "seconds_per_comparison": 0.1}
+    run = pairank_run(
+        spec_for(folder, tmp_path / "store", name="slow", scheduler={"name": "full"}, judge=slow), tmp_path
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = [line.removeprefix("[pairank] ") for line in run.stderr.splitlines()]
+    first = next(i for i, line in enumerate(lines) if line.startswith("pairwise: "))  # the first judged numbers
+    before = lines[:first]
+    said = [line for line in before if line.startswith(("starting 1 engine", "1 engine ready", "judging: "))]
+    assert said[0] == "starting 1 engine", lines
+    ticks = [line for line in said if line.startswith("starting 1 engine (")]
+    seconds = [int(t.removeprefix("starting 1 engine (").split()[0]) for t in ticks]
+    assert len(seconds) >= 2 and seconds[0] >= 10 and all(b - a >= 9 for a, b in zip(seconds, seconds[1:])), lines
+    ready = next(line for line in said if line.startswith("1 engine ready in "))
+    assert 25 <= int(ready.removeprefix("1 engine ready in ").split()[0]) < 60
+    assert "judging: first batch of 8 running" in said and any(x.startswith("judging: first batch back") for x in said)
+    assert len(said) >= 2 + len(ticks)
+    assert "12 comparisons (0 cached, 12 to judge)" in before  # the plan line, before any judged numbers
 
 
 @pytest.mark.ray

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from pairank.jobs.schedulers import FullSettings, RandomSettings
-from pairank.jobs.specs.job import JobSpec, SpecError, apply_overrides, load_spec
+from pairank.jobs.specs.job import JobSpec, SpecError, load_spec
+from pairank.jobs.specs.overrides import apply_overrides
 from pairank.operators.judges.http_engine import HttpJudgeSpec
 from pairank.operators.judges.replay_engine import ReplayJudgeSpec
 from pairank.operators.judges.vllm_engine import VllmJudgeSpec
@@ -130,6 +131,49 @@ def test_overrides_take_effect() -> None:
     # Untouched settings stay as the file has them.
     base = load_spec(DEMO)
     assert spec.aspects == base.aspects and spec.judge == base.judge and spec.pool == base.pool
+
+
+SIMULATED = ROOT / "configs" / "simulated.yaml"  # scheduler pairs_anchors with `anchors: {size: 6}`
+
+
+def test_switching_the_scheduler_drops_the_files_keys_of_the_former_one_with_one_note() -> None:
+    notes: list[str] = []
+    spec = load_spec(SIMULATED, ["scheduler.name=full"], note=notes.append)
+    assert spec.scheduler == FullSettings()
+    assert len(notes) == 1 and "anchors" in notes[0] and "'pairs_anchors'" in notes[0] and "'full'" in notes[0]
+    # Keys both schedulers have stay; keys the user typed for the new one are taken.
+    kept: list[str] = []
+    beam = load_spec(SIMULATED, ["scheduler.name=pairs_beam", "scheduler.beam.size=3"], note=kept.append)
+    assert beam.scheduler.beam.size == 3 and len(kept) == 1 and "anchors" in kept[0]
+
+
+def test_a_switch_with_nothing_to_drop_says_nothing(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, minimal(scheduler={"name": "pairs_beam", "symmetric": False, "budget": 9}))
+    notes: list[str] = []
+    spec = load_spec(path, ["scheduler.name=pairs_greedy"], note=notes.append)
+    assert (spec.scheduler.name, spec.scheduler.symmetric, spec.scheduler.budget, notes) == (
+        "pairs_greedy",
+        False,
+        9,
+        [],
+    )
+
+
+def test_a_key_the_user_typed_that_does_not_fit_is_still_an_error() -> None:
+    msg = spec_error(DEMO, ["scheduler.anchors.size=4"])  # demo.yaml: scheduler full
+    assert "scheduler.anchors: unknown key for scheduler 'full'" in msg
+    msg = spec_error(SIMULATED, ["scheduler.name=full", "scheduler.anchors.size=4"])
+    assert "scheduler.anchors: unknown key for scheduler 'full'" in msg
+
+
+def test_switching_the_engine_drops_the_files_keys_of_the_former_one(tmp_path: Path) -> None:
+    notes: list[str] = []
+    spec = load_spec(DEMO, ["judge.engine=simulated"], note=notes.append)
+    assert spec.judge.engine == "simulated"
+    (line,) = notes
+    dropped = line.split("keys ", 1)[1].split(" (", 1)[0].split(", ")
+    assert sorted(dropped) == sorted(set(demo_data()["judge"]) - {"engine"})
+    assert spec_error(DEMO, ["judge.engine=simulated", "judge.dtype=float32"]).count("judge.dtype") == 1
 
 
 def test_overrides_do_not_modify_their_input() -> None:

@@ -1,0 +1,449 @@
+"""A Ray cluster of several nodes on this machine: a head and worker nodes that share no more than real ones would.
+
+``pairank cluster up`` starts one (and ``pairank cluster down`` stops it); the tests start one per module
+(``tests/multinode.py``). Each node is its own ``ray start --block`` process tree, with its own Ray temp dir,
+ports, HOME and working directory under the cluster's folder. What a node of a real cluster would not share
+with the driver, these nodes do not share either:
+
+- **no pairank**: each node runs a Python environment of its own (:func:`node_venv`), whose only ``.pth`` line
+  points at the site-packages that hold Ray, vLLM and the other dependencies. Python does not read the ``.pth``
+  files of a folder added by a ``.pth``, so an editable install of pairank (a ``.pth`` there) is not seen:
+  ``import pairank`` fails on the nodes unless the job ships it (``py_modules``);
+- **no HOME**: ``~`` of a node is ``<node>/home``: no ``~/.cache/pairank`` (the embedded model), no
+  ``~/.ray/auth_token`` (the Ray token is given as ``RAY_AUTH_TOKEN``);
+- **no environment**: a node starts with a few variables only (:func:`node_env`): ``PATH`` to its own
+  interpreter, ``HOME``, Ray's token; S3 settings reach its workers only through the job's runtime environment.
+
+Networking: every node is started with ``--node-ip-address 127.0.0.1`` (with Ray's several-nodes-on-one-machine
+setting, Ray registers it under this machine's own address), a raylet of its own with ports of its own (found free
+at start). Network
+namespaces (a veth per node, an address each) would make the nodes' addresses differ too, but a node in one does
+not reach this machine's 127.0.0.1, where the storage (a local SeaweedFS, the tests' S3 server) listens: the
+nodes would need routes and a storage endpoint that is not loopback, which the tests' rule (traffic on 127.0.0.1
+only) does not allow.
+
+Losing a node: :meth:`LocalCluster.kill` SIGKILLs the node's whole process tree at once (its ``ray start``,
+raylet, agents and every worker process), as a machine that vanishes. Only the processes this cluster
+started are ever signalled, by process id, and checked to be ours (their command line names the cluster's
+folder) before a later ``down``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+#: The file in the cluster's folder that says what runs (read by ``pairank cluster down``).
+STATE = "cluster.json"
+LOOPBACK = "127.0.0.1"
+#: Starts of a node whose raylet did not register in time (Ray's own limit: 30 s) before giving up.
+STARTS = 3
+STARTUP_TIMEOUT = "timed out during startup"
+#: Environment variables a node keeps from the command that starts it (nothing else of it reaches the node).
+KEPT_ENV = ("LANG", "LC_ALL", "TZ")
+
+
+class ClusterError(ValueError):
+    """The local cluster cannot start (or be found); the message says why."""
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def site_folders() -> list[str]:
+    """The site-packages folders of this interpreter (Ray and the other dependencies are in one of them)."""
+    return [p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages")) and Path(p).is_dir()]
+
+
+def node_venv(folder: Path) -> Path:
+    """A Python environment at ``folder`` that sees this interpreter's dependencies but not an editable pairank:
+    a venv without pip whose one ``.pth`` line names each of :func:`site_folders`. Returns its python."""
+    python = folder / "bin" / "python"
+    if not python.exists():
+        venv.EnvBuilder(with_pip=False, symlinks=True).create(folder)
+        version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+        site = folder / "lib" / version / "site-packages"
+        (site / "pairank_cluster_deps.pth").write_text("\n".join(site_folders()) + "\n", encoding="utf-8")
+    return python
+
+
+#: The longest Ray temp dir kept in the node's folder: Ray's socket paths below it must fit in 107 bytes.
+RAY_DIR_MAX = 40
+
+
+def ray_dir(folder: Path) -> Path:
+    """Ray's temp dir for the node of ``folder``: ``folder/ray``, or a short folder under /tmp when that path is too
+    long for Ray's sockets (then linked from ``folder/ray``)."""
+    inside = folder / "ray"
+    if inside.is_symlink():
+        return inside.resolve()
+    if len(str(inside)) <= RAY_DIR_MAX:
+        inside.mkdir(parents=True, exist_ok=True)
+        return inside
+    short = Path(tempfile.mkdtemp(prefix="prk-", dir="/tmp"))
+    inside.symlink_to(short, target_is_directory=True)
+    return short
+
+
+def imports_pairank(python: Path, cwd: Path, env: dict[str, str]) -> bool:
+    """Whether ``python`` (in ``cwd``, with ``env``) can import pairank's subpackages on its own."""
+    out = subprocess.run(
+        [str(python), "-c", "import pairank.cluster"], cwd=cwd, env=env, capture_output=True, timeout=120
+    )
+    return out.returncode == 0
+
+
+def auth_token() -> str | None:
+    """Ray's token of this machine (``RAY_AUTH_TOKEN``, else ``~/.ray/auth_token``), given to every node."""
+    token = os.environ.get("RAY_AUTH_TOKEN")
+    path = Path.home() / ".ray" / "auth_token"
+    if not token and path.is_file():
+        token = path.read_text(encoding="utf-8").strip()
+    return token or None
+
+
+def node_env(python: Path, home: Path, token: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A node's whole environment: its interpreter first on PATH, its own HOME, Ray's settings, nothing else of
+    the caller's but :data:`KEPT_ENV` and ``extra``."""
+    env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
+    env.update(
+        PATH=f"{python.parent}{os.pathsep}/usr/local/bin{os.pathsep}/usr/bin{os.pathsep}/bin",
+        HOME=str(home),
+        RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1",  # several nodes on one machine (they register its address)
+        RAY_USAGE_STATS_ENABLED="0",
+        RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0",  # on SIGTERM, stop at once
+    )
+    if token:
+        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class Node:
+    """One Ray node of the cluster: its name, address, folder, and the ``ray start --block`` process."""
+
+    name: str
+    ip: str
+    folder: str
+    ray_dir: str = ""  # Ray's temp dir of the node (its sockets' paths must be short)
+    pid: int = 0
+    attempts: int = 1  # starts so far (a start that timed out is tried again)
+    cpus: float = 1
+    gpus: float = 0
+    resources: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def head(self) -> bool:
+        return self.name == "head"
+
+    def strays(self) -> list:
+        """The node's processes that left its ``ray start`` process tree (its ``ray start`` ended while they ran):
+        found by the node's own Ray temp dir on their command line."""
+        import psutil
+
+        found = []
+        for p in psutil.process_iter(["cmdline"]):
+            with contextlib.suppress(psutil.Error):
+                if self.ray_dir and any(_names(arg, self.ray_dir) for arg in p.info["cmdline"] or ()):
+                    found.append(p)
+        return found
+
+    def processes(self) -> list:
+        """The node's processes (its ``ray start`` and everything below it) that are still ours."""
+        import psutil
+
+        try:
+            top = psutil.Process(self.pid)
+            if f"--temp-dir={self.ray_dir}" not in top.cmdline():
+                return []  # the id was reused by another process: not ours
+            return [top, *top.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+
+@dataclass
+class LocalCluster:
+    """A Ray head and ``workers`` worker nodes on this machine, under ``folder`` (see the module's docstring).
+
+    ``head_cpus``/``worker_cpus``/``worker_gpus``: what each node declares (GPUs are declared resources only:
+    Ray schedules on them, nothing checks a device). ``env``: more variables every node starts with.
+    """
+
+    folder: Path
+    workers: int = 2
+    head_cpus: float = 1
+    worker_cpus: float = 2
+    worker_gpus: float = 0
+    object_store_bytes: int = 300_000_000
+    env: dict[str, str] = field(default_factory=dict)
+    nodes: list[Node] = field(default_factory=list)
+    port: int = 0
+    dashboard_port: int = 0
+    killed: set[str] = field(default_factory=set)  # nodes lost on purpose (kill)
+
+    # ---- addresses
+    @property
+    def head_ip(self) -> str:
+        return LOOPBACK
+
+    @property
+    def address(self) -> str:
+        """The GCS address a driver joins (``cluster.address``)."""
+        return f"{self.head_ip}:{self.port}"
+
+    @property
+    def dashboard(self) -> str:
+        """The Jobs API (``pairank submit --address``)."""
+        return f"http://{self.head_ip}:{self.dashboard_port}"
+
+    @property
+    def python(self) -> Path:
+        return self.folder / "venv" / "bin" / "python"
+
+    # ---- start and stop
+    def start(self, timeout: float = 180) -> LocalCluster:
+        """Start the head and the worker nodes; wait until all of them have joined."""
+        self.folder = Path(self.folder).resolve()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        node_venv(self.folder / "venv")
+        self.port, self.dashboard_port = free_port(), free_port()
+        try:
+            self._start_node(Node("head", self.head_ip, str(self.folder / "head"), cpus=self.head_cpus))
+            self.wait_nodes(1, timeout)
+            for _ in range(self.workers):
+                self.add_worker(wait=False)
+            self.wait_nodes(1 + self.workers, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def add_worker(self, cpus: float | None = None, gpus: float | None = None, wait: bool = True) -> Node:
+        """Start one more worker node (a node that joins a running cluster); returns it once it has joined."""
+        index = sum(1 for n in self.nodes if not n.head) + 1
+        name = f"worker-{index}"
+        node = Node(
+            name,
+            LOOPBACK,
+            str(self.folder / name),
+            cpus=self.worker_cpus if cpus is None else cpus,
+            gpus=self.worker_gpus if gpus is None else gpus,
+        )
+        self._start_node(node)
+        if wait:
+            self.wait_nodes(len(self.nodes), 180)
+        return node
+
+    def _start_node(self, node: Node) -> None:
+        folder = Path(node.folder)
+        for sub in ("home", "cwd"):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+        node.ray_dir = str(ray_dir(folder))
+        env = node_env(self.python, folder / "home", auth_token(), self.env)
+        if imports_pairank(self.python, folder / "cwd", env):
+            raise ClusterError(
+                f"{self.python} imports pairank without the job shipping it (is pairank installed into "
+                f"{', '.join(site_folders())} rather than editable?): its nodes would not be like a real cluster's"
+            )
+        self.nodes.append(node)
+        self._launch(node, env)
+
+    def _launch(self, node: Node, env: dict[str, str]) -> None:
+        """``ray start --block`` of ``node``, in a session of its own; its log is ``<node>/ray-start.log``."""
+        folder, host = Path(node.folder), node.ip
+        ports = {
+            "--node-manager-port": free_port(),
+            "--object-manager-port": free_port(),
+            "--dashboard-agent-listen-port": free_port(),
+            "--dashboard-agent-grpc-port": free_port(),
+            "--runtime-env-agent-port": free_port(),
+            "--metrics-export-port": free_port(),
+        }
+        args = [
+            str(self.python),
+            "-m",
+            "ray.scripts.scripts",
+            "start",
+            "--block",
+            f"--node-ip-address={host}",
+            f"--num-cpus={node.cpus:g}",
+            f"--object-store-memory={self.object_store_bytes}",
+            f"--temp-dir={node.ray_dir}",
+            "--disable-usage-stats",
+            *(f"{flag}={port}" for flag, port in ports.items()),
+        ]
+        if node.gpus:
+            args.append(f"--num-gpus={node.gpus:g}")
+        if node.resources:
+            args.append(f"--resources={json.dumps(node.resources)}")
+        if node.head:
+            args += [
+                "--head",
+                f"--port={self.port}",
+                "--include-dashboard=true",
+                f"--dashboard-host={host}",
+                f"--dashboard-port={self.dashboard_port}",
+                f"--ray-client-server-port={free_port()}",
+            ]
+        else:
+            args.append(f"--address={self.address}")
+        log = open(folder / "ray-start.log", "ab")  # noqa: SIM115 - the node's log, open for its life
+        try:
+            proc = subprocess.Popen(
+                args, cwd=folder / "cwd", env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        finally:
+            log.close()
+        node.pid = proc.pid
+        self.save()
+
+    def wait_nodes(self, count: int, timeout: float = 180) -> None:
+        """Wait until ``count`` nodes are alive (asked of the head by the nodes' python); a node of this cluster
+        whose processes all ended meanwhile (it failed to start) is an error naming it, with its log."""
+        deadline = time.monotonic() + timeout
+        while True:
+            alive = self.alive_nodes()
+            if alive is not None and len(alive) >= count:
+                return
+            for node in [n for n in self.nodes if not n.processes() and n.name not in self.killed]:
+                said = self._log_tail(node.name)
+                if node.attempts >= STARTS or STARTUP_TIMEOUT not in said:
+                    raise ClusterError(f"node {node.name} exited while starting:\n{said}")
+                # Ray gives a raylet 30 s to register, which a loaded machine can exceed: start it again
+                self._reap(node)
+                node.attempts += 1
+                self._launch(node, node_env(self.python, Path(node.folder) / "home", auth_token(), self.env))
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{count} nodes expected, {len(alive or [])} joined after {timeout:.0f} s")
+            time.sleep(1)
+
+    def _reap(self, node: Node) -> None:
+        """SIGKILL what is left of ``node`` (its process tree and its strays)."""
+        import psutil
+
+        for p in node.processes() + node.strays():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+
+    def _log_tail(self, name: str) -> str:
+        node = next(n for n in self.nodes if n.name == name)
+        path = Path(node.folder) / "ray-start.log"
+        return path.read_text(errors="replace")[-3000:] if path.exists() else ""
+
+    def alive_nodes(self) -> list[dict] | None:
+        """The nodes Ray counts alive (``NodeManagerAddress``, ``NodeID``, ``Resources``), or None when the head
+        does not answer."""
+        code = (
+            "import json, ray\n"
+            "from ray.util.state import list_nodes\n"
+            f"nodes = list_nodes(address={self.dashboard!r}, filters=[('state', '=', 'ALIVE')],"
+            " raise_on_missing_output=False)\n"
+            "print(json.dumps([{'NodeID': n.node_id, 'NodeManagerAddress': n.node_ip, 'is_head': n.is_head_node,"
+            " 'Resources': n.resources_total} for n in nodes]))\n"
+        )
+        env = node_env(self.python, self.folder / "head" / "home", auth_token())
+        try:
+            out = subprocess.run([str(self.python), "-c", code], capture_output=True, text=True, env=env, timeout=60)
+        except subprocess.TimeoutExpired:
+            return None
+        if out.returncode != 0:
+            return None
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    def node(self, name: str) -> Node:
+        return next(n for n in self.nodes if n.name == name)
+
+    def kill(self, node: Node | str) -> list[int]:
+        """SIGKILL every process of ``node`` at once (as a machine that vanishes); returns their ids. The head may
+        go too: the cluster and its drivers end with it."""
+        import psutil
+
+        node = self.node(node) if isinstance(node, str) else node
+        procs = node.processes()
+        for p in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.send_signal(signal.SIGKILL)
+        self.killed.add(node.name)
+        self.save()
+        return [p.pid for p in procs]
+
+    def stop(self, timeout: float = 15) -> None:
+        """Stop every node (SIGTERM, then SIGKILL of what is left of its process tree)."""
+        import psutil
+
+        trees = {n.name: n.processes() + n.strays() for n in self.nodes}
+        for _, procs in sorted(trees.items(), key=lambda kv: kv[0] == "head"):  # the head last
+            if procs:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    procs[0].terminate()
+        deadline = time.monotonic() + timeout
+        rest = [p for procs in trees.values() for p in procs]
+        while rest and time.monotonic() < deadline:
+            rest = [p for p in rest if _running(p)]
+            time.sleep(0.2)
+        for p in rest:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+        for node in self.nodes:
+            link = Path(node.folder) / "ray"
+            if link.is_symlink():  # its Ray temp dir under /tmp (see ray_dir)
+                shutil.rmtree(link.resolve(), ignore_errors=True)
+                link.unlink()
+        (self.folder / STATE).unlink(missing_ok=True)
+
+    # ---- the state file
+    def save(self) -> None:
+        state = {
+            "port": self.port,
+            "dashboard_port": self.dashboard_port,
+            "address": self.address,
+            "dashboard": self.dashboard,
+            "nodes": [asdict(n) for n in self.nodes],
+            "killed": sorted(self.killed),
+        }
+        (self.folder / STATE).write_text(json.dumps(state, indent=1), encoding="utf-8")
+
+    @classmethod
+    def load(cls, folder: str | Path) -> LocalCluster:
+        """The cluster that ``pairank cluster up`` started in ``folder``."""
+        folder = Path(folder).resolve()
+        path = folder / STATE
+        if not path.is_file():
+            raise ClusterError(f"{folder}: no local cluster runs there (no {STATE})")
+        state = json.loads(path.read_text(encoding="utf-8"))
+        return cls(
+            folder=folder,
+            nodes=[Node(**n) for n in state["nodes"]],
+            port=state["port"],
+            dashboard_port=state["dashboard_port"],
+            killed=set(state.get("killed", [])),
+        )
+
+
+def _names(arg: str, folder: str) -> bool:
+    """Whether a command-line argument names ``folder`` or a path below it."""
+    return arg.endswith(folder) or f"{folder}/" in arg
+
+
+def _running(p) -> bool:
+    import psutil
+
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -1,0 +1,229 @@
+"""A Ray cluster of several nodes on this machine for the tests, and what they check on it.
+
+:func:`multinode` is a module-scoped fixture factory: a test module says ``cluster = multinode(workers=2)`` and
+its tests get a :class:`~pairank.cluster.local.LocalCluster` (a head and worker nodes, each a Ray node of its own
+that cannot import pairank, with its own HOME and no environment of the driver's; see
+:mod:`pairank.cluster.local`), started once for the module and stopped after it. Storage is the session's
+SeaweedFS S3 server (``s3_server``), which every test on the cluster uses.
+
+The rest says what happened in a run: which node holds which of the job's processes (:func:`titles`), the
+judgments committed per key and when (:func:`commits`), the calls that reached a simulated engine and when (its
+``calls_log``, :func:`engine_calls`), and from both, whether a comparison committed was sent to an engine again
+(:func:`audit`).
+
+Tests that use it are marked ``ray`` and ``s3`` by hand (``pytestmark``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from pairank.cluster.local import LocalCluster, Node
+from pairank.storage.fs import Location
+from tests.helpers import ROOT
+
+#: The markers of a test on the cluster (it starts Ray nodes, and its storage is the S3 server).
+MARKERS = (pytest.mark.ray, pytest.mark.s3, pytest.mark.cluster)
+#: Variables of the pytest process that the nodes keep: the test tiers' guard (tests/guard), when it is on.
+GUARD_ENV = ("PAIRANK_TEST_GUARD", "PYTHONPATH")
+PAIRANK = [sys.executable, "-m", "pairank.jobs.cli.main"]
+
+
+def multinode(workers: int = 2, worker_cpus: float = 2, head_cpus: float = 0, worker_gpus: float = 0, **kw):
+    """A module-scoped fixture: a :class:`LocalCluster` of a head and ``workers`` worker nodes (declared CPUs and
+    GPUs per node), started once for the module. ``kw``: more :class:`LocalCluster` settings."""
+
+    @pytest.fixture(scope="module")
+    def cluster(tmp_path_factory, s3_server):
+        folder = Path(tmp_path_factory.mktemp("cluster"))
+        env = {k: os.environ[k] for k in GUARD_ENV if os.environ.get("PAIRANK_TEST_GUARD") and k in os.environ}
+        local = LocalCluster(
+            folder,
+            workers=workers,
+            head_cpus=head_cpus,
+            worker_cpus=worker_cpus,
+            worker_gpus=worker_gpus,
+            env=env,
+            **kw,
+        )
+        local.start()
+        try:
+            yield local
+        finally:
+            local.stop()
+
+    return cluster
+
+
+def driver_env(**extra: str) -> dict[str, str]:
+    """The environment of a driver on this machine: this one (with the S3 server's settings), Ray's token mode,
+    no RAY_ADDRESS."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    return {**env, "RAY_AUTH_MODE": "token", **extra}
+
+
+def write_spec(folder: Path, spec: dict) -> Path:
+    path = folder / f"{spec['name']}.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return path
+
+
+def start_run(cluster: LocalCluster, spec: Path, folder: Path, *overrides: str) -> subprocess.Popen:
+    """``pairank run spec --set cluster.address=...`` as a driver joining the cluster (from ``folder``, so no
+    checkout is on its path); its output goes to ``folder/<spec name>.log``."""
+    log = open(folder / f"{spec.stem}.log", "ab")  # noqa: SIM115 - the run's log, open while it runs
+    try:
+        return subprocess.Popen(
+            [*PAIRANK, "run", str(spec), "--set", f"cluster.address={cluster.address}"]
+            + [arg for o in overrides for arg in ("--set", o)],
+            cwd=folder,
+            env=driver_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        log.close()
+
+
+def run_log(proc_or_spec: Path, folder: Path) -> str:
+    return (folder / f"{proc_or_spec.stem}.log").read_text(errors="replace")
+
+
+def wait_done(proc: subprocess.Popen, log: Path, timeout: float = 300) -> int:
+    """The run's exit code (it is killed after ``timeout`` seconds, and the test fails)."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+        pytest.fail(f"the run did not end in {timeout:.0f} s:\n{log.read_text(errors='replace')[-4000:]}")
+
+
+def titles(node: Node) -> list[str]:
+    """The Ray titles (``ray::JudgeActor``, ``ray::MapBatches(forward)``, ...) of the node's worker processes."""
+    out = []
+    for p in node.processes():
+        try:
+            first = (p.cmdline() or [""])[0]
+        except Exception:  # gone meanwhile
+            continue
+        if first.startswith("ray::"):
+            out.append(first.split()[0])
+    return sorted(out)
+
+
+def holding(cluster: LocalCluster, title: str | tuple[str, ...], workers_only: bool = True) -> list[Node]:
+    """The nodes (worker nodes only, unless ``workers_only`` is false) with a process whose title starts with
+    ``title`` (or one of them)."""
+    return [
+        n for n in cluster.nodes if (not workers_only or not n.head) and any(t.startswith(title) for t in titles(n))
+    ]
+
+
+def wait_for(what: str, test, proc: subprocess.Popen | None = None, log: Path | None = None, timeout: float = 240):
+    """Poll ``test()`` until it returns something true; fails naming ``what`` (with the run's log) after
+    ``timeout`` seconds or when ``proc`` ended."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = test()
+        if found:
+            return found
+        ended = proc is not None and proc.poll() is not None
+        if ended or time.monotonic() > deadline:
+            if proc is not None and not ended:  # the run is stopped with the test
+                os.killpg(proc.pid, 9)
+                proc.wait()
+            said = log.read_text(errors="replace")[-4000:] if log is not None and log.exists() else ""
+            pytest.fail(f"{what}: {'the run ended first' if ended else f'not after {timeout:.0f} s'}\n{said}")
+        time.sleep(0.2)
+
+
+def versions(table: str) -> int:
+    """Commits of the Delta table at ``table`` (a URI) so far."""
+    return len(Location.of(table).join("_delta_log").files(suffix=".json"))
+
+
+@dataclass
+class Commits:
+    """The judgment rows of a Delta table: per key, how many rows and the time (s) of its first commit."""
+
+    rows: dict[str, int]
+    first: dict[str, float]
+
+    @property
+    def duplicated(self) -> dict[str, int]:
+        return {k: n for k, n in self.rows.items() if n != 1}
+
+
+def commits(table: str) -> Commits:
+    """Every row of the Delta table at ``table``, read from its log's commits (each file with its commit's time)."""
+    log = Location.of(table).join("_delta_log")
+    rows: dict[str, int] = defaultdict(int)
+    first: dict[str, float] = {}
+    for commit in log.files(suffix=".json"):
+        actions = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+        at = next(a["commitInfo"]["timestamp"] for a in actions if "commitInfo" in a) / 1000
+        for add in (a["add"] for a in actions if "add" in a):
+            data = Location.of(table).join(add["path"]).read_bytes()
+            for key in pq.read_table(io.BytesIO(data), columns=["key"]).column("key").to_pylist():
+                rows[key] += 1
+                first[key] = min(first.get(key, at), at)
+    return Commits(dict(rows), first)
+
+
+def engine_calls(folder: str) -> dict[str, list[float]]:
+    """Per key, the times it reached a simulated engine (its ``judge.calls_log``)."""
+    calls: dict[str, list[float]] = defaultdict(list)
+    for f in Location.of(folder).files(suffix=".json"):
+        record = f.read_json()
+        for key in record["keys"]:
+            calls[key].append(record["at"])
+    return dict(calls)
+
+
+@dataclass
+class Audit:
+    """A run's store and its engine calls, side by side."""
+
+    keys: int  # keys in the store
+    duplicated: dict[str, int]  # keys with more than one row
+    asked_again: dict[str, list[float]]  # keys sent to an engine after they were committed
+    sent_twice: int  # keys sent to an engine more than once (the batches in flight when an engine was lost)
+
+    def clean(self) -> bool:
+        return not self.duplicated and not self.asked_again
+
+
+def audit(table: str, calls_log: str) -> Audit:
+    """Whether each key of the store has one row, and whether any was sent to an engine after its commit."""
+    done, calls = commits(table), engine_calls(calls_log)
+    again = {k: ts for k, ts in calls.items() if k in done.first and max(ts) > done.first[k]}
+    return Audit(len(done.rows), done.duplicated, again, sum(1 for ts in calls.values() if len(ts) > 1))
+
+
+def simulated_spec(name: str, input_uri: str, root: str, **extra) -> dict:
+    """A SIMULATED-judge spec on S3 whose engine calls are logged under ``root/calls/<name>``."""
+    judge = {"engine": "simulated", "calls_log": f"{root}/calls/{name}", **extra.pop("judge", {})}
+    return {
+        "name": name,
+        "input": input_uri,
+        "output": f"{root}/store",
+        "aspects": ["coherence"],
+        "prompts": str(ROOT / "configs/prompts/summarization"),
+        "judge": judge,
+        "report": {"bootstrap": 10},
+        **extra,
+    }
