@@ -224,7 +224,10 @@ def one(port: int, body: bytes, timeout: float) -> dict:
     try:
         t0 = time.perf_counter()
         status, answer = post(conn, body)
-        return {"status": status, "seconds": round(time.perf_counter() - t0, 4), "cached": (answer or {}).get("cached")}
+        out = {"status": status, "seconds": round(time.perf_counter() - t0, 4), "cached": (answer or {}).get("cached")}
+        if status != 200:  # what the server said, so a failure can be read from the result
+            out["error"] = (answer or {}).get("error")
+        return out
     finally:
         conn.close()
 

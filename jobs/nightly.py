@@ -56,6 +56,7 @@ from pairank.jobs.schedulers import AnchorInsertion, PairsAnchorsSettings
 from pairank.jobs.specs.job import JobSpec
 from pairank.operators.leaderboard import LeaderboardOptions
 from pairank.operators.reports import judgment_totals
+from pairank.storage.claims import Claims
 from pairank.storage.commits import Commit, CommitLog, NightlyLayout, NightlyTable
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_prefix
@@ -272,9 +273,13 @@ def read_prefix_inputs(spec: JobSpec) -> Inputs:
 
 
 def run_nightly(
-    spec: JobSpec, progress: Callable[[str], None] = log.info, clock: Callable[[], dt.datetime] = _utc_now
+    spec: JobSpec,
+    progress: Callable[[str], None] = log.info,
+    clock: Callable[[], dt.datetime] = _utc_now,
+    claims: Claims | None = None,
 ) -> NightlyResult:
-    """One night of ``spec`` (which has a ``nightly`` section); see the module docstring."""
+    """One night of ``spec`` (which has a ``nightly`` section); see the module docstring. ``claims``: the night's,
+    under its lease (:mod:`pairank.storage.claims`)."""
     if spec.nightly is None:
         raise ValueError(f"{spec.name}: not a nightly job (the spec has no nightly section)")
     nightly = spec.nightly
@@ -301,7 +306,7 @@ def run_nightly(
     for line in spec.judge_choices:
         progress(f"judge: {line}")
     run = RunLayout(root, f"{spec.name}-{night}")
-    setup = prepare_judging(spec, candidates, run)
+    setup = prepare_judging(spec, candidates, run, claims)
     fingerprints = {aspect: judge_fingerprint(setup.identity, setup.maker, aspect) for aspect in spec.aspects}
     plan = plan_night(read_state(layout, head), candidates, spec, fingerprints, prefix.uri)
     c = plan.counts

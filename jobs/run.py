@@ -11,7 +11,9 @@
    ``<output>/runs/<name>/``.
 
 A run holds the lease of its name under the root while it goes
-(:mod:`pairank.storage.lease`): a second run of that name is refused, not paid twice.
+(:mod:`pairank.storage.lease`): a second run of that name is refused, not paid twice. Under that
+lease it claims the comparisons it asks (:mod:`pairank.storage.claims`): a run of another name
+that wants them too waits for their verdicts instead of asking them again.
 A run that fails after it started judging says so in its manifest (``state: failed``).
 
 Each step is a stage of :mod:`pairank.jobs.pipeline.steps`; a nightly job
@@ -37,6 +39,7 @@ from pairank.jobs.pipeline.score import score
 from pairank.jobs.pipeline.setup import prepare_judging
 from pairank.jobs.pipeline.winrates import win_rates
 from pairank.jobs.specs.job import JobSpec, load_spec
+from pairank.storage.claims import Claims, Holder
 from pairank.storage.fs import Location, StorageUnavailable
 from pairank.storage.layout import RunLayout
 from pairank.storage.lease import take
@@ -54,12 +57,15 @@ class RunResult:
     report: dict = field(repr=False)
 
 
-def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info) -> RunResult:
-    """Run a (non-nightly) job spec: read, judge what the cache lacks, score, write under ``runs/<name>/``."""
+def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info, claims: Claims | None = None) -> RunResult:
+    """Run a (non-nightly) job spec: read, judge what the cache lacks, score, write under ``runs/<name>/``.
+
+    ``claims``: the run's claims under its lease (:func:`run` passes them): a comparison another run on the store
+    is asking is waited for, not asked again."""
     started = time.perf_counter()
     layout = RunLayout.of(spec.output, spec.name)
     inputs = read_inputs(spec.input, spec.subset, texts=not scored_in_tasks(spec))
-    setup = prepare_judging(spec, inputs.candidates, layout)
+    setup = prepare_judging(spec, inputs.candidates, layout, claims)
     progress(
         f"{spec.name}: {inputs.contexts} contexts, {inputs.candidates.num_rows} candidates, {len(spec.aspects)} aspects"
     )
@@ -127,7 +133,8 @@ def run(
     root = Location.of(spec.output).not_a_file("output")
     if spec.cluster.address:  # a cluster is joined first: a local input or output on several nodes is refused here
         join_cluster(spec)
-    with take(root, spec.name):  # one run of a name under a root at a time
+    with take(root, spec.name) as lease:  # one run of a name under a root at a time
+        claims = Claims(root, Holder.of(lease))  # and of each comparison it asks
         if spec.nightly is not None:
-            return run_nightly(spec, progress=progress)
-        return run_job(spec, progress=progress)
+            return run_nightly(spec, progress=progress, claims=claims)
+        return run_job(spec, progress=progress, claims=claims)

@@ -14,7 +14,8 @@ Each round the driver
    over request identities; a stage renders the prompts: :mod:`pairank.jobs.pipeline.render`; PRePair: the
    outputs not yet analysed, then the verdicts; see :mod:`pairank.jobs.pipeline.passes`); the pool
    is started on the first round that needs it and stays up (engines warm) until
-   the last round;
+   the last round. With the run's claims, it sends only what it claims; what another
+   run on the store claimed is waited for in the cache (:mod:`pairank.jobs.pipeline.claimed`);
 4. appends the new judgments to the cache (atomic parts, every ``flush_rows``)
    before any machine sees them, so a driver killed at any point loses at most
    the batch in flight, and a re-run replays the finished rounds from the cache
@@ -42,11 +43,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pairank.jobs.pipeline.claimed import WAIT_S, ClaimedJudging
 from pairank.jobs.pipeline.passes import Judging, error_count
 from pairank.jobs.pipeline.requests import contexts_of
 from pairank.jobs.schedulers import AdaptiveScheduler, AdaptiveSettings
 from pairank.jobs.specs.job import JobSpec
 from pairank.storage.cache import JudgmentCache
+from pairank.storage.claims import Claims
 from pairank.storage.schemas import RANKINGS
 
 log = logging.getLogger(__name__)
@@ -122,9 +125,14 @@ class Driver:
         pool: Callable[[JobSpec], AbstractContextManager[Any]],
         progress: Callable[[str], None] = log.info,
         tasks: list[Task] | None = None,
+        claims: Claims | None = None,
+        wait_s: float = WAIT_S,
     ) -> None:
-        """``tasks``: the machines to run (default: the spec's scheduler on every aspect, context and seed)."""
+        """``tasks``: the machines to run (default: the spec's scheduler on every aspect, context and seed).
+        ``claims``: the run's; each round judges what it claims and waits for what another run claimed
+        (:class:`~pairank.jobs.pipeline.claimed.ClaimedJudging`, looking every ``wait_s`` seconds)."""
         self.spec, self.judging, self.cache, self.pool, self.progress = spec, judging, cache, pool, progress
+        self.claims, self.wait_s = claims, wait_s
         self.maker = judging.maker
         sched = spec.scheduler
         if not isinstance(sched, AdaptiveSettings):
@@ -142,14 +150,25 @@ class Driver:
         )
 
     def run(self) -> DriverResult:
+        read_at = time.time()
         answered = self.cache.answered(
             aspects={t.aspect for t in self.tasks}, contexts={t.context_id for t in self.tasks}
         )
         known: dict[str, float | None] = dict(
             zip(answered.column("key").to_pylist(), answered.column("p_a").to_pylist())
         )
+        claimed = ClaimedJudging(
+            self.claims,
+            self.cache,
+            {t.aspect for t in self.tasks},
+            {t.context_id for t in self.tasks},
+            self.progress,
+            read_at,
+            self.wait_s,
+        )
         calibrate = RoundCalibration()
         new_tables: list[pa.Table] = []
+        found: list[pa.Table] = []  # other runs' verdicts this run waited for
         used: set[str] = set()
         rounds: list[dict[str, Any]] = []
         judged = errors = hits = 0
@@ -185,16 +204,23 @@ class Driver:
                     break
                 used.update(new)
                 todo = {k: req for k, req in wanted.items() if k not in known}
-                round_hits = len(wanted) - len(todo)
                 t_judge = time.perf_counter()
-                round_errors = 0
-                if todo:
+
+                def judge(requests: dict[str, Request]) -> pa.Table:
+                    nonlocal pool
                     if pool is None:
                         pool = stack.enter_context(self.pool(self.spec))
-                    table = self.judging.judge(pool, todo, self.cache, log.debug)
-                    new_tables.append(table)
+                    return self.judging.judge(pool, requests, self.cache, log.debug)
+
+                tables = claimed(todo, judge)
+                for table in [*tables, *claimed.found]:
                     known.update(zip(table.column("key").to_pylist(), table.column("p_a").to_pylist()))
-                    round_errors = error_count(table)
+                new_tables.extend(tables)
+                found.extend(claimed.found)
+                claimed.found = []
+                round_judged = sum(t.num_rows for t in tables)
+                round_errors = sum(error_count(t) for t in tables)
+                round_hits = len(wanted) - round_judged
                 judge_seconds = time.perf_counter() - t_judge
                 values = {k: NO_PREFERENCE if (p := known.get(k)) is None else p for k in wanted}
                 if self.spec.scoring.calibration == "batch":
@@ -204,14 +230,14 @@ class Driver:
                     if pairs:  # several prompt variants: the mean of their answers
                         task.machine.observe({pair: sum(values[k] for k in keys) / len(keys) for pair, keys in pairs})
                         task.pairs.update(pair for pair, _ in pairs)
-                judged += len(todo)
+                judged += round_judged
                 errors += round_errors
                 hits += round_hits
                 stats = {
                     "round": len(rounds) + 1,
                     "requests": len(wanted),
                     "cache_hits": round_hits,
-                    "judged": len(todo),
+                    "judged": round_judged,
                     "errors": round_errors,
                     "contexts_done": sum(t.machine.done for t in self.tasks),
                     "asked_total": len(used),
@@ -221,9 +247,10 @@ class Driver:
                 rounds.append(stats)
                 self.progress(
                     f"round {stats['round']}: {stats['contexts_done']}/{len(self.tasks)} done, "
-                    f"{len(wanted)} asked ({round_hits} cached, {len(todo)} judged, {round_errors} errors), "
+                    f"{len(wanted)} asked ({round_hits} cached, {round_judged} judged, {round_errors} errors), "
                     f"{len(used)} used in all; judge {judge_seconds:.1f}s, driver {stats['driver_seconds']:.2f}s"
                 )
+        answered = pa.concat_tables([answered, *found])
         reused = answered.filter(pc.is_in(answered.column("key"), pa.array(sorted(used), pa.string())))
         judgments = pa.concat_tables([reused, *new_tables])
         return DriverResult(self.tasks, rounds, used, stopped, judgments, judged, errors, hits)

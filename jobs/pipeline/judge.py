@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -10,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pairank.jobs.pipeline.block_scores import ScoreSettings, StreamScores, score_streamed
+from pairank.jobs.pipeline.claimed import ClaimedJudging
 from pairank.jobs.pipeline.driver import Driver, Task, ranking_rows
 from pairank.jobs.pipeline.inputs import Inputs
 from pairank.jobs.pipeline.passes import error_count
@@ -66,19 +69,27 @@ def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: P
     if setup.judging.kind is None:
         return _judge_static_streamed(spec, inputs, setup, progress)
     wanted = scheduled_requests(setup.maker, inputs.candidates, spec.aspects, static_scheduler(spec))
+    read_at = time.time()
     answered = setup.cache.answered(aspects=spec.aspects, contexts=list(setup.maker.context), keys=wanted)
     done = set(answered.column("key").to_pylist())
     todo = {k: req for k, req in wanted.items() if k not in done}
-    cached = len(wanted) - len(todo)
-    progress(f"{len(wanted)} comparisons ({cached} cached, {len(todo)} to judge)")
-    new = JUDGMENTS.empty_table()
+    progress(f"{len(wanted)} comparisons ({len(wanted) - len(todo)} cached, {len(todo)} to judge)")
     record = PoolRecord()
-    if todo:
-        with judge_pool(spec, record, progress) as pool:
-            new = setup.judging.judge(pool, todo, setup.cache, progress)
+    contexts = set(setup.maker.context)
+    claimed = ClaimedJudging(setup.claims, setup.cache, set(spec.aspects), contexts, progress, read_at)
+    with ExitStack() as stack:
+        pools: list[Any] = []
+
+        def judge(requests: dict[str, Any]) -> pa.Table:
+            if not pools:  # entered when this run first has something of its own to ask
+                pools.append(stack.enter_context(judge_pool(spec, record, progress)))
+            return setup.judging.judge(pools[0], requests, setup.cache, progress)
+
+        tables = claimed(todo, judge)
+    new = pa.concat_tables(tables) if tables else JUDGMENTS.empty_table()
     return Judged(
-        pa.concat_tables([answered, new]),
-        Counts(len(wanted), cached, new.num_rows, error_count(new)),
+        pa.concat_tables([answered, *claimed.found, new]),
+        Counts(len(wanted), len(wanted) - new.num_rows, new.num_rows, error_count(new)),
         extra=_with_passes(record.sections(), setup),
     )
 
@@ -88,7 +99,9 @@ def _judge_static_streamed(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, p
     scheduler = static_scheduler(spec)
     scheduler.pairs({}, systems)  # the scheduler's checks on the run as a whole (one_vs_n: its baseline)
     join_cluster(spec)
-    plan = StaticPlan.now(setup.maker.variants, setup.maker.judge, scheduler, tuple(spec.aspects), setup.cache)
+    plan = StaticPlan.now(
+        setup.maker.variants, setup.maker.judge, scheduler, tuple(spec.aspects), setup.cache, setup.claims
+    )
     record = PoolRecord()
     blocks = put_blocks(inputs.candidates, inputs.source)
     run = judge_streamed(plan, blocks, partial(judge_pool, spec, record, progress), spec.flush_rows, progress)
@@ -126,6 +139,7 @@ def judge_adaptive(
         partial(judge_pool, record=record, progress=progress),
         progress,
         tasks,
+        setup.claims,
     )
     progress(f"{spec.scheduler.name}: {len(driver.tasks)} machines (aspect x context x seed) in lockstep rounds")
     result = driver.run()

@@ -19,6 +19,7 @@ from pairank.operators.judges import judge_identity
 from pairank.operators.judges.modes import judging_identity
 from pairank.operators.prompts import load_prompts
 from pairank.storage.cache import JudgmentCache
+from pairank.storage.claims import Claims
 from pairank.storage.layout import RunLayout
 from pairank.storage.schemas import PASSES
 
@@ -63,18 +64,22 @@ class JudgingSetup:
     maker: RequestMaker
     judging: Judging
     cache: JudgmentCache
+    claims: Claims | None = None  # the run's claims on the comparisons it asks (see pairank.storage.claims)
 
     @property
     def identity(self) -> dict[str, Any]:
         return self.judging.identity
 
 
-def prepare_judging(spec: JobSpec, candidates: pa.Table, layout: RunLayout) -> JudgingSetup:
-    """Prompts, keys and caches for ``candidates``; nothing is judged and no engine starts."""
+def prepare_judging(
+    spec: JobSpec, candidates: pa.Table, layout: RunLayout, claims: Claims | None = None
+) -> JudgingSetup:
+    """Prompts, keys and caches for ``candidates``; nothing is judged and no engine starts. ``claims``: the run's,
+    from its lease (a run without them asks what another run on the store may be asking too)."""
     engine = judge_identity(spec.placed_judge)
     maker = RequestMaker(
         candidates, mode_prompts(spec.judging, spec.prompts, spec.aspects), judging_identity(engine, spec.judging)
     )
     writer = f"run:{layout.name}"  # recorded in each commit (`pairank store history`)
     judging = Judging(spec.judging, maker, engine, JudgmentCache(layout.passes, PASSES, writer), spec.flush_rows)
-    return JudgingSetup(maker, judging, JudgmentCache(layout.judgments, writer=writer))
+    return JudgingSetup(maker, judging, JudgmentCache(layout.judgments, writer=writer), claims)

@@ -37,8 +37,11 @@ score).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +55,7 @@ from pairank.jobs.pipeline.passes import CacheWriter
 from pairank.jobs.pipeline.requests import RequestMaker, prefix_key, scheduled_requests
 from pairank.jobs.schedulers import StaticSettings
 from pairank.storage.cache import JudgmentCache, context_bucket
+from pairank.storage.claims import Claims, by_bucket
 from pairank.storage.fs import Location
 
 #: Contexts per planning task at most, and ordered pairs (per aspect and prompt variant) at most: a block of
@@ -75,10 +79,17 @@ class StaticPlan:
     scheduler: StaticSettings
     aspects: tuple[str, ...]
     cache: JudgmentCache
-    #: The store's version the planning tasks join with: the one when the run started planning (-1: no store
-    #: yet), so that a task run again (its node was lost) plans exactly what it planned the first time; see
+    #: The store's version the planning tasks join with: the one when this pass over the blocks began (-1: no
+    #: store yet), so that a task run again (its node was lost) plans exactly what it planned the first time; see
     #: :func:`plan_requests`.
     as_of: int = -1
+    claims: Claims | None = None  # the run's claims: keys another live run claimed are left to it
+    #: When (``time.time()``) this pass began, just before :attr:`as_of` was read: the claims' view of which runs
+    #: are live is the one of this moment (:meth:`pairank.storage.claims.Claims.claim`, ``fixed``).
+    read_at: float = 0.0
+    #: The run's pass over the blocks (with claims, the blocks are planned again until no comparison is left to
+    #: another run); what the run claimed in an earlier pass was asked then, not again.
+    pass_no: int = 1
 
     @classmethod
     def now(
@@ -88,10 +99,21 @@ class StaticPlan:
         scheduler: StaticSettings,
         aspects: tuple[str, ...],
         cache: JudgmentCache,
+        claims: Claims | None = None,
     ) -> StaticPlan:
-        """A plan that joins with the store as it is now."""
-        version = cache.version()
-        return cls(variants, judge, scheduler, aspects, cache, -1 if version is None else version)
+        """A plan (its first pass) that joins with the store as it is now."""
+        return cls(variants, judge, scheduler, aspects, cache, claims=claims).next_pass(first=True)
+
+    def next_pass(self, first: bool = False) -> StaticPlan:
+        """This plan for the run's next pass (``first``: its first): joined with the store as it is now."""
+        read_at = time.time()  # before the version: a run whose lease ended after this may be missing from it
+        version = self.cache.version()
+        return dataclasses.replace(
+            self,
+            as_of=-1 if version is None else version,
+            read_at=read_at,
+            pass_no=1 if first else self.pass_no + 1,
+        )
 
     def answered(self, maker: RequestMaker, wanted: dict[str, tuple[Any, ...]]) -> set[str]:
         """The keys of ``wanted`` that the store answered at version :attr:`as_of`."""
@@ -110,19 +132,30 @@ class StaticPlan:
 
 
 class PlanCounter:
-    """Per block: comparisons wanted and found cached (a Ray actor; a task run twice counts once)."""
+    """Per block: comparisons wanted, found cached, and left to another run that claimed them (a Ray actor; a
+    task run twice counts once). :meth:`next_pass` starts counting a pass again."""
 
     def __init__(self, blocks: int) -> None:
         self.blocks = blocks
-        self.seen: dict[str, tuple[int, int]] = {}
+        self.seen: dict[str, tuple[int, int, int]] = {}
 
-    def add(self, block: str, wanted: int, cached: int) -> None:
-        self.seen[block] = (wanted, cached)
+    def add(self, block: str, wanted: int, cached: int, deferred: int = 0) -> None:
+        self.seen[block] = (wanted, cached, deferred)
+
+    def next_pass(self) -> None:
+        self.seen = {}
 
     def totals(self) -> dict[str, Any]:
-        wanted = sum(w for w, _ in self.seen.values())
-        cached = sum(c for _, c in self.seen.values())
-        return {"planned": len(self.seen), "blocks": self.blocks, "wanted": wanted, "cached": cached}
+        wanted = sum(w for w, _, _ in self.seen.values())
+        cached = sum(c for _, c, _ in self.seen.values())
+        deferred = sum(d for _, _, d in self.seen.values())
+        return {
+            "planned": len(self.seen),
+            "blocks": self.blocks,
+            "wanted": wanted,
+            "cached": cached,
+            "deferred": deferred,
+        }
 
 
 def plan_blocks(candidates: pa.Table, per_task: int | None = None) -> list[list[str]]:
@@ -208,20 +241,38 @@ def put_blocks(candidates: pa.Table, folder: Location | None = None) -> list[Han
 
 
 def plan_requests(block: pa.Table, plan: StaticPlan, counter: Shared | None = None) -> Iterator[pa.Table]:
-    """Stage: the REQUESTS rows of ``block``'s comparisons that the store had no verdict for when the run started
-    planning (version :attr:`StaticPlan.as_of`); ``counter`` (a :class:`PlanCounter`) hears how many the block wants
-    and how many were cached.
+    """Stage: the REQUESTS rows of ``block``'s comparisons that the store had no verdict for when this pass began
+    (version :attr:`StaticPlan.as_of`); ``counter`` (a :class:`PlanCounter`) hears how many the block wants, how many
+    were cached and how many another run claimed (with ``plan.claims``: left to it, see :func:`judge_streamed`).
 
-    The same block gives the same rows in the same slices, however often the task runs: a task lost with its node
-    is run again by Ray, whose streaming tasks hand on only the slices not handed on before, and lost slices are
-    made again the same way (Ray's lineage). Joined with a newer version of the store, a task run again would
-    slice fewer rows differently, and the slices skipped as handed on would no longer hold the rows handed on.
+    The same block gives the same rows in the same slices, however often the task runs within a pass: a task lost
+    with its node is run again by Ray, whose streaming tasks hand on only the slices not handed on before, and lost
+    slices are made again the same way (Ray's lineage). Joined with a newer version of the store, a task run again
+    would slice fewer rows differently, and the slices skipped as handed on would no longer hold the rows handed
+    on. So the claim is the pass's too: the keys the task claimed the first time are the run's own when it claims
+    them again (``Claimed.again``, not read again in the store, where its own verdicts may be by now), and a run of
+    another lease that was live when the pass began still holds its keys for this pass, although it ended since
+    (``fixed``). The limits: a pass that began more than ``RECHECK_AFTER_S`` (5 minutes) before a task claims reads
+    the store again for the keys the task claims first (another run that ended in between may have answered them;
+    its claims may be forgotten): a task that dropped some so and is run again keeps them; and a record of another
+    run forgotten (10 minutes after that run ended) between a task and its re-run frees its keys for the re-run.
+    Either changes the re-run's slices: rare, as it needs a node lost besides.
     """
     maker, wanted = plan.wanted(block)
     done = plan.answered(maker, wanted)
     todo = {k: req for k, req in wanted.items() if k not in done}
+    cached, deferred = len(wanted) - len(todo), 0
+    if plan.claims is not None and todo:  # what another live run claimed is left to it (its verdicts come later)
+        claimed = plan.claims.claim(by_bucket(todo), since=plan.read_at, pass_no=plan.pass_no, fixed=True)
+        fresh = claimed.mine - claimed.again  # claimed by this task now, not by a run of it before in this pass
+        if claimed.recheck and fresh:  # a run that ended since the pass began may have answered some
+            found = plan.cache.answered(aspects=plan.aspects, contexts=maker.context, keys=fresh)
+            claimed.mine.difference_update(found.column("key").to_pylist())
+            cached += found.num_rows
+        deferred = len(claimed.others)
+        todo = {k: req for k, req in todo.items() if k in claimed.mine}
     if counter is not None:
-        counter.call("add", block.column("context_id")[0].as_py(), len(wanted), len(wanted) - len(todo))
+        counter.call("add", block.column("context_id")[0].as_py(), len(wanted), cached, deferred)
     # rendered a slice at a time (a block of long contexts holds GBs of prompt text), in prefix order throughout
     ordered = sorted(todo.items(), key=lambda kv: prefix_key(*kv[1][:4]))
     for off in range(0, len(ordered), SLICE_ROWS):
@@ -275,20 +326,34 @@ def blocks_text(blocks: list[Any]) -> str:
     return f"{len(blocks)} block{'s' * (len(blocks) != 1)}"
 
 
+#: Seconds between looks at the store for the comparisons that another run claimed.
+WAIT_S = 2.0
+
+
 def judge_streamed(
-    plan: StaticPlan, blocks: list[Handle], pool: Callable[..., Any], flush_rows: int, progress: Callable[[str], None]
+    plan: StaticPlan,
+    blocks: list[Handle],
+    pool: Callable[..., Any],
+    flush_rows: int,
+    progress: Callable[[str], None],
+    wait_s: float = WAIT_S,
 ) -> Streamed:
     """Judge every comparison of ``plan`` the store lacks, streaming the requests made from the candidates'
     ``blocks`` (:func:`put_blocks`) by the planning stage into the pool that ``pool(poll=...)`` enters (only when
     something is left to judge; ``poll`` says the plan line as soon as every block is planned). The run's
     judgments stay in the store: read them back (:meth:`Streamed.read_back`) or score them block by block
-    (:mod:`pairank.jobs.pipeline.block_scores`)."""
+    (:mod:`pairank.jobs.pipeline.block_scores`).
 
-    def requests(counter: Shared | None) -> executor.Stream:
-        return executor.stream(blocks, Stage(plan_requests, plan, PLANNING), counter=counter)
+    With claims (``plan.claims``), a comparison that another live run claimed is not asked. Once this run's own
+    are judged and committed, the blocks are planned again every ``wait_s`` seconds (a pass): that finds the
+    other run's verdicts in the store, or claims what it left unanswered when its lease ended (a run killed), and
+    judges that; until no comparison is left to another run. Each pass joins with the store as it was when that
+    pass began (:meth:`StaticPlan.next_pass`), so a planning task run again within a pass plans what it planned
+    the first time (:func:`plan_requests`)."""
 
-    if not requests(None).any():  # anything to judge? (a run whose comparisons are all cached starts no engine)
-        return Streamed(plan, blocks, None)
+    def requests(counter: Shared, planned: StaticPlan) -> executor.Stream:
+        return executor.stream(blocks, Stage(plan_requests, planned, PLANNING), counter=counter)
+
     counter = executor.shared(PlanCounter, len(blocks))
     said: list[bool] = []
     saying = threading.Lock()  # asked by the writer and by the pool's heartbeat thread
@@ -300,15 +365,46 @@ def judge_streamed(
         with saying:
             if not said:
                 said.append(True)
-                progress(f"{t['wanted']} comparisons ({t['cached']} cached, {t['wanted'] - t['cached']} to judge)")
-        return int(t["wanted"] - t["cached"])
+                left = f", {t['deferred']} being judged by another run" if t["deferred"] else ""
+                todo = t["wanted"] - t["cached"] - t["deferred"]
+                progress(f"{t['wanted']} comparisons ({t['cached']} cached, {todo} to judge{left})")
+        return int(t["wanted"] - t["cached"] - t["deferred"])
 
+    judged = errors = passes = 0
+    first: dict[str, Any] | None = None
+    waited = False
     try:
-        with pool(poll=total) as judge_pool:
-            writer = CacheWriter(plan.cache, flush_rows, progress, "pairwise", judge_pool.losses, total, keep=False)
-            writer.run(judge_pool.judge(requests(counter), "pairwise"))
-        total()
-        t = counter.call("totals")
+        with ExitStack() as stack:
+            judge_pool = None
+            this = plan  # this pass's plan: its store version and claims' view taken when it began
+            while True:
+                passes += 1
+                if passes > 1:
+                    counter.call("next_pass")
+                    this = this.next_pass()
+                # anything to judge? (a run whose comparisons are all cached, or all claimed, starts no engine)
+                if requests(counter, this).any():
+                    if judge_pool is None:
+                        judge_pool = stack.enter_context(pool(poll=total))
+                    writer = CacheWriter(
+                        plan.cache, flush_rows, progress, "pairwise", judge_pool.losses, total, keep=False
+                    )
+                    writer.run(judge_pool.judge(requests(counter, this), "pairwise"))
+                    judged, errors = judged + writer.judged, errors + writer.errors
+                total()
+                t = counter.call("totals")
+                first = first or t
+                if not t["deferred"]:
+                    break
+                if not waited:
+                    waited = True
+                    progress(
+                        f"{t['deferred']} comparisons are being judged by another run on this store: waiting for "
+                        f"its verdicts (looking every {wait_s:g} s; a run that was killed gives its claims up when "
+                        "its lease expires)"
+                    )
+                time.sleep(wait_s)
     finally:
         counter.stop()
-    return Streamed(plan, blocks, StreamCounts(t["wanted"], t["cached"], writer.judged, writer.errors))
+    wanted = first["wanted"]
+    return Streamed(plan, blocks, StreamCounts(wanted, wanted - judged, judged, errors))
