@@ -184,6 +184,7 @@ class Gateway:
             sock.close()
 
 
+@pytest.mark.ray  # its `pairank run` starts a Ray of its own
 def test_the_retry_window_is_a_deadline_for_the_whole_run_not_for_each_step(s3_server, tmp_path, summeval_tables):
     """S3 goes away for good mid-run with a 30 s window: the run says so (exit 5) about 30 s later, and nothing
     after that line. Its clean-up (the lease, the log's copy) fails at once instead of waiting out a window of
