@@ -127,8 +127,8 @@ class PoeSettings(AdaptiveSettings):
         return self
 
     def machine(self, context_id: str, ids: list[str], seed: int) -> Poe:
-        fields = ("symmetric", "expert", "debias", "outcome", "comparisons", "share", "pairs_per_round")
-        fields += ("patience", "confidence", "alpha", "compat")  # type: ignore[assignment]  # a longer tuple of str
+        fields: tuple[str, ...] = ("symmetric", "expert", "debias", "outcome", "comparisons", "share")
+        fields += ("pairs_per_round", "patience", "confidence", "alpha", "compat")
         return Poe(context_id, ids, seed, **{k: getattr(self, k) for k in fields})
 
 
