@@ -373,7 +373,20 @@ class Location:
 
     def _listing(self) -> list[pafs.FileInfo]:
         selector = pafs.FileSelector(self.path, recursive=False, allow_not_found=True)
-        return self._retrying("list it", lambda: self.fs.get_file_info(selector))
+
+        def listing() -> list[pafs.FileInfo]:
+            # Arrow's local listing of a folder that another writer creates while it looks fails although
+            # allow_not_found is set: opening the folder finds nothing, then the existence check finds it
+            # (seen: 4 of 3,000 races). Looked at again, the folder is there and listed as it is now.
+            for _ in range(3):
+                try:
+                    return self.fs.get_file_info(selector)
+                except FileNotFoundError:
+                    if not self.is_local:
+                        raise
+            return self.fs.get_file_info(selector)
+
+        return self._retrying("list it", listing)
 
     def files(self, suffix: str = "") -> list[Location]:
         """Visible files directly under this folder (names starting '.' or '_' are skipped), sorted."""
