@@ -58,7 +58,7 @@ def spec_for(small_input, out, name, mode, contexts=None, **over):
         "aspects": ["coherence"],
         "prompts": str(ROOT / "configs/prompts/summarization"),
         "judge": {"engine": "vllm", "model": "default", "env": CPU_ENGINE_ENV},
-        "judging": {"mode": mode, "max_tokens": 32, "analysis_max_tokens": 32, "samples": 2},
+        "judging": {"mode": mode, "max_tokens": 8, "analysis_max_tokens": 8, "samples": 2},  # the path, not the text
         "pool": {"size": 1, "num_cpus": 2, "batch_size": 32},
         "report": {"bootstrap": 0},
         "subset": {"contexts": contexts},
