@@ -175,7 +175,7 @@ def cpu_snapshot(
             kind = labels[info["pid"]]
         elif info["pid"] == me:
             kind = me_label
-        elif "JudgeActor" in cmd or "JudgeStage" in cmd or "MapWorker" in cmd:
+        elif "JudgeActor" in cmd or "MapWorker" in cmd:
             kind = "judge actor"
         elif "raylet" in cmd:
             kind = "raylet"

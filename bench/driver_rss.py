@@ -8,7 +8,7 @@ Each case runs in a fresh child process on a synthetic input of ``contexts`` x 1
 candidates (short texts; ``bench/driver_scale.py``'s ``synthetic_candidates``), one
 aspect, the ``full`` scheduler (240 ordered pairs per context), the SIMULATED judge
 (no model: it measures the plumbing, not a judge), one pool actor, a fresh store.
-The job's own stages are composed as ``jobs/run.py: run_job`` composes them, and the
+The job's own steps are composed as ``jobs/run.py: run_job`` composes them, and the
 driver's peak private memory (``RssAnon`` of /proc/self/status, sampled every 0.1 s) and
 peak RSS (``VmHWM``; ``ru_maxrss`` would keep the forking parent's peak) are read after
 each phase. VmHWM also counts the pages of Ray's shared object store that the driver
@@ -20,7 +20,7 @@ holds. The phases:
   ``run_job`` reads them for a run scored in tasks) and preparing the judging (the baseline);
 - ``judging`` (``stream`` arm): when every comparison is judged and in the store,
   before the blocks' judgments are read back and scored in tasks;
-- ``judge``: after the judge stage (``stream``: the blocks' scores added up on the driver;
+- ``judge``: after the judge step (``stream``: the blocks' scores added up on the driver;
   ``driver``: the run's judgments held for scoring);
 - ``score``: after rankings, win rates and the report (the whole run's peak).
 

@@ -6,7 +6,7 @@ runs ``configs/modes.yaml`` (full schedule: each instruction's two outputs in
 both orders) through the real pipeline, then ``pairank meta-eval`` on that
 mode's judgments: LLMBar's statistics (accuracy in each order, their average,
 accuracy when both orders agree, positional agreement) plus Cohen's kappa, with
-the error rows, engine prompts per stage and wall time.
+the error rows, engine prompts per judging pass and wall time.
 
 Gemma-3-270M is a base model with a strong first-slot bias: its accuracy is
 expected near chance and it rarely writes a verdict marker. The point is that

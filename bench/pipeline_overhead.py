@@ -6,8 +6,8 @@ settings and the same batch size; each arm runs in its own process, one after th
 other (one engine at a time), with a cold prefix cache:
 
 * ``pipeline``: ``jobs.run.run_job`` on the spec (a fresh temporary output root, so
-  nothing is cached): local Ray start, the fixed actor pool of JudgeStage, Ray Data
-  map_batches, judgments committed every ``flush_rows`` rows, then the report.
+  nothing is cached): local Ray start, the judge pool's actors (JudgeActor), Ray Data
+  map_batches forwarding to them, judgments committed every ``flush_rows`` rows, then the report.
 * ``bare``: ``VllmJudge.score`` in a loop over the same prompts in batches of
   ``pool.batch_size``; no Ray, no storage.
 
@@ -138,7 +138,7 @@ def arm_pipeline(args) -> dict:
         n_requests = job_requests(spec).num_rows
         events = []
 
-        def progress(msg: str) -> None:  # "<stage>: <done>/<todo> (...)", once per flushed part
+        def progress(msg: str) -> None:  # "<pass>: <done>/<todo> (...)", once per flushed part
             t = time.time()
             found = PROGRESS.match(msg)
             judged = int(found.group(1)) if found else None

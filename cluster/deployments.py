@@ -113,7 +113,7 @@ class JudgeReplica:
 
     def info(self) -> dict:
         """pid, engine batches and rows so far, the commits (``commits``, ``batches_committed``,
-        ``failed_commits``, and the store's own counters as of the last commit), engine prompts per stage,
+        ``failed_commits``, and the store's own counters as of the last commit), engine prompts per judging pass,
         and any forbidden module loaded."""
         loaded = sorted({m.split(".")[0] for m in sys.modules} & set(FORBIDDEN_IN_ENGINE))
         return {

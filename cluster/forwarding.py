@@ -29,7 +29,7 @@ class _Call:
 
 def forward(
     batch: pa.Table,
-    stage: str,
+    judging_pass: str,
     monitor,
     retries: int = 2,
     on_failure: Callable[[str, pa.Table, str], pa.Table] | None = None,
@@ -39,7 +39,7 @@ def forward(
     A lost engine is borne here: a call whose engine died while running it is sent
     again (Ray restarts the actor), ``retries`` times in all; then its rows go one by
     one, and a row whose engine died ``retries`` times under it is answered by
-    ``on_failure(stage, rows, reason)``. A call that only waited behind a dying call
+    ``on_failure(judging_pass, rows, reason)``. A call that only waited behind a dying call
     is sent again without counting. An actor that is dead for good (its restarts used
     up) leaves the pool and the live ones take its calls; with none left, the rows fail.
     """
@@ -56,7 +56,7 @@ def forward(
         monitor.count.remote("rows_failed", call.rows.num_rows)
         if on_failure is None:
             raise RuntimeError(f"judge pool: {reason}")
-        out.append(on_failure(stage, call.rows, reason))
+        out.append(on_failure(judging_pass, call.rows, reason))
         done(call)
 
     def send(call: _Call) -> None:
@@ -67,7 +67,7 @@ def forward(
             return
         call.slot, actor = routed
         alone = call.deaths > 0 or call.single  # a second death is then its own, not a neighbour's
-        waiting[actor.judge_batch.remote(call.rows, stage, call.id, alone)] = call
+        waiting[actor.judge_batch.remote(call.rows, judging_pass, call.id, alone)] = call
 
     def done(call: _Call) -> None:
         if call.after:  # one single row at a time, so that a row that kills the engine takes no other with it

@@ -81,8 +81,8 @@ def _bundle_place() -> dict:
 class Runner(Protocol):
     """What a pool's or a replica's factory builds (pairank.operators.judges.modes.ModeRunner): one engine."""
 
-    def run(self, stage: str, batch: pa.Table) -> pa.Table:
-        """The result rows of one stage's batch."""
+    def run(self, judging_pass: str, batch: pa.Table) -> pa.Table:
+        """The result rows of one judging pass's batch."""
         ...
 
     def info(self) -> dict:
@@ -91,7 +91,7 @@ class Runner(Protocol):
 
 
 class JudgeActor:
-    """One engine in one Ray actor, for the life of the pool; it runs every stage it is sent.
+    """One engine in one Ray actor, for the life of the pool; it runs every judging pass it is sent.
 
     With ``max_concurrency`` k the actor runs up to k calls at once, each on its own
     thread; a call sent ``alone`` waits for the others to finish and runs by itself
@@ -115,7 +115,7 @@ class JudgeActor:
         self.stats = {"pid": os.getpid(), "start_seconds": time.perf_counter() - started, "batches": 0, "rows": 0}
 
     def judge_batch(
-        self, batch: pa.Table, stage: str = "pairwise", call: str | None = None, alone: bool = False
+        self, batch: pa.Table, judging_pass: str = "pairwise", call: str | None = None, alone: bool = False
     ) -> pa.Table:
         import ray
 
@@ -124,7 +124,7 @@ class JudgeActor:
             if self.monitor is not None and call is not None:
                 ray.get(self.monitor.started.remote(self.slot, call))
             try:
-                out = self.runner.run(stage, batch)
+                out = self.runner.run(judging_pass, batch)
             except BaseException as exc:
                 log.error(
                     "judge actor %s: the engine failed (%s: %s); ending the process for a restart",
@@ -143,5 +143,5 @@ class JudgeActor:
 
     def info(self) -> dict:
         """pid, engine start seconds, batches and rows so far, the most batches in flight at once, where it runs
-        (:func:`where_am_i`), and engine prompts per stage (``calls``)."""
+        (:func:`where_am_i`), and engine prompts per judging pass (``calls``)."""
         return {**self.stats, "most_in_flight": self.gate.most, **self.place, **self.runner.info()}

@@ -27,7 +27,7 @@ The forwarding tasks reserve no CPU (``num_cpus=0``): the actors hold the
 node's CPUs, and a forwarder that waited for a CPU would wait for ever.
 
 The pool knows nothing of judges: it receives what to run as a factory (a
-picklable callable that builds, in the actor, an object with ``run(stage, batch)``
+picklable callable that builds, in the actor, an object with ``run(judging_pass, batch)``
 and ``info()``; :func:`pairank.jobs.pipeline.pool.judge_factory`), where to run it as
 :class:`PoolResources`, and what to answer for requests no engine could judge
 (``on_failure``).
@@ -130,9 +130,9 @@ class JudgePool:
     """``resources.min_size`` actors, each running ``factory()``, started on entry and stopped on exit; up to
     ``max_size`` while there is a backlog (:mod:`pairank.cluster.scaling`).
 
-    ``judge(requests, stage)`` streams one stage of one round through Ray Data and
+    ``judge(requests, judging_pass)`` streams one pass of one round through Ray Data and
     yields result batches as the actors finish them; call it as often as needed:
-    every stage of a multi-pass mode (analyses, then verdicts) and every round of
+    every pass of a multi-pass mode (analyses, then verdicts) and every round of
     an adaptive schedule runs on the same warm engines.
     """
 
@@ -142,7 +142,8 @@ class JudgePool:
         resources: PoolResources,
         on_failure: Callable[[str, pa.Table, str], pa.Table] | None = None,
     ):
-        """``on_failure(stage, rows, reason)``: the result rows of requests no engine could judge (error rows)."""
+        """``on_failure(judging_pass, rows, reason)``: the result rows of requests no engine could judge (error
+        rows)."""
         self.factory, self.resources, self.on_failure = factory, resources, on_failure
         self.actors: dict[int, Any] = {}  # by slot: every actor started and not stopped (dead ones too)
         self.monitor: Any = None  # the PoolMonitor actor, while started
@@ -242,7 +243,7 @@ class JudgePool:
 
     def info(self) -> list[dict]:
         """Per actor, live or stopped when idle: pid, engine start seconds, batches and rows since its last
-        (re)start, engine prompts per stage."""
+        (re)start, engine prompts per judging pass."""
         import ray
         from ray.exceptions import RayActorError
 
@@ -267,7 +268,7 @@ class JudgePool:
         now = len(ray.get(self.monitor.slots.remote())) if self.monitor is not None else 0
         return {"actors_most": self.most, "actors_end": now, "actors_stopped": len(self.stopped)}
 
-    def judge(self, requests, stage: str = "pairwise") -> Iterator[pa.Table]:
+    def judge(self, requests, judging_pass: str = "pairwise") -> Iterator[pa.Table]:
         """Judge ``requests``: a table the driver holds (dealt to the live actors in contiguous runs of blocks), or
         a Ray Data dataset made elsewhere in the cluster (each context's rows go to the actor its id hashes to, so
         an engine still sees whole contexts); result batches are yielded as the actors finish them."""
@@ -279,7 +280,7 @@ class JudgePool:
         # in each engine, one call queued behind; a pool that grows has forwarders for its largest size
         in_flight = (self.resources.batches_in_flight + 1) * self.resources.max_size
         kwargs = {
-            "stage": stage,
+            "judging_pass": judging_pass,
             "monitor": self.monitor,
             "retries": self.resources.retries,
             "on_failure": self.on_failure,

@@ -14,7 +14,7 @@ For each aspect and context the night then
    ``ceil(log2(n + 1))`` probes each, both orders when ``scheduler.symmetric``);
    an unchanged context asks nothing;
 3. runs them in lockstep rounds on one warm judge pool (:class:`pairank.jobs.pipeline.driver.Driver`,
-   through the same stages as any run, :mod:`pairank.jobs.pipeline.steps`).
+   through the same steps as any run, :mod:`pairank.jobs.pipeline`).
    Every request is keyed (judge model, revision, prompt hash, sampling settings,
    both texts), so a comparison in the judgment cache is never paid again;
 4. writes the night under a fresh attempt folder (input snapshot, state,
@@ -266,7 +266,7 @@ def night_judgments(table: pa.Table, maker: RequestMaker, candidates: pa.Table, 
 
 
 def read_prefix_inputs(spec: JobSpec) -> Inputs:
-    """The read stage of a night: every drop of the input prefix (see :func:`pairank.storage.inputs.read_prefix`)."""
+    """The read step of a night: every drop of the input prefix (see :func:`pairank.storage.inputs.read_prefix`)."""
     prefix = Location.of(spec.input)
     candidates, human, folders = read_prefix(prefix)
     return Inputs(candidates, human, prefix, tuple(folders))

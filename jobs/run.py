@@ -16,8 +16,8 @@ lease it claims the comparisons it asks (:mod:`pairank.storage.claims`): a run o
 that wants them too waits for their verdicts instead of asking them again.
 A run that fails after it started judging says so in its manifest (``state: failed``).
 
-Each step is a stage of :mod:`pairank.jobs.pipeline.steps`; a nightly job
-(:mod:`pairank.jobs.nightly`) is made of the same stages.
+Each step is a function of :mod:`pairank.jobs.pipeline` (a module per step); a nightly job
+(:mod:`pairank.jobs.nightly`) is made of the same steps.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ from pairank.storage.schemas import REQUESTS
 
 log = logging.getLogger(__name__)
 
-#: Modes answered online: a single pairwise stage on the engine.
+#: Modes answered online: a single pairwise pass on the engine.
 ONLINE_MODES = ("logprob", "generate", "sample")
 ROUTES = {
     "/": ("GET", "what this server judges with"),

@@ -346,7 +346,7 @@ def _engines_line(engines: dict | None) -> list[str]:
 
 
 def _judging_line(judging: dict, first_passes: dict | None, pool: list | None) -> str:
-    """One line: the mode, its prompt variants, first passes reused and run, and engine prompts per stage."""
+    """One line: the mode, its prompt variants, first passes reused and run, and engine prompts per judging pass."""
     parts = [f"- judging mode: {judging['mode']}"]
     if judging.get("variants"):
         parts.append(f"prompt variants {', '.join(judging['variants'])}")
@@ -359,8 +359,8 @@ def _judging_line(judging: dict, first_passes: dict | None, pool: list | None) -
     if pool:
         calls: dict[str, int] = defaultdict(int)
         for actor in pool:
-            for stage, n in actor.get("calls", {}).items():
-                calls[stage] += n
+            for judging_pass, n in actor.get("calls", {}).items():
+                calls[judging_pass] += n
         parts.append("engine prompts " + ", ".join(f"{k} {v}" for k, v in sorted(calls.items())))
     return "; ".join(parts)
 

@@ -15,10 +15,10 @@ pairank's own loggers (a storage retry, say) reach the terminal too.
 ``sys.stderr`` was replaced (pytest's capture): there pairank's lines go where
 those point.
 
-Progress (:meth:`Console.progress`): a judging stage reports :class:`StageProgress`
-lines. On a terminal each stage gets one bar (done/total, rate, ETA, errors);
+Progress (:meth:`Console.progress`): a judging pass reports :class:`PassProgress`
+lines. On a terminal each pass gets one bar (done/total, rate, ETA, errors);
 elsewhere (a log, CI, a job on a cluster) the plain line is printed at most every
-:data:`PLAIN_EVERY_S` seconds per stage, and always at its end.
+:data:`PLAIN_EVERY_S` seconds per pass, and always at its end.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from pairank.jobs.pipeline.progress import StageProgress
+from pairank.jobs.pipeline.progress import PassProgress
 from pairank.storage.fs import Location
 
-#: Seconds between two plain progress lines of one stage when the console is not a terminal.
+#: Seconds between two plain progress lines of one judging pass when the console is not a terminal.
 PLAIN_EVERY_S = 10.0
 
 
@@ -49,15 +49,15 @@ class Console:
         self._printed: dict[str, float] = {}
 
     def progress(self, msg: str) -> None:
-        """Show one progress message: a bar per judging stage on a terminal, throttled plain lines elsewhere."""
-        if isinstance(msg, StageProgress):
+        """Show one progress message: a bar per judging pass on a terminal, throttled plain lines elsewhere."""
+        if isinstance(msg, PassProgress):
             if self.err.isatty():
                 self._bar(msg)
                 return
             now = time.monotonic()
-            if not msg.final and now - self._printed.get(msg.stage, -PLAIN_EVERY_S) < PLAIN_EVERY_S:
+            if not msg.final and now - self._printed.get(msg.judging_pass, -PLAIN_EVERY_S) < PLAIN_EVERY_S:
                 return
-            self._printed[msg.stage] = now
+            self._printed[msg.judging_pass] = now
         line = f"[pairank] {msg}"
         if self._bars:
             from tqdm import tqdm
@@ -66,19 +66,23 @@ class Console:
         else:
             print(line, file=self.err, flush=True)
 
-    def _bar(self, msg: StageProgress) -> None:
+    def _bar(self, msg: PassProgress) -> None:
         from tqdm import tqdm
 
-        bar = self._bars.get(msg.stage)
+        bar = self._bars.get(msg.judging_pass)
         if bar is None:
-            bar = self._bars[msg.stage] = tqdm(
-                total=msg.total, desc=f"[pairank] {msg.stage}", unit=" comparisons", file=self.err, dynamic_ncols=True
+            bar = self._bars[msg.judging_pass] = tqdm(
+                total=msg.total,
+                desc=f"[pairank] {msg.judging_pass}",
+                unit=" comparisons",
+                file=self.err,
+                dynamic_ncols=True,
             )
         bar.update(msg.done - bar.n)
         bar.set_postfix(errors=msg.errors, refresh=True)
         if msg.final:
             bar.close()
-            del self._bars[msg.stage]
+            del self._bars[msg.judging_pass]
 
     @property
     def out(self) -> TextIO:

@@ -10,8 +10,8 @@ Each round the driver
    (every distinct comparison the run uses counts, cached or judged, so a
    resumed run stops where the first would have);
 3. answers what the judgment cache already holds and sends the rest through the
-   judge pool, one Ray Data stream per stage of the judging mode (the driver hands
-   over request identities; a stage renders the prompts: :mod:`pairank.jobs.pipeline.render`; PRePair: the
+   judge pool, one Ray Data stream per pass of the judging mode (the driver hands
+   over request identities; a render stage makes the prompts: :mod:`pairank.jobs.pipeline.render`; PRePair: the
    outputs not yet analysed, then the verdicts; see :mod:`pairank.jobs.pipeline.passes`); the pool
    is started on the first round that needs it and stays up (engines warm) until
    the last round. With the run's claims, it sends only what it claims; what another

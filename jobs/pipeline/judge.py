@@ -46,7 +46,7 @@ class Counts:
 
 @dataclass
 class Judged:
-    """The judge stage's result."""
+    """The judge step's result."""
 
     #: one row per comparison the job used (cached verdicts and new judgments); for a run scored block by block
     #: (``scores``), only the comparisons its win rates read
@@ -63,7 +63,7 @@ class Judged:
 
 
 def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress) -> Judged:
-    """A static schedule: every request known up front, each stage of the mode judged in one stream. Single-pass
+    """A static schedule: every request known up front, each pass of the mode judged in one stream. Single-pass
     modes make their requests in Ray Data tasks (:mod:`pairank.jobs.pipeline.static_stream`); multi-pass modes key
     them on the driver and render their prompts in a Ray Data stage (:mod:`pairank.jobs.pipeline.render`)."""
     if setup.judging.kind is None:

@@ -1,9 +1,9 @@
-"""Judging keyed requests in the spec's mode: every stage is a Ray Data stream on the same warm pool.
+"""Judging keyed requests in the spec's mode: every pass is a Ray Data stream on the same warm pool.
 
-The driver hands the pool request identities only: each stage's prompts are rendered
+The driver hands the pool request identities only: each pass's prompts are rendered
 by a Ray Data stage before the pool's (:mod:`pairank.jobs.pipeline.render`). Single-pass modes
 (``logprob``, ``generate``, ``sample``) send their requests through the pool's
-``pairwise`` stage. Multi-pass modes first run a pass per output and cache it
+``pairwise`` pass. Multi-pass modes first run a pass per output and cache it
 (``<output>/passes/``, PASSES rows):
 
 * ``prepair``: an ``analysis`` of each output, keyed by (judge, template, aspect,
@@ -13,7 +13,7 @@ by a Ray Data stage before the pool's (:mod:`pairank.jobs.pipeline.render`). Sin
   each ordered pair, written while seeing both (so no reuse across pairs);
 * ``pointwise``: a ``score`` of each output; its verdicts need no engine.
 
-then send the verdicts through the ``pairwise`` stage, their prompts rendered with
+then send the verdicts through the ``pairwise`` pass, their prompts rendered with
 both analyses (PRePair: each verdict names its two first-pass rows by key), or
 compare the two scores (pointwise: see
 :func:`pairank.operators.judges.modes.pair_scores_verdict`). A pair whose first pass
@@ -36,7 +36,7 @@ import pyarrow as pa
 from pairank.cluster import executor
 from pairank.cluster.executor import Handle, Stage, Stream
 from pairank.cluster.pools import JudgePool
-from pairank.jobs.pipeline.progress import Progress, StageProgress
+from pairank.jobs.pipeline.progress import PassProgress, Progress
 from pairank.jobs.pipeline.render import (
     PASS_IDS,
     RENDERING,
@@ -75,10 +75,10 @@ def judge_into_cache(
     cache: JudgmentCache,
     flush_rows: int,
     progress: Callable[[str], None],
-    stage: str = "pairwise",
+    judging_pass: str = "pairwise",
     render: Callable[[pa.Table], Stream] | None = None,
 ) -> pa.Table:
-    """Stream ``todo`` through the pool's ``stage``, appending a cache part every ``flush_rows``; returns the rows.
+    """Judge ``todo`` in the pool's ``judging_pass``, appending a cache part every ``flush_rows``; returns the rows.
 
     ``render``: ``todo`` holds request identities, and ``render(todo)`` is the Ray Data dataset of their
     requests (:func:`pairank.jobs.pipeline.render.rendered`); without it, ``todo`` holds the requests.
@@ -88,8 +88,9 @@ def judge_into_cache(
     propagates (a failing stream flushes its buffer first), and a key is written once per call even if the
     pool returned it twice (a batch sent again after a lost engine).
     """
-    writer = CacheWriter(cache, flush_rows, progress, stage, getattr(pool, "losses", None), lambda: todo.num_rows)
-    writer.run(pool.judge(render(todo) if render is not None else todo, stage))
+    losses = getattr(pool, "losses", None)
+    writer = CacheWriter(cache, flush_rows, progress, judging_pass, losses, lambda: todo.num_rows)
+    writer.run(pool.judge(render(todo) if render is not None else todo, judging_pass))
     return writer.table()
 
 
@@ -99,7 +100,7 @@ SEEN_BATCHES = 256
 
 
 class CacheWriter:
-    """Appends a stage's judged batches to the cache, a commit every ``flush_rows``, each key once, with progress
+    """Appends a judging pass's judged batches to the cache, a commit every ``flush_rows``, each key once, with progress
     lines (done, errors, engines lost; rate and ETA while the total is known)."""
 
     def __init__(
@@ -107,12 +108,12 @@ class CacheWriter:
         cache: JudgmentCache,
         flush_rows: int,
         progress: Callable[[str], None],
-        stage: str,
+        judging_pass: str,
         losses: Callable[[], dict[str, Any]] | None,
         total: Callable[[], int | None],
         keep: bool = True,
     ):
-        self.cache, self.flush_rows, self.progress, self.stage = cache, flush_rows, progress, stage
+        self.cache, self.flush_rows, self.progress, self.judging_pass = cache, flush_rows, progress, judging_pass
         self.losses, self.total, self.keep = losses, total, keep
         self.buffer: list[pa.Table] = []
         self.out: list[pa.Table] = []
@@ -132,7 +133,7 @@ class CacheWriter:
     def report(self, final: bool) -> None:
         total = self.total()
         n = self.losses()["lost"] if self.losses is not None else 0
-        line = f"{self.stage}: {self.judged}/{total if total is not None else '?'} ({self.errors} errors"
+        line = f"{self.judging_pass}: {self.judged}/{total if total is not None else '?'} ({self.errors} errors"
         line += f", {n} engine{'s' if n != 1 else ''} lost and replaced" if n else ""
         if not final and total is not None:
             rate = self.judged / max(time.perf_counter() - self.started, 1e-9)
@@ -141,9 +142,9 @@ class CacheWriter:
         elif not final:
             line += ", requests still being planned"
         self.progress(
-            StageProgress(
+            PassProgress(
                 line + ")",
-                stage=self.stage,
+                judging_pass=self.judging_pass,
                 done=self.judged,
                 total=max(total or 0, self.judged),
                 errors=self.errors,
@@ -174,7 +175,7 @@ class CacheWriter:
         except BaseException:
             if self.buffered:  # what the pool returned is kept, whatever happens next
                 self.flush()
-                log.warning("%s: the stream failed after %d judgments; those are saved", self.stage, self.judged)
+                log.warning("%s: the stream failed after %d judgments; those are saved", self.judging_pass, self.judged)
             raise
         if self.buffer:
             self.flush()
@@ -254,7 +255,7 @@ class Judging:
             cache.append(parts[-1])
         if ready:
             analyses = {k: (firsts[k][0]["key"], firsts[k][1]["key"]) for k in ready}
-            said = executor.put({r["key"]: r["text"] for k in ready for r in firsts[k]})  # once per stage call
+            said = executor.put({r["key"]: r["text"] for k in ready for r in firsts[k]})  # once per call
             parts.append(self._judge_ids(pool, request_ids(ready, analyses), cache, progress, analyses=said))
         return pa.concat_tables(parts)
 
@@ -264,7 +265,7 @@ class Judging:
         ids: pa.Table,
         cache: JudgmentCache,
         progress: Progress,
-        stage: str = "pairwise",
+        judging_pass: str = "pairwise",
         analyses: Handle | None = None,
     ) -> pa.Table:
         """Judge REQUEST_IDS (PASS_IDS) rows on ``pool``, their prompts rendered by a Ray Data stage in front of
@@ -272,11 +273,11 @@ class Judging:
         if self._texts is None or self._texts_pool is None or self._texts_pool() is not pool:
             self._texts, self._texts_pool = put_texts(self.maker), weakref.ref(pool)
         texts = self._texts
-        if stage == "pairwise":
+        if judging_pass == "pairwise":
             render = partial(rendered, stage=Stage(render_requests, texts, RENDERING), analyses=analyses)
         else:
             render = partial(rendered, stage=Stage(render_passes, texts, RENDERING))
-        return judge_into_cache(pool, ids, cache, self.flush_rows, progress, stage, render)
+        return judge_into_cache(pool, ids, cache, self.flush_rows, progress, judging_pass, render)
 
     # -- first passes --------------------------------------------------------------------------------------------
 
@@ -331,7 +332,7 @@ class Judging:
             progress(f"{self.kind}: {len(todo)} outputs to pass over ({self.stats['cached']} cached so far)")
             ordered = sorted(todo.values(), key=lambda r: (r["context_id"], r["aspect"], r["candidate_id"], r["focus"]))
             ids = pa.Table.from_pylist(ordered, schema=PASS_IDS)
-            done = self._judge_ids(pool, ids, self.passes, progress, stage=str(self.kind))
+            done = self._judge_ids(pool, ids, self.passes, progress, judging_pass=str(self.kind))
             rows = done.to_pylist()
             self.stats["run"] += len(rows)
             self.stats["errors"] += sum(r["error"] is not None for r in rows)

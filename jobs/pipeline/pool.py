@@ -159,7 +159,7 @@ def judge_pool(
 ) -> Iterator[JudgePool]:
     """The job's judge pool on the job's Ray: engines start once, on entry.
 
-    On exit, each actor's counters (engine prompts per stage) and the engines lost
+    On exit, each actor's counters (engine prompts per judging pass) and the engines lost
     are added to ``record``. With ``progress``, a :class:`~pairank.jobs.pipeline.progress.Heartbeat` says what
     happens until the first batch is back ("starting 1 engine", "engine ready in 41 s", "judging: first batch of
     32 running"), at most every 10 s, calling ``poll`` meanwhile (see :class:`WatchedPool`).
@@ -195,12 +195,12 @@ class WatchedPool:
         self.pool, self.beat, self.batch_size = pool, beat, batch_size
         self.first: bool | None = None  # None: nothing sent yet; True: the first batch running; False: it is back
 
-    def judge(self, requests: Any, stage: str = "pairwise") -> Iterator[pa.Table]:
+    def judge(self, requests: Any, judging_pass: str = "pairwise") -> Iterator[pa.Table]:
         """The pool's :meth:`~pairank.cluster.pools.JudgePool.judge`, watched."""
         if self.first is None:
             self.first = True
             self.beat.say(f"judging: first batch of {self.batch_size} running")
-        for batch in self.pool.judge(requests, stage):
+        for batch in self.pool.judge(requests, judging_pass):
             if self.first:
                 self.first = False
                 self.beat.say(f"judging: first batch back after {self.beat.elapsed():.0f} s")

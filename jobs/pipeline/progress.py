@@ -5,25 +5,44 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from collections.abc import Callable
 
 #: What a step reports its progress to: one line at a time.
 Progress = Callable[[str], None]
 
 
-class StageProgress(str):
-    """A judging stage's progress line that also carries its numbers; a ``str``, so any callback can print it."""
+class PassProgress(str):
+    """A judging pass's progress line that also carries its numbers; a ``str``, so any callback can print it.
 
-    stage: str
+    ``judging_pass`` names the pass (``pairwise``, ``analysis``, ``analysis_pairwise``, ``score``).
+
+    >>> line = PassProgress("pairwise: 4/8 (0 errors)", judging_pass="pairwise", done=4, total=8, errors=0,
+    ...     final=False)
+    >>> line, line.judging_pass, line.done, line.total
+    ('pairwise: 4/8 (0 errors)', 'pairwise', 4, 8)
+    """
+
+    judging_pass: str
     done: int
     total: int
     errors: int
     final: bool
 
-    def __new__(cls, text: str, *, stage: str, done: int, total: int, errors: int, final: bool) -> StageProgress:
+    def __new__(cls, text: str, *, judging_pass: str, done: int, total: int, errors: int, final: bool) -> PassProgress:
         line = super().__new__(cls, text)
-        line.stage, line.done, line.total, line.errors, line.final = stage, done, total, errors, final
+        line.judging_pass, line.done, line.total, line.errors = judging_pass, done, total, errors
+        line.final = final
         return line
+
+    @property
+    def stage(self) -> str:
+        """Deprecated alias of :attr:`judging_pass`, for progress callbacks written against the former name (in
+        pairank a "stage" is a pipeline stage only); warns with a :class:`DeprecationWarning`."""
+        warnings.warn(
+            "PassProgress.stage is deprecated: use PassProgress.judging_pass", DeprecationWarning, stacklevel=2
+        )
+        return self.judging_pass
 
 
 #: Seconds between two lines of a :class:`Heartbeat` saying the same thing.

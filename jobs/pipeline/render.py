@@ -2,7 +2,7 @@
 
 A request's prompt holds its context and both candidates' texts (and, for a verdict of a
 multi-pass mode, both analyses): it is by far the biggest part of a request, and an
-adaptive round or a stage of a multi-pass mode knows its requests by far less. So
+adaptive round or a pass of a multi-pass mode knows its requests by far less. So
 :class:`pairank.jobs.pipeline.passes.Judging` hands the pool a small Arrow table of identities and a
 Ray Data stage before the pool's forwarding stage renders them:
 
@@ -11,8 +11,8 @@ Ray Data stage before the pool's forwarding stage renders them:
    candidates and prompt variant of each request; a verdict of a multi-pass mode names
    its two first-pass rows by key (``analysis_a``, ``analysis_b``).
 2. **Texts** (:func:`put_texts`): the job's candidate texts and contexts go to Ray's
-   object store once per judge pool, not per round; a stage's analyses (the texts its
-   verdicts name) once per stage call.
+   object store once per judge pool, not per round; a verdict pass's analyses (the texts its
+   verdicts name) once per call.
 3. **Render** (a Ray Data map task per block of :data:`ROWS_PER_TASK` identities,
    :func:`render_requests` and :func:`render_passes`): REQUESTS (PASS_REQUESTS) rows,
    prompt for prompt what :meth:`pairank.jobs.pipeline.requests.RequestMaker.table` renders, in

@@ -19,10 +19,10 @@ made by Ray Data tasks, block by block, and stream straight into the judge pool:
    their keys per prompt variant, then a join with the store: the keys that
    already have a verdict in the block's buckets of the store (their partitions
    read, no shuffle) are dropped. The rest are rendered into REQUESTS rows, in prefix order,
-   and yielded in slices to the pool's stage (:meth:`pairank.cluster.pools.JudgePool.judge`,
+   and yielded in slices to the pool's forwarding stage (:meth:`pairank.cluster.pools.JudgePool.judge`,
    which sends each context to one engine). Each task reports how many comparisons
    its block wants and how many were cached to a small counter actor.
-3. **Score** (a second pass of tasks, :mod:`pairank.jobs.pipeline.block_scores`): once
+3. **Score** (a second set of tasks, :mod:`pairank.jobs.pipeline.block_scores`): once
    judging is done, each block reads back from the store one row per key of its
    comparisons, cached or just judged, and scores them there; the driver adds the
    blocks' scores up. A run whose scoring needs every judgment at once reads them

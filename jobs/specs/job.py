@@ -116,7 +116,7 @@ class JudgingSpec(Strict):
 
     @property
     def passes(self) -> tuple[str, ...]:
-        """The stages of the mode, in order: first passes per output, then the pairwise verdicts."""
+        """The passes of the mode, in order: first passes per output, then the pairwise verdicts."""
         return {
             "prepair": ("analysis", "pairwise"),
             "prepair_pairwise": ("analysis_pairwise", "pairwise"),
@@ -125,7 +125,7 @@ class JudgingSpec(Strict):
 
     @property
     def verdict_kind(self) -> str:
-        """How the pairwise stage reads a verdict: logprob, generate or sample."""
+        """How the pairwise pass reads a verdict: logprob, generate or sample."""
         if self.mode in ("prepair", "prepair_pairwise"):
             return self.verdict
         return self.mode if self.mode in ("generate", "sample") else "logprob"

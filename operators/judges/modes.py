@@ -1,9 +1,9 @@
-"""Judging modes: what one judge actor does with each stage's batch.
+"""Judging modes: what one judge actor does with each pass's batch.
 
-A mode is a sequence of stages (see ``JudgingSpec.passes``); each stage is its
+A mode is a sequence of passes (see ``JudgingSpec.passes``); each pass is its
 own Ray Data stream through the same warm pool (:mod:`pairank.cluster.pools`), and the
-driver (:mod:`pairank.jobs.pipeline.passes`) decides what each stage is asked. On the actor,
-:class:`ModeRunner` turns a batch of one stage into rows:
+driver (:mod:`pairank.jobs.pipeline.passes`) decides what each pass is asked. On the actor,
+:class:`ModeRunner` turns a batch of one pass into rows:
 
 * ``pairwise`` (REQUESTS -> JUDGMENTS): the verdict of each rendered prompt, read
   as label probabilities (``logprob``), as a generated verdict parsed by
@@ -21,7 +21,7 @@ driver (:mod:`pairank.jobs.pipeline.passes`) decides what each stage is asked. O
       >>> expected_score([math.log(0.5), math.log(0.5), -math.inf], (1, 3))
       (1.5, {'1': 0.5, '2': 0.5, '3': 0.0})
 
-Every engine prompt is counted per stage in :attr:`ModeRunner.calls`, so a test
+Every engine prompt is counted per pass in :attr:`ModeRunner.calls`, so a test
 (or the report) can see that an output was analysed once.
 
 Sampling is seeded per request from its key, so the same request gets the same
@@ -151,16 +151,16 @@ def request_seed(key: str, base: int, attempt: int = 0) -> int:
 
 
 def failure_rows(
-    engine_identity: dict, judging, stage: str, batch: pa.Table, error: str, seconds: float = 0.0
+    engine_identity: dict, judging, judging_pass: str, batch: pa.Table, error: str, seconds: float = 0.0
 ) -> pa.Table:
-    """Error rows for every request of ``batch`` in ``stage`` (a judgment or a first pass), naming ``error``.
+    """Error rows for every request of ``batch`` in ``judging_pass`` (a judgment or a first pass), naming ``error``.
 
     Needs no engine: a pool answers with these the requests no engine could judge
     (``functools.partial(failure_rows, engine_identity, judging)``).
     """
     n = batch.num_rows
     share = [seconds / max(n, 1)] * n
-    if stage == "pairwise":
+    if judging_pass == "pairwise":
         return judgment_table(
             batch,
             judging_identity(engine_identity, judging),
@@ -172,7 +172,7 @@ def failure_rows(
             seconds=share,
             error=[error] * n,
         )
-    identity = pass_identity(engine_identity, judging, stage)
+    identity = pass_identity(engine_identity, judging, judging_pass)
     return pass_table(
         batch,
         identity,
@@ -196,7 +196,7 @@ def build_runner(build: Callable[[Any], Judge], judge_spec, judging=None) -> Mod
 
 
 class ModeRunner:
-    """One judge engine and the judging mode: runs any stage's batch on it."""
+    """One judge engine and the judging mode: runs any pass's batch on it."""
 
     def __init__(self, judge: Judge, judging=None):
         self.judge, self.judging = judge, judging
@@ -215,31 +215,31 @@ class ModeRunner:
         assert isinstance(self.judge, GeneratingJudge), f"the {self.judge.engine} engine cannot generate"
         return self.judge
 
-    def run(self, stage: str, batch: pa.Table) -> pa.Table:
-        """Rows of one stage's batch; an engine failure becomes error rows (retried on the next run)."""
-        if stage not in ("pairwise", "analysis", "analysis_pairwise", "score"):
+    def run(self, judging_pass: str, batch: pa.Table) -> pa.Table:
+        """Rows of one pass's batch; an engine failure becomes error rows (retried on the next run)."""
+        if judging_pass not in ("pairwise", "analysis", "analysis_pairwise", "score"):
             raise ValueError(
-                f"unknown judging stage {stage!r}; expected pairwise, analysis, analysis_pairwise or score"
+                f"unknown judging pass {judging_pass!r}; expected pairwise, analysis, analysis_pairwise or score"
             )
         started = time.perf_counter()
         try:
-            return self.pairwise(batch) if stage == "pairwise" else self.first_pass(stage, batch)
+            return self.pairwise(batch) if judging_pass == "pairwise" else self.first_pass(judging_pass, batch)
         except Exception as exc:
             if self.judge.is_fatal(exc):
                 raise  # the engine is gone: its actor ends and Ray restarts it (pairank.cluster.pools)
-            if stage == "pairwise":
-                check_columns(batch, REQUEST_COLUMNS, "pairwise stage")
+            if judging_pass == "pairwise":
+                check_columns(batch, REQUEST_COLUMNS, "pairwise pass")
             else:
-                check_columns(batch, PASS_COLUMNS, f"{stage} stage")
-            return self._failed(stage, batch, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+                check_columns(batch, PASS_COLUMNS, f"{judging_pass} pass")
+            return self._failed(judging_pass, batch, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
 
-    def _failed(self, stage: str, batch: pa.Table, error: str, seconds: float) -> pa.Table:
-        return failure_rows(self.engine_identity, self.judging, stage, batch, error, seconds)
+    def _failed(self, judging_pass: str, batch: pa.Table, error: str, seconds: float) -> pa.Table:
+        return failure_rows(self.engine_identity, self.judging, judging_pass, batch, error, seconds)
 
     # -- pairwise verdicts ---------------------------------------------------------------------------------------
 
     def pairwise(self, requests: pa.Table) -> pa.Table:
-        check_columns(requests, REQUEST_COLUMNS, "pairwise stage")
+        check_columns(requests, REQUEST_COLUMNS, "pairwise pass")
         self.calls["pairwise"] += requests.num_rows
         if self.verdict == "logprob":
             if self.identity is self.engine_identity:
@@ -346,7 +346,7 @@ class ModeRunner:
     # -- first passes --------------------------------------------------------------------------------------------
 
     def first_pass(self, kind: str, requests: pa.Table) -> pa.Table:
-        check_columns(requests, PASS_COLUMNS, f"{kind} stage")
+        check_columns(requests, PASS_COLUMNS, f"{kind} pass")
         prompts, keys = requests.column("prompt").to_pylist(), requests.column("key").to_pylist()
         self.calls[kind] += len(prompts)
         identity = pass_identity(self.engine_identity, self.judging, kind)

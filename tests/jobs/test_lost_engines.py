@@ -159,7 +159,7 @@ class FailingPool:
     def __init__(self, batches: list[pa.Table]):
         self.batches = batches
 
-    def judge(self, todo, stage):
+    def judge(self, todo, judging_pass):
         yield from self.batches
         raise RuntimeError("Dataset execution will now abort")
 

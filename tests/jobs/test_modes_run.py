@@ -1,5 +1,5 @@
 """Every judging mode end to end on real parts: SummEval outputs judged by the vLLM CPU engine in a
-Ray actor pool, each stage of a multi-pass mode a Ray Data stream on the same warm pool.
+Ray actor pool, each pass of a multi-pass mode a Ray Data stream on the same warm pool.
 
 Gemma-3-270M is a base model: it rarely writes a verdict marker, so generate and
 sample mostly give counted error rows. These tests check the path, not the quality."""

@@ -292,14 +292,14 @@ def test_sample_mode_p_a_is_the_fraction_of_samples_choosing_a(vllm_judge):
 
 def test_first_passes_analyse_and_score_one_output_each(vllm_judge):
     runner = ModeRunner(vllm_judge, _mode_spec("prepair"))
-    for kind, stage in (("analysis", "analysis"), ("pointwise", "score")):
+    for kind, judging_pass in (("analysis", "analysis"), ("pointwise", "score")):
         template, _ = _templates(kind)
         rows = [
             {
                 "key": f"{i:08x}" * 4,
                 "context_id": "ctx",
                 "aspect": "fluency",
-                "kind": stage,
+                "kind": judging_pass,
                 "candidate_id": cid,
                 "other_id": "",
                 "focus": "",
@@ -308,9 +308,10 @@ def test_first_passes_analyse_and_score_one_output_each(vllm_judge):
             }
             for i, (cid, text) in enumerate([("good", GOOD), ("bad", BAD)])
         ]
-        out = validate(runner.run(stage, pa.Table.from_pylist(rows, schema=PASS_REQUESTS)), PASSES, stage).to_pylist()
+        batch = pa.Table.from_pylist(rows, schema=PASS_REQUESTS)
+        out = validate(runner.run(judging_pass, batch), PASSES, judging_pass).to_pylist()
         assert [r["candidate_id"] for r in out] == ["good", "bad"] and all(r["error"] is None for r in out)
-        if stage == "score":
+        if judging_pass == "score":
             for r in out:
                 assert 1.0 <= r["score"] <= 5.0
                 assert sum(json.loads(r["text"])["probabilities"].values()) == pytest.approx(1.0, abs=1e-4)

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from pairank.jobs.cli.console import Console
-from pairank.jobs.pipeline.progress import StageProgress
+from pairank.jobs.pipeline.progress import PassProgress
 from pairank.storage.fs import Location
 from tests.helpers import ROOT, spec_for, write_input
 
@@ -132,19 +132,24 @@ class Terminal(io.StringIO):
         return True
 
 
-def stage_lines(n: int, total: int) -> list[StageProgress]:
+def pass_lines(n: int, total: int) -> list[PassProgress]:
     return [
-        StageProgress(
-            f"pairwise: {d}/{total} (0 errors)", stage="pairwise", done=d, total=total, errors=0, final=d == total
+        PassProgress(
+            f"pairwise: {d}/{total} (0 errors)",
+            judging_pass="pairwise",
+            done=d,
+            total=total,
+            errors=0,
+            final=d == total,
         )
         for d in range(total // n, total + 1, total // n)
     ]
 
 
-def test_plain_progress_lines_are_throttled_per_stage_and_the_last_always_shown():
+def test_plain_progress_lines_are_throttled_per_pass_and_the_last_always_shown():
     c = Console()
     c._err = io.StringIO()
-    for line in stage_lines(5, 100):
+    for line in pass_lines(5, 100):
         c.progress(line)
     c.progress("round 2: other news")
     shown = c._err.getvalue().splitlines()
@@ -155,10 +160,10 @@ def test_plain_progress_lines_are_throttled_per_stage_and_the_last_always_shown(
     ]
 
 
-def test_on_a_terminal_a_stage_is_one_bar_that_ends_at_its_total():
+def test_on_a_terminal_a_pass_is_one_bar_that_ends_at_its_total():
     c = Console()
     c._err = Terminal()
-    for line in stage_lines(4, 80):
+    for line in pass_lines(4, 80):
         c.progress(line)
     text = c._err.getvalue()
     assert "[pairank] pairwise" in text and "80/80" in text and "errors=0" in text

@@ -1,4 +1,4 @@
-"""Prompts rendered in the cluster (jobs/pipeline/render.py) on local Ray: adaptive rounds and the stages of multi-pass
+"""Prompts rendered in the cluster (jobs/pipeline/render.py) on local Ray: adaptive rounds and the passes of multi-pass
 modes hand the judge pool request identities, and a Ray Data stage renders them, prompt for prompt what the
 driver rendered before (``RequestMaker.table``).
 
@@ -58,9 +58,9 @@ class SeeingPool:
         with judge_pool(spec) as pool:
             judge = pool.judge
 
-            def seeing(requests, stage="pairwise"):
-                self.handed.append((stage, requests))
-                return judge(requests, stage)
+            def seeing(requests, judging_pass="pairwise"):
+                self.handed.append((judging_pass, requests))
+                return judge(requests, judging_pass)
 
             pool.judge = seeing
             yield pool
@@ -97,8 +97,8 @@ def test_adaptive_rounds_hand_the_pool_identities_and_judge_what_the_driver_rend
     judged_rounds = [r for r in result.rounds if r["judged"]]
     assert result.stopped == "done" and len(judged_rounds) == len(pools.handed) > 3
     maker = setup.maker
-    for (stage, ds), stats in zip(pools.handed, judged_rounds):
-        assert stage == "pairwise" and "MapBatches(render_requests)" in ds.dataset._logical_plan.dag.dag_str
+    for (judging_pass, ds), stats in zip(pools.handed, judged_rounds):
+        assert judging_pass == "pairwise" and "MapBatches(render_requests)" in ds.dataset._logical_plan.dag.dag_str
         (ids,) = source_tables(ds)  # what the driver handed over: identities, no prompt text
         assert ids.schema == REQUEST_IDS and "prompt" not in ids.column_names and ids.num_rows == stats["judged"]
         assert [(r["context_id"], r["candidate_a"], r["candidate_b"]) for r in prefix_order(ids.to_pylist())] == [
