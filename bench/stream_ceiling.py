@@ -114,6 +114,11 @@ def child(case: dict) -> dict:
         folder = Path(tmp)
         rows = write_input(folder / "input", case["contexts"], case["candidates"])
         spec = load_spec(write_spec(folder, case), case["set"])
+        if case.get("stages") == "only":
+            return {
+                "code": str(Path(pairank.__file__).resolve().parent.parent),
+                "stage_cpu_us_per_comparison": stage_cpu(spec, folder),
+            }
         events: list[tuple[float, int]] = []
         samples: list[tuple[float, dict]] = []
         stop = threading.Event()
@@ -123,7 +128,10 @@ def child(case: dict) -> dict:
                 samples.append((time.time(), C.cpu_snapshot("driver (the run's process)")))
                 stop.wait(1.0)
 
+        said: list[tuple[float, str]] = []
+
         def progress(msg) -> None:
+            said.append((time.time(), str(msg)[:160]))
             found = PROGRESS.match(str(msg))
             if found:
                 events.append((time.time(), int(found.group(1))))
@@ -140,6 +148,7 @@ def child(case: dict) -> dict:
         from pairank.cluster.runtime import shutdown_ray
 
         shutdown_ray()
+        stages = stage_cpu(spec, folder) if case.get("stages") else None
     n = result.requests
     if result.judged != n or result.errors:
         raise SystemExit(f"expected {n} judged and no errors, found {result.judged} judged, {result.errors} errors")
@@ -157,10 +166,61 @@ def child(case: dict) -> dict:
         "to_last_commit_s": round(events[-1][0] - t0, 2),
         "wall_s": round(t_end - t0, 2),
         "commits": len(events),
+        "stage_cpu_us_per_comparison": stages,
+        "progress_lines": [(round(t - t0, 2), m) for t, m in said if not PROGRESS.match(m)],
         "cpu_steady": C.cpu_delta(inside[0][1], inside[-1][1], inside[-1][0] - inside[0][0])
         if len(inside) > 1
         else None,
     }
+
+
+def stage_cpu(spec, folder: Path) -> dict:
+    """CPU microseconds per comparison of each stage, run in this process on the run's first planning block (its
+    store full): ``time.process_time``, this process's own CPU, so other load on the machine changes it little."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pairank.jobs.pipeline.block_scores import ScoreSettings, score_block
+    from pairank.jobs.pipeline.judge import static_scheduler
+    from pairank.jobs.pipeline.setup import prepare_judging
+    from pairank.jobs.pipeline.static_stream import StaticPlan, cut_blocks, plan_blocks, plan_requests
+    from pairank.operators.judges import make_judge
+    from pairank.storage.cache import JudgmentCache
+    from pairank.storage.fs import Location
+    from pairank.storage.layout import RunLayout
+
+    candidates = pq.read_table(folder / "input" / "candidates.parquet")
+    block = cut_blocks(candidates, plan_blocks(candidates))[0]
+    setup = prepare_judging(spec, candidates, RunLayout.of(spec.output, spec.name))
+    full = StaticPlan.now(
+        setup.maker.variants, setup.maker.judge, static_scheduler(spec), tuple(spec.aspects), setup.cache
+    )
+    empty = JudgmentCache(Location.of(str(folder / "empty")))
+    fresh = StaticPlan.now(setup.maker.variants, setup.maker.judge, static_scheduler(spec), tuple(spec.aspects), empty)
+    out: dict = {}
+
+    def timed(name: str, fn):
+        start = time.process_time()
+        value = fn()
+        out[name] = time.process_time() - start
+        return value
+
+    _, wanted = timed("keys (plan.wanted)", lambda: fresh.wanted(block))
+    n = len(wanted)
+    requests = pa.concat_tables(timed("plan (keys, render, slices)", lambda: list(plan_requests(block, fresh))))
+    judge = make_judge(spec.judge)
+    judged = timed("simulated judge", lambda: [judge.judge(requests.slice(i, 1024)) for i in range(0, n, 1024)])
+    if setup.cache.version() is None:  # stages only: the store gets the block's judgments here
+        for table in judged:
+            setup.cache.append(table)
+        full = full.next_pass(first=True)
+    part = pa.concat_tables(judged).slice(0, 4096)
+    timed("commit of 4096 rows x 5", lambda: [empty.append(part) for _ in range(5)])
+    out["commit of 4096 rows x 5"] *= n / (5 * 4096)
+    out["commit of 4096 rows (per comparison at flush_rows 4096)"] = out.pop("commit of 4096 rows x 5")
+    settings = ScoreSettings.of(full, candidates, spec.scoring.verdicts, spec.judging.decisive_weight, None)
+    timed("score (read back, keys, scores)", lambda: score_block(block, settings))
+    return {"comparisons": n, **{k: round(v * 1e6 / n, 2) for k, v in out.items()}}
 
 
 # ---------------------------------------------------------------- code of another revision
@@ -312,6 +372,13 @@ def main() -> None:
     ap.add_argument("--code", action="append", default=[], help="git revision per arm ('HEAD': the worktree)")
     ap.add_argument("--repeats", type=int, default=1, help="rounds over the arms (order alternating)")
     ap.add_argument("--profile", action="store_true", help="py-spy the process tree of every case")
+    ap.add_argument(
+        "--stages",
+        nargs="?",
+        const="also",
+        choices=["also", "only"],
+        help="CPU per comparison of each stage, in process (only: without the run, --repeats of each arm)",
+    )
     ap.add_argument("--tag", default="")
     ap.add_argument("--breakdown", metavar="FILE", help="print the breakdown of a profile file")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -338,6 +405,7 @@ def main() -> None:
                     "flush_rows": args.flush_rows,
                     "pool_size": args.pool_size,
                     "set": args.set,
+                    "stages": args.stages,
                 }
                 busy0 = C.machine_cpu()
                 t0 = time.time()
@@ -346,6 +414,10 @@ def main() -> None:
                 busy1 = C.machine_cpu()
                 got["machine_cores_busy_during_case"] = round((busy1[0] - busy0[0]) / (time.time() - t0), 2)
                 got["load_avg_after"] = os.getloadavg()
+                if args.stages == "only":
+                    print(f"{arm} repeat {r}: {json.dumps(got['stage_cpu_us_per_comparison'])}", flush=True)
+                    cases.append({"case": case, "result": got})
+                    continue
                 print(
                     f"{arm} repeat {r}: {got['comparisons']} comparisons, steady {got['steady_per_s']}/s, "
                     f"judging {got['judging_per_s']}/s, wall {got['wall_s']} s, machine busy "
@@ -353,6 +425,36 @@ def main() -> None:
                     flush=True,
                 )
                 cases.append({"case": case, "result": got})
+    summary = stage_summary(arms, cases) if args.stages == "only" else run_summary(arms, cases)
+    result = {
+        "benchmark": name,
+        "date": C.now(),
+        "judge": "SIMULATED (seconds_per_comparison 0): no model; pairank's own ceiling",
+        "machine": C.machine(),
+        "summary": summary,
+        "cases": cases,
+    }
+    path = C.write_result(name, result)
+    print(f"wrote {path.relative_to(C.ROOT)}")
+
+
+def stage_summary(arms: list[str], cases: list[dict]) -> dict:
+    """Per arm, the median CPU microseconds per comparison of each stage; with two arms or more, each stage's
+    ratio of the first arm's to each other's (above 1: the other is faster)."""
+    summary: dict = {}
+    for arm in arms:
+        mine = [c["result"]["stage_cpu_us_per_comparison"] for c in cases if c["case"]["code"] == arm]
+        summary[arm] = {k: statistics.median(m[k] for m in mine) for k in mine[0] if k != "comparisons"}
+    for arm in arms[1:]:
+        summary[f"speedup {arms[0]} -> {arm}"] = {
+            k: round(v / summary[arm][k], 2) for k, v in summary[arms[0]].items() if summary[arm].get(k)
+        }
+    for k, v in summary.items():
+        print(k, json.dumps(v))
+    return summary
+
+
+def run_summary(arms: list[str], cases: list[dict]) -> dict:
     summary = {}
     for arm in arms:
         mine = [c["result"] for c in cases if c["case"]["code"] == arm]
@@ -374,16 +476,7 @@ def main() -> None:
             ["code", "steady comp/s (median)", "wall s", "ratio"],
         )
     )
-    result = {
-        "benchmark": name,
-        "date": C.now(),
-        "judge": "SIMULATED (seconds_per_comparison 0): no model; pairank's own ceiling",
-        "machine": C.machine(),
-        "summary": summary,
-        "cases": cases,
-    }
-    path = C.write_result(name, result)
-    print(f"wrote {path.relative_to(C.ROOT)}")
+    return summary
 
 
 if __name__ == "__main__":
