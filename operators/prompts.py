@@ -40,6 +40,7 @@ The other judge modes share one template per (kind, variant) across domains:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import string
@@ -121,6 +122,15 @@ def neutralise(text: str) -> str:
     return rewrite_folded(text, _FENCE, _spaced, _GUILLEMETS)
 
 
+@functools.lru_cache(maxsize=512)
+def _field_text(value: str, parsed: bool) -> str:
+    """A field's value as a prompt shows it: defused (a parsed kind's) and neutralised. Kept for the texts of the
+    last few contexts: a static run renders a context's pairs together, each text many times (a context with n
+    candidates: its text n (n - 1) times, each candidate's 2 (n - 1) times), and neutralising is most of a
+    prompt's rendering (bench/stream_ceiling.py)."""
+    return neutralise(defuse(value) if parsed else value)
+
+
 def _runtime_fields(name: str, text: str) -> set[str]:
     try:
         return {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
@@ -148,8 +158,9 @@ class PromptTemplate:
                 f"found {sorted(fields)}"
             )
 
-    @property
+    @functools.cached_property
     def hash(self) -> str:
+        """The template text's hash (made once: every key of a run holds it)."""
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()[:16]
 
     def fill(self, **fields: str) -> str:
@@ -175,9 +186,7 @@ class PromptTemplate:
             raise ValueError(
                 f"prompt template {self.name}: field 'focus' must be one of {list(FOCUS)}, found {fields['focus']!r}"
             )
-        if self.parsed:
-            fields = {key: defuse(value) for key, value in fields.items()}
-        return self.text.format(**{key: neutralise(value) for key, value in fields.items()})
+        return self.text.format(**{key: _field_text(value, self.parsed) for key, value in fields.items()})
 
     def render(self, context: str, candidate_a: str, candidate_b: str) -> str:
         """:meth:`fill` for the pairwise placeholders (logprob and generate templates)."""

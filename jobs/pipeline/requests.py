@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from pairank.jobs.schedulers import StaticSettings, parse_scheduler
 from pairank.operators.conversations import candidate_texts, context_texts
 from pairank.operators.prompts import PromptTemplate
-from pairank.storage.keys import judgment_key, text_hash
+from pairank.storage.keys import canonical_json, key_of, text_hash
 from pairank.storage.schemas import REQUESTS
 
 
@@ -131,9 +131,14 @@ class RequestMaker:
         maker.text, maker.context, maker.variants, maker.judge = text, context, as_variants(prompts), judge
         return maker
 
+    @cached_property
+    def judge_json(self) -> str:
+        """The judge identity as the keys hold it (:func:`pairank.storage.keys.canonical_json`), made once."""
+        return canonical_json(self.judge)
+
     def key(self, aspect: str, ctx: str, a: str, b: str, variant: int = 0) -> str:
         h = self.variants[aspect][variant].hash
-        return judgment_key(self.judge, h, aspect, ctx, self.context[ctx], a, self.text[a], b, self.text[b])
+        return key_of(self.judge_json, h, aspect, ctx, self.context[ctx], a, self.text[a], b, self.text[b])
 
     def keys(self, aspect: str, ctx: str, a: str, b: str) -> list[str]:
         """One key per prompt variant of the aspect."""
