@@ -609,11 +609,11 @@ LONG_TEXTS = [
 
 @pytest.mark.parametrize(("text", "label"), [c[1:] for c in LONG_TEXTS], ids=[c[0] for c in LONG_TEXTS])
 def test_long_text_is_fast(text, label):
-    started = time.perf_counter()
+    started = time.process_time()  # CPU seconds: other processes' load does not count
     assert parse_verdict(text).label == label
     defused = defuse(text)
     assert parse_verdict(defused).error in (NO_VERDICT, EMPTY)
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0
 
 
 LONG_TEXTS5 = [
@@ -629,8 +629,8 @@ LONG_TEXTS5 = [
 
 @pytest.mark.parametrize(("text", "level"), [c[1:] for c in LONG_TEXTS5], ids=[c[0] for c in LONG_TEXTS5])
 def test_long_text_is_fast_with_five_levels(text, level):
-    started = time.perf_counter()
+    started = time.process_time()  # CPU seconds: other processes' load does not count
     assert parse_verdict(text, scale=5).level == level
     defused = defuse(text)
     assert parse_verdict(defused, scale=5).error in (NO_VERDICT5, EMPTY)
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0

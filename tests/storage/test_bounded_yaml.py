@@ -50,10 +50,10 @@ def test_an_alias_bomb_in_engine_kwargs_is_exit_2_naming_file_line_and_key(tmp_p
     path = tmp_path / "bomb.yaml"
     path.write_text(spec_text(tmp_path, BOMB))
     assert len(BOMB[-1]) < 100 and path.stat().st_size < 1000
-    started = time.monotonic()
+    started = time.process_time()  # CPU seconds: other processes' load does not count
     code, err = run_cli(capsys, "run", str(path))
     assert code == 2, err
-    assert time.monotonic() - started < 10
+    assert time.process_time() - started < 10
     (line,) = err.splitlines()
     assert line.startswith(f"pairank: error: {path}: line {line_of(path, 'a5:')}, column ")
     assert "(key judge.engine_kwargs.a5." in line and f"expands to over {MAX_BYTES:,} bytes" in line
