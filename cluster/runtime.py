@@ -71,7 +71,7 @@ def ensure_ray(
         configure_logging=True,
         logging_level=logging.WARNING,
         log_to_driver=True,
-        **({"_metrics_export_port": metrics_export_port} if metrics_export_port else {}),
+        _metrics_export_port=metrics_export_port,
     )
     nodes = {n["NodeManagerAddress"] for n in ray.nodes()}
     if nodes != {LOOPBACK}:
