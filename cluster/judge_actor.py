@@ -47,6 +47,38 @@ class Gate:
             self.cond.notify_all()
 
 
+def where_am_i() -> dict:
+    """Where this actor runs: ``node_id`` (Ray's id of its node) and ``gpu_ids`` (the GPUs Ray gave it; the same id
+    for actors sharing a GPU). An actor in a placement group of several GPU bundles (a parallel engine's) holds no
+    GPU itself: ``group`` then gives each bundle's ``node_id`` and ``gpu_ids``, found by a task that reserves the
+    bundle's GPUs, run in it before the engine starts."""
+    import ray
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    place: dict = {
+        "node_id": ray.get_runtime_context().get_node_id(),
+        "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+    }
+    group = ray.util.get_current_placement_group()
+    if group is not None:
+        probe = ray.remote(num_cpus=0)(_bundle_place)
+        probes = [
+            probe.options(
+                num_gpus=spec.get("GPU", 0),
+                scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i),
+            ).remote()
+            for i, spec in enumerate(group.bundle_specs)
+        ]
+        place["group"] = ray.get(probes)
+    return place
+
+
+def _bundle_place() -> dict:
+    import ray
+
+    return {"node_id": ray.get_runtime_context().get_node_id(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+
+
 class Runner(Protocol):
     """What a pool's or a replica's factory builds (pairank.operators.judges.modes.ModeRunner): one engine."""
 
@@ -77,6 +109,7 @@ class JudgeActor:
         self.slot, self.monitor = slot, monitor
         if monitor is not None:
             ray.get(monitor.arrived.remote(slot, os.getpid()))  # before anything runs on this engine
+        self.place = where_am_i()  # before the engine starts (a parallel engine's workers take its group's GPUs)
         started = time.perf_counter()
         self.runner = factory()
         self.gate = Gate()
@@ -117,9 +150,10 @@ class JudgeActor:
         return out, batch_cost(stage, out, fresh, seconds)
 
     def info(self) -> dict:
-        """pid, engine start seconds (of this process: a restarted engine's), and the most batches in flight at
-        once. What the engine judged is counted by the pool, not here: it would restart at 0 with the engine."""
-        return {**self.stats, "most_in_flight": self.gate.most}
+        """pid, engine start seconds (of this process: a restarted engine's), the most batches in flight at once,
+        and where it runs (:func:`where_am_i`). What the engine judged is counted by the pool, not here: it would
+        restart at 0 with the engine."""
+        return {**self.stats, "most_in_flight": self.gate.most, **self.place}
 
 
 def batch_cost(stage: str, out: pa.Table, calls: dict[str, int], seconds: float) -> dict:

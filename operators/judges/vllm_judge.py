@@ -84,10 +84,16 @@ class VllmJudge(GeneratingJudge):
         """An engine core that died (its process, or its worker, ended) takes no more requests in this process."""
         return any(type(e).__name__ in DEAD_ENGINE_ERRORS for e in _chain(exc))
 
-    def __init__(self, spec: Any, choose_dtype: Callable[[str, float], tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        spec: Any,
+        choose_dtype: Callable[[str, float], tuple[str, str]],
+        parallel_kwargs: Callable[[Any, bool], dict[str, Any]],
+    ) -> None:
         """``spec``: a :class:`pairank.operators.judges.vllm_engine.VllmJudgeSpec` (a pool's actor gets it placed:
         ``dtype`` and ``async_engine`` decided; ``auto`` left in them is decided for this machine);
-        ``choose_dtype``: (``judge.dtype``, GPUs) -> the dtype and why, the engine declaration's."""
+        ``choose_dtype``: (``judge.dtype``, GPUs) -> the dtype and why, the engine declaration's;
+        ``parallel_kwargs``: (spec, on GPUs) -> vLLM's keywords of its parallel sizes, the declaration's."""
         model = resolve_model(spec.model)
         local = not isinstance(model, str)
         for key, value in {**_ALWAYS_ENV, **(_LOCAL_ENV if local else {})}.items():
@@ -119,6 +125,7 @@ class VllmJudge(GeneratingJudge):
             enable_prefix_caching=True,
             enforce_eager=spec.enforce_eager,
             seed=spec.seed,
+            **parallel_kwargs(spec, not current_platform.is_cpu()),
             **spec.engine_kwargs,
         )
         # `auto` outside a pool (a pool decides it from the GPUs it reserves): what this machine has.
