@@ -42,6 +42,9 @@ def forward(
     ``on_failure(judging_pass, rows, reason)``. A call that only waited behind a dying call
     is sent again without counting. An actor that is dead for good (its restarts used
     up) leaves the pool and the live ones take its calls; with none left, the rows fail.
+
+    What each batch returned cost (prompts, tokens, seconds) is told to the monitor as it comes back
+    (:meth:`~pairank.cluster.pool_monitor.PoolMonitor.tally`).
     """
     import ray
     from ray.exceptions import ActorDiedError, RayActorError
@@ -81,7 +84,7 @@ def forward(
         (ref,), _ = ray.wait(list(waiting), num_returns=1)
         call = waiting.pop(ref)
         try:
-            out.append(ray.get(ref))
+            rows, cost = ray.get(ref)
         except RayActorError as exc:
             running = ray.get(monitor.was_running.remote(call.slot, call.id))
             monitor.forget.remote(call.slot, call.id)
@@ -104,6 +107,8 @@ def forward(
                 rows[0].after = rows[1:] + call.after
                 send(rows[0])
             continue
+        ray.get(monitor.tally.remote(call.slot, cost))  # a batch lost with its engine is not counted
+        out.append(rows)
         done(call)
     return pa.concat_tables(out)
 

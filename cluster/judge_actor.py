@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 log = logging.getLogger(__name__)
 
@@ -112,17 +113,21 @@ class JudgeActor:
         started = time.perf_counter()
         self.runner = factory()
         self.gate = Gate()
-        self.stats = {"pid": os.getpid(), "start_seconds": time.perf_counter() - started, "batches": 0, "rows": 0}
+        self.stats = {"pid": os.getpid(), "start_seconds": time.perf_counter() - started}
+        self.counting = threading.Lock()
+        self.reported: dict[str, int] = {}  # engine prompts per judging pass, as told with the batches returned so far
 
     def judge_batch(
         self, batch: pa.Table, judging_pass: str = "pairwise", call: str | None = None, alone: bool = False
-    ) -> pa.Table:
+    ) -> tuple[pa.Table, dict]:
+        """The result rows of ``batch``, and what judging it cost (:func:`batch_cost`)."""
         import ray
 
         self.gate.enter(alone)
         try:
             if self.monitor is not None and call is not None:
                 ray.get(self.monitor.started.remote(self.slot, call))
+            started = time.perf_counter()
             try:
                 out = self.runner.run(judging_pass, batch)
             except BaseException as exc:
@@ -133,15 +138,37 @@ class JudgeActor:
                     exc,
                 )
                 os._exit(70)
+            seconds = time.perf_counter() - started
             if self.monitor is not None and call is not None:
                 ray.get(self.monitor.finished.remote(self.slot, call))
-            self.stats["batches"] += 1
-            self.stats["rows"] += batch.num_rows
+            with self.counting:  # the prompts counted since the last batch returned (several may run at once)
+                calls = dict(self.runner.info().get("calls", {}))
+                fresh = {k: n - self.reported.get(k, 0) for k, n in calls.items() if n != self.reported.get(k, 0)}
+                self.reported = calls
         finally:
             self.gate.leave(alone)
-        return out
+        return out, batch_cost(judging_pass, out, fresh, seconds)
 
     def info(self) -> dict:
-        """pid, engine start seconds, batches and rows so far, the most batches in flight at once, where it runs
-        (:func:`where_am_i`), and engine prompts per judging pass (``calls``)."""
-        return {**self.stats, "most_in_flight": self.gate.most, **self.place, **self.runner.info()}
+        """pid, engine start seconds (of this process: a restarted engine's), the most batches in flight at once,
+        and where it runs (:func:`where_am_i`). What the engine judged is counted by the pool, not here: it would
+        restart at 0 with the engine."""
+        return {**self.stats, "most_in_flight": self.gate.most, **self.place}
+
+
+def batch_cost(judging_pass: str, out: pa.Table, calls: dict[str, int], seconds: float) -> dict:
+    """What one batch cost: its judging pass, rows, engine prompts per judging pass (``calls``), prompt and
+    generated tokens (the rows' ``input_tokens`` and ``output_tokens``), and the engine's ``seconds``.
+
+    >>> t = pa.table({"input_tokens": [10, 12], "output_tokens": [1, 1]})
+    >>> cost = batch_cost("pairwise", t, {"pairwise": 2}, 0.5)
+    >>> cost["judging_pass"], cost["rows"], cost["calls"]
+    ('pairwise', 2, {'pairwise': 2})
+    >>> cost["input_tokens"], cost["output_tokens"], cost["seconds"]
+    (22, 2, 0.5)
+    """
+    tokens = {
+        c: int(pc.sum(out.column(c)).as_py() or 0) if c in out.column_names else 0
+        for c in ("input_tokens", "output_tokens")
+    }
+    return {"judging_pass": judging_pass, "rows": out.num_rows, "calls": calls, **tokens, "seconds": seconds}

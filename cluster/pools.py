@@ -58,6 +58,7 @@ import pyarrow as pa
 from pairank.cluster.executor import Stream, driver_node
 from pairank.cluster.forwarding import SLOT, deal_blocks, forward
 from pairank.cluster.judge_actor import JudgeActor, Runner
+from pairank.cluster.metrics import Meter
 from pairank.cluster.placement import Placement, avoided_head
 from pairank.cluster.pool_monitor import PoolMonitor
 from pairank.cluster.ray_shim import cheap_repartition
@@ -86,6 +87,10 @@ class EngineStartError(RuntimeError):
         else:
             why = said[0] if said else type(cause).__name__
         super().__init__(f"a judge engine failed to start: {why}")
+
+
+#: What an actor that judged nothing did.
+EMPTY_TOTALS: dict[str, Any] = {"batches": 0, "rows": 0, "calls": {}, "input_tokens": 0, "output_tokens": 0}
 
 
 @dataclass(frozen=True)
@@ -141,15 +146,16 @@ class JudgePool:
         factory: Callable[[], Runner],
         resources: PoolResources,
         on_failure: Callable[[str, pa.Table, str], pa.Table] | None = None,
+        meter: Meter | None = None,
     ):
-        """``on_failure(judging_pass, rows, reason)``: the result rows of requests no engine could judge (error
-        rows)."""
-        self.factory, self.resources, self.on_failure = factory, resources, on_failure
+        """``on_failure(judging_pass, rows, reason)``: the result rows of requests no engine could judge (error rows);
+        ``meter``: the run's metrics (:mod:`pairank.cluster.metrics`), recorded by the pool's monitor."""
+        self.factory, self.resources, self.on_failure, self.meter = factory, resources, on_failure, meter
         self.actors: dict[int, Any] = {}  # by slot: every actor started and not stopped (dead ones too)
         self.monitor: Any = None  # the PoolMonitor actor, while started
         self.placement = Placement(resources.num_cpus, resources.num_gpus, resources.ranks)  # where its actors go
         self.scaler: Scaler | None = None
-        self.stopped: list[dict] = []  # what the actors stopped when idle did
+        self.stopped: dict[int, dict] = {}  # by slot: the actors stopped when idle
         self.most = self.made = 0
 
     def __enter__(self) -> JudgePool:
@@ -171,7 +177,9 @@ class JudgePool:
         self.placement.avoid = avoided_head(r.on_head)  # on a cluster of several nodes, the head's id
         # the pool's bookkeeping lives on the driver's node: the job cannot outlive that node, but outlives others
         self.monitor = (
-            ray.remote(PoolMonitor).options(num_cpus=0, **driver_node()).remote(not r.fixed, r.batches_in_flight + 1)
+            ray.remote(PoolMonitor)
+            .options(num_cpus=0, **driver_node())
+            .remote(not r.fixed, r.batches_in_flight + 1, self.meter)
         )
         starting = [self.launch() for _ in range(r.min_size)]
         try:
@@ -217,9 +225,9 @@ class JudgePool:
             return False
         actor = self.actors.pop(slot)
         try:
-            self.stopped.append(ray.get(actor.info.remote()))
+            self.stopped[slot] = ray.get(actor.info.remote())
         except RayActorError:
-            self.stopped.append({})  # it died as it left: nothing to count
+            self.stopped[slot] = {}  # it died as it left: what it judged is counted all the same
         ray.kill(actor, no_restart=True)
         self.placement.release(slot)
         log.info(
@@ -242,18 +250,22 @@ class JudgePool:
         self.actors, self.monitor, self.scaler = {}, None, None
 
     def info(self) -> list[dict]:
-        """Per actor, live or stopped when idle: pid, engine start seconds, batches and rows since its last
-        (re)start, engine prompts per judging pass."""
+        """Per actor, live or stopped when idle (or dead for good, if it judged anything): its ``slot``, the pid
+        and engine start seconds of its last engine, and what all its engines judged (restarts included): batches,
+        rows, engine prompts per judging pass (``calls``), ``input_tokens`` and ``output_tokens``."""
         import ray
         from ray.exceptions import RayActorError
 
+        totals = ray.get(self.monitor.totals.remote()) if self.monitor is not None else {}
         out: list[dict] = []
-        for a in list(self.actors.values()):
+        for slot, a in sorted({**self.actors, **self.stopped}.items()):
             try:
-                out.append(ray.get(a.info.remote()))
-            except RayActorError:
-                continue  # dead for good (counted in losses()), or killed as its engine failed to start
-        return out + [i for i in self.stopped if i]
+                info = ray.get(a.info.remote()) if slot in self.actors else a
+            except RayActorError:  # dead for good (counted in losses()), or killed as its engine failed to start
+                info = {}
+            if info or slot in totals:
+                out.append({"slot": slot, **info, **totals.get(slot, EMPTY_TOTALS)})
+        return out
 
     def losses(self) -> dict:
         """Engines lost so far (restarted or dead), batches sent again, rows sent one by one and rows failed."""

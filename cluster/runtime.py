@@ -35,11 +35,17 @@ JOB_RUNTIME_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 RAY_DATA_NOTE = re.compile(r"\nFailed to [^\n]* after \d+/\d+ attempts \(total backoff")
 
 
-def ensure_ray(address: str | None = None, num_cpus: int | None = None, forward_env: Sequence[str] = ()) -> None:
+def ensure_ray(
+    address: str | None = None,
+    num_cpus: int | None = None,
+    forward_env: Sequence[str] = (),
+    metrics_export_port: int | None = None,
+) -> None:
     """Join ``address`` (``auto``, ``HOST:PORT`` or ``ray://...``), or start a local Ray on 127.0.0.1.
 
     A Ray already initialised in this process is reused as it is. A local Ray
-    gets ``num_cpus`` (default: every core) plus :data:`RAY_DATA_CPUS` logical CPUs.
+    gets ``num_cpus`` (default: every core) plus :data:`RAY_DATA_CPUS` logical CPUs, and serves its Prometheus
+    metrics (:mod:`pairank.cluster.metrics`) on ``metrics_export_port`` (default: a free port Ray picks).
     A driver that joins a cluster ships what the cluster's nodes need (:func:`shipped_env`): the ``pairank``
     package it runs, and the variables of :data:`~pairank.cluster.ray_jobs.FORWARDED_ENV` and ``forward_env``
     that are set here.
@@ -65,6 +71,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, forward_
         configure_logging=True,
         logging_level=logging.WARNING,
         log_to_driver=True,
+        _metrics_export_port=metrics_export_port,
     )
     nodes = {n["NodeManagerAddress"] for n in ray.nodes()}
     if nodes != {LOOPBACK}:

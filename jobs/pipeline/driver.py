@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 
 from pairank.jobs.pipeline.claimed import WAIT_S, ClaimedJudging
 from pairank.jobs.pipeline.passes import Judging, error_count
+from pairank.jobs.pipeline.pool import run_meter
 from pairank.jobs.pipeline.requests import contexts_of
 from pairank.jobs.schedulers import AdaptiveScheduler, AdaptiveSettings
 from pairank.jobs.specs.job import JobSpec
@@ -174,6 +175,7 @@ class Driver:
         judged = errors = hits = 0
         stopped = "done"
         budget = self.sched.budget
+        meter = run_meter(self.spec)
         with ExitStack() as stack:
             pool = None
             while True:
@@ -221,6 +223,7 @@ class Driver:
                 round_judged = sum(t.num_rows for t in tables)
                 round_errors = sum(error_count(t) for t in tables)
                 round_hits = len(wanted) - round_judged
+                meter.add("pairank_comparisons_cached_total", round_hits)
                 judge_seconds = time.perf_counter() - t_judge
                 values = {k: NO_PREFERENCE if (p := known.get(k)) is None else p for k in wanted}
                 if self.spec.scoring.calibration == "batch":

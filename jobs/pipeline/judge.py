@@ -16,7 +16,7 @@ from pairank.jobs.pipeline.claimed import ClaimedJudging
 from pairank.jobs.pipeline.driver import Driver, Task, ranking_rows
 from pairank.jobs.pipeline.inputs import Inputs
 from pairank.jobs.pipeline.passes import error_count
-from pairank.jobs.pipeline.pool import PoolRecord, join_cluster, judge_pool
+from pairank.jobs.pipeline.pool import PoolRecord, join_cluster, judge_pool, run_meter
 from pairank.jobs.pipeline.progress import Progress
 from pairank.jobs.pipeline.requests import scheduled_requests
 from pairank.jobs.pipeline.setup import JudgingSetup
@@ -74,6 +74,7 @@ def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: P
     done = set(answered.column("key").to_pylist())
     todo = {k: req for k, req in wanted.items() if k not in done}
     progress(f"{len(wanted)} comparisons ({len(wanted) - len(todo)} cached, {len(todo)} to judge)")
+    run_meter(spec).add("pairank_comparisons_cached_total", len(wanted) - len(todo))
     record = PoolRecord()
     contexts = set(setup.maker.context)
     claimed = ClaimedJudging(setup.claims, setup.cache, set(spec.aspects), contexts, progress, read_at)
@@ -104,7 +105,9 @@ def _judge_static_streamed(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, p
     )
     record = PoolRecord()
     blocks = put_blocks(inputs.candidates, inputs.source)
-    run = judge_streamed(plan, blocks, partial(judge_pool, spec, record, progress), spec.flush_rows, progress)
+    run = judge_streamed(
+        plan, blocks, partial(judge_pool, spec, record, progress), spec.flush_rows, progress, meter=run_meter(spec)
+    )
     if spec.scoring.calibration == "batch":  # each aspect's prior is estimated from all of its verdicts at once
         scores, judgments = None, run.read_back(progress)
         comparisons = judgments.num_rows

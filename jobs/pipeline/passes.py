@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from pairank.cluster import executor
 from pairank.cluster.executor import Handle, Stage, Stream
+from pairank.cluster.metrics import Meter
 from pairank.cluster.pools import JudgePool
 from pairank.jobs.pipeline.progress import PassProgress, Progress
 from pairank.jobs.pipeline.render import (
@@ -88,8 +89,15 @@ def judge_into_cache(
     propagates (a failing stream flushes its buffer first), and a key is written once per call even if the
     pool returned it twice (a batch sent again after a lost engine).
     """
-    losses = getattr(pool, "losses", None)
-    writer = CacheWriter(cache, flush_rows, progress, judging_pass, losses, lambda: todo.num_rows)
+    writer = CacheWriter(
+        cache,
+        flush_rows,
+        progress,
+        judging_pass,
+        getattr(pool, "losses", None),
+        lambda: todo.num_rows,
+        meter=getattr(pool, "meter", None),
+    )
     writer.run(pool.judge(render(todo) if render is not None else todo, judging_pass))
     return writer.table()
 
@@ -101,7 +109,8 @@ SEEN_BATCHES = 256
 
 class CacheWriter:
     """Appends a judging pass's judged batches to the cache, a commit every ``flush_rows``, each key once, with progress
-    lines (done, errors, engines lost; rate and ETA while the total is known)."""
+    lines (done, errors, engines lost; rate and ETA while the total is known); with a ``meter``, the comparisons
+    judged and errored as metrics (:mod:`pairank.cluster.metrics`)."""
 
     def __init__(
         self,
@@ -112,8 +121,15 @@ class CacheWriter:
         losses: Callable[[], dict[str, Any]] | None,
         total: Callable[[], int | None],
         keep: bool = True,
+        meter: Meter | None = None,
     ):
-        self.cache, self.flush_rows, self.progress, self.judging_pass = cache, flush_rows, progress, judging_pass
+        self.cache, self.flush_rows, self.progress, self.judging_pass, self.meter = (
+            cache,
+            flush_rows,
+            progress,
+            judging_pass,
+            meter,
+        )
         self.losses, self.total, self.keep = losses, total, keep
         self.buffer: list[pa.Table] = []
         self.out: list[pa.Table] = []
@@ -168,7 +184,11 @@ class CacheWriter:
                         self.seen.difference_update(self.recent.popleft())
                 self.buffer.append(batch)
                 self.buffered += batch.num_rows
-                self.errors += error_count(batch)
+                errors = error_count(batch)
+                self.errors += errors
+                if self.meter is not None:
+                    self.meter.add("pairank_comparisons_judged_total", batch.num_rows, judging_pass=self.judging_pass)
+                    self.meter.add("pairank_comparisons_errored_total", errors, judging_pass=self.judging_pass)
                 if self.buffered >= self.flush_rows:
                     self.flush()
                     self.report(final=False)

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import pyarrow as pa
 
+from pairank.cluster.metrics import Meter, judge_label
 from pairank.cluster.pools import JudgePool, PoolResources
 from pairank.jobs.pipeline.progress import Heartbeat, Progress
 from pairank.jobs.specs.job import JobSpec
@@ -39,7 +40,12 @@ def join_cluster(spec: JobSpec) -> None:
     from pairank.cluster.runtime import alive_nodes, ensure_ray
 
     api_key_env = getattr(spec.judge, "api_key_env", None)
-    ensure_ray(spec.cluster.address, spec.cluster.num_cpus, [api_key_env] if api_key_env else [])
+    ensure_ray(
+        spec.cluster.address,
+        spec.cluster.num_cpus,
+        [api_key_env] if api_key_env else [],
+        metrics_export_port=spec.cluster.metrics_export_port,
+    )
     if spec.cluster.address:
         check_shared_storage(spec, len(alive_nodes()))
     where = f"the Ray cluster at {spec.cluster.address}" if spec.cluster.address else "this job's Ray"
@@ -123,6 +129,11 @@ def pool_resources(spec: JobSpec) -> PoolResources:
     )
 
 
+def run_meter(spec: JobSpec) -> Meter:
+    """The run's metrics (:mod:`pairank.cluster.metrics`), tagged with its name and its judge."""
+    return Meter(spec.name, judge_label(judge_identity(spec.placed_judge)))
+
+
 def failure_factory(spec: JobSpec) -> Callable[[str, pa.Table, str], pa.Table]:
     """What a pool answers for requests no engine could judge: error rows naming the reason."""
     return partial(failure_rows, judge_identity(spec.placed_judge), spec.judging)
@@ -171,7 +182,7 @@ def judge_pool(
     if beat is not None:
         beat.say(f"starting {engines}")
     try:
-        with JudgePool(judge_factory(spec), resources, failure_factory(spec)) as pool:
+        with JudgePool(judge_factory(spec), resources, failure_factory(spec), run_meter(spec)) as pool:
             try:
                 if beat is None:
                     yield pool

@@ -51,6 +51,7 @@ import pyarrow.compute as pc
 
 from pairank.cluster import executor
 from pairank.cluster.executor import Handle, Resources, Shared, Stage
+from pairank.cluster.metrics import Meter
 from pairank.jobs.pipeline.passes import CacheWriter
 from pairank.jobs.pipeline.requests import RequestMaker, prefix_key, scheduled_requests
 from pairank.jobs.schedulers import StaticSettings
@@ -337,6 +338,7 @@ def judge_streamed(
     flush_rows: int,
     progress: Callable[[str], None],
     wait_s: float = WAIT_S,
+    meter: Meter | None = None,
 ) -> Streamed:
     """Judge every comparison of ``plan`` the store lacks, streaming the requests made from the candidates'
     ``blocks`` (:func:`put_blocks`) by the planning stage into the pool that ``pool(poll=...)`` enters (only when
@@ -349,13 +351,18 @@ def judge_streamed(
     other run's verdicts in the store, or claims what it left unanswered when its lease ended (a run killed), and
     judges that; until no comparison is left to another run. Each pass joins with the store as it was when that
     pass began (:meth:`StaticPlan.next_pass`), so a planning task run again within a pass plans what it planned
-    the first time (:func:`plan_requests`)."""
+    the first time (:func:`plan_requests`).
+
+    With a ``meter``, the comparisons judged, errored and cached are recorded as metrics
+    (:mod:`pairank.cluster.metrics`): the cached ones once every block is planned, and at the end those another run
+    answered meanwhile."""
 
     def requests(counter: Shared, planned: StaticPlan) -> executor.Stream:
         return executor.stream(blocks, Stage(plan_requests, planned, PLANNING), counter=counter)
 
     counter = executor.shared(PlanCounter, len(blocks))
     said: list[bool] = []
+    metered: list[int] = []  # the cached comparisons recorded as a metric
     saying = threading.Lock()  # asked by the writer and by the pool's heartbeat thread
 
     def total() -> int | None:
@@ -367,6 +374,9 @@ def judge_streamed(
                 said.append(True)
                 left = f", {t['deferred']} being judged by another run" if t["deferred"] else ""
                 todo = t["wanted"] - t["cached"] - t["deferred"]
+                metered.append(t["cached"])
+                if meter is not None:
+                    meter.add("pairank_comparisons_cached_total", t["cached"])
                 progress(f"{t['wanted']} comparisons ({t['cached']} cached, {todo} to judge{left})")
         return int(t["wanted"] - t["cached"] - t["deferred"])
 
@@ -387,7 +397,14 @@ def judge_streamed(
                     if judge_pool is None:
                         judge_pool = stack.enter_context(pool(poll=total))
                     writer = CacheWriter(
-                        plan.cache, flush_rows, progress, "pairwise", judge_pool.losses, total, keep=False
+                        plan.cache,
+                        flush_rows,
+                        progress,
+                        "pairwise",
+                        judge_pool.losses,
+                        total,
+                        keep=False,
+                        meter=meter,
                     )
                     writer.run(judge_pool.judge(requests(counter, this), "pairwise"))
                     judged, errors = judged + writer.judged, errors + writer.errors
@@ -407,4 +424,6 @@ def judge_streamed(
     finally:
         counter.stop()
     wanted = first["wanted"]
+    if meter is not None:  # another run's verdicts found in later passes
+        meter.add("pairank_comparisons_cached_total", max(0, wanted - judged - sum(metered)))
     return Streamed(plan, blocks, StreamCounts(wanted, wanted - judged, judged, errors))

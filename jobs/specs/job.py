@@ -231,6 +231,13 @@ class ClusterSpec(Strict):
         None, description="Ray address to join ('auto' or ray://host:port); unset starts a local Ray on 127.0.0.1."
     )
     num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray (unset: all).")
+    metrics_export_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="Port of the local Ray's Prometheus endpoint (http://127.0.0.1:PORT/metrics; unset: a free "
+        "port Ray picks). A cluster's nodes have theirs from `ray start --metrics-export-port`.",
+    )
 
 
 class NightlySpec(Strict):

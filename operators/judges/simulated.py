@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from scipy.special import expit, log_expit, ndtri
 
 from pairank.operators.judges.base import (
@@ -56,7 +57,7 @@ from pairank.storage.fs import Location
 from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES
 from pairank.storage.validation import validate
 
-#: Columns of a request batch this judge reads (it never reads the prompt).
+#: Columns of a request batch this judge reads (the prompt only for its words: :func:`prompt_words`).
 COLUMNS = {
     "key": "stable judgment key",
     "context_id": "input id",
@@ -65,6 +66,21 @@ COLUMNS = {
     "candidate_b": "candidate in slot B",
     "prompt_hash": "template hash",
 }
+
+
+def prompt_words(requests: pa.Table) -> list[int]:
+    """The words of each request's prompt (0 without a ``prompt`` column): the simulated judge's stand-in for its
+    prompt tokens, so that token counts and metrics move in a simulated run as in a real one (its one output token
+    is its verdict's label).
+
+    >>> prompt_words(pa.table({"prompt": ["Which is better? A or B", ""]})), prompt_words(pa.table({"key": ["k"]}))
+    ([6, 0], [0])
+    """
+    if "prompt" not in requests.column_names:
+        return [0] * requests.num_rows
+    return pc.count_substring_regex(requests.column("prompt"), r"\S+").fill_null(0).to_pylist()
+
+
 #: A column of strings: a sequence, a numpy array of objects, or an Arrow array (``Any`` to mypy).
 Strings = Sequence[str] | np.ndarray
 
@@ -313,11 +329,18 @@ class SimulatedJudge(Judge):
         )
         if self.lengths is not None:
             logit = logit + self.spec.length_bias * self._log_length_ratio(self.lengths, a, b)
+        words = prompt_words(requests)
         scores = [
-            LabelScore(seconds=seconds, error=ea or eb)
+            LabelScore(input_tokens=n, seconds=seconds, error=ea or eb)
             if ea or eb
-            else LabelScore(logprob_a=float(log_expit(x)), logprob_b=float(log_expit(-x)), seconds=seconds)
-            for x, ea, eb in zip(logit, err_a, err_b)
+            else LabelScore(
+                logprob_a=float(log_expit(x)),
+                logprob_b=float(log_expit(-x)),
+                input_tokens=n,
+                output_tokens=1,
+                seconds=seconds,
+            )
+            for x, ea, eb, n in zip(logit, err_a, err_b, words)
         ]
         if seconds > 0 and scores:
             self.sleep(seconds * len(scores))

@@ -8,6 +8,9 @@ number of threads may call it at once (a judge actor with ``max_concurrency`` k
 holds k batches in the engine), each waiting for its own batch only, as
 ``ray.data.llm``'s vLLM engine stage keeps several batches in its engine.
 
+In a judge actor the engine exports vLLM's own metrics (requests running and waiting, KV-cache use, prompt and
+generated tokens, prefix-cache hits, time to first token) through Ray's metrics agent (:func:`ray_stat_loggers`).
+
 The engine core outlives a process that is SIGKILLed (or ended by ``ray.kill``): it
 would hold its memory and cores for ever. So a small watcher process, started once the
 engine is up, waits on a pipe from this process and kills the engine's processes
@@ -25,6 +28,18 @@ import uuid
 from pathlib import Path
 
 
+def ray_stat_loggers() -> list:
+    """vLLM's engine metrics through Ray's metrics agent (``RayPrometheusStatLogger``: ``vllm:*`` exported as
+    ``ray_vllm_*``), in a process that runs in Ray (a judge actor); none elsewhere. Ray is only looked up here, not
+    imported: a process without it has no agent to export to."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return []
+    from vllm.v1.metrics.ray_wrappers import RayPrometheusStatLogger
+
+    return [RayPrometheusStatLogger]
+
+
 class AsyncEngine:
     """``AsyncLLM`` built from ``engine_kwargs`` (``vllm.LLM``'s keywords), driven from any thread."""
 
@@ -37,7 +52,7 @@ class AsyncEngine:
         self.thread.start()
 
         async def build():  # on the loop: the engine's output handler runs there
-            return AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs))
+            return AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs), stat_loggers=ray_stat_loggers())
 
         self.engine = self._wait(build())
         self.watcher = kill_when_gone(children(os.getpid()))

@@ -146,8 +146,9 @@ def test_a_range_pool_stops_idle_actors_above_min_and_keeps_what_they_did(ray_lo
         assert pool.sizes()["actors_most"] == 2
         assert wait_for(lambda: pool.sizes()["actors_end"] == 1)  # back to min once idle
         assert pool.sizes()["actors_stopped"] == 1
-        (stopped,) = pool.stopped
-        assert stopped["batches"] > 0 and wait_for(lambda: not Path(f"/proc/{stopped['pid']}").exists())
+        ((slot, stopped),) = pool.stopped.items()
+        (did,) = [a for a in pool.info() if a["slot"] == slot]
+        assert did["batches"] > 0 and wait_for(lambda: not Path(f"/proc/{stopped['pid']}").exists())
         again = Counter(k for b in pool.judge(second) for k in b.column("key").to_pylist())
         assert len(again) == second.num_rows and set(again.values()) == {1}
     assert sum(a["rows"] for a in record.actors) == first.num_rows + second.num_rows

@@ -126,7 +126,7 @@ def test_judge_rows_are_valid_judgments_labelled_simulated():
     rows = out.to_pylist()
     assert {(r["engine"], r["model"]) for r in rows} == {("simulated", "simulated")}
     for r in rows:
-        assert r["error"] is None and r["raw_text"] is None and r["input_tokens"] == r["output_tokens"] == 0
+        assert r["error"] is None and r["raw_text"] is None and (r["input_tokens"], r["output_tokens"]) == (0, 1)
         assert r["logprob_a"] == pytest.approx(np.log(r["p_a"]))
         assert r["logprob_b"] == pytest.approx(np.log1p(-r["p_a"]))
         assert r["label"] == ("A" if r["p_a"] > 0.5 else "B") and r["seconds"] == 0.01
