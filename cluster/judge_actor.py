@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -79,7 +79,13 @@ class JudgeActor:
         started = time.perf_counter()
         self.runner = factory()
         self.gate = Gate()
-        self.stats = {"pid": os.getpid(), "start_seconds": time.perf_counter() - started, "batches": 0, "rows": 0}
+        self.stats: dict[str, Any] = {
+            "pid": os.getpid(),
+            "node_id": ray.get_runtime_context().get_node_id(),  # the Ray node it ran on (the report's pool section)
+            "start_seconds": time.perf_counter() - started,
+            "batches": 0,
+            "rows": 0,
+        }
 
     def judge_batch(
         self, batch: pa.Table, stage: str = "pairwise", call: str | None = None, alone: bool = False
@@ -109,6 +115,6 @@ class JudgeActor:
         return out
 
     def info(self) -> dict:
-        """pid, engine start seconds, batches and rows so far, the most batches in flight at once, and engine
-        prompts per stage (``calls``)."""
+        """pid, Ray node id, engine start seconds, batches and rows so far, the most batches in flight at once, and
+        engine prompts per stage (``calls``)."""
         return {**self.stats, "most_in_flight": self.gate.most, **self.runner.info()}
