@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import pyarrow as pa
 
@@ -46,6 +46,38 @@ class Gate:
             self.cond.notify_all()
 
 
+def where_am_i() -> dict:
+    """Where this actor runs: ``node_id`` (Ray's id of its node) and ``gpu_ids`` (the GPUs Ray gave it; the same id
+    for actors sharing a GPU). An actor in a placement group of several GPU bundles (a parallel engine's) holds no
+    GPU itself: ``group`` then gives each bundle's ``node_id`` and ``gpu_ids``, found by a task that reserves the
+    bundle's GPUs, run in it before the engine starts."""
+    import ray
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    place: dict = {
+        "node_id": ray.get_runtime_context().get_node_id(),
+        "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+    }
+    group = ray.util.get_current_placement_group()
+    if group is not None:
+        probe = ray.remote(num_cpus=0)(_bundle_place)
+        probes = [
+            probe.options(
+                num_gpus=spec.get("GPU", 0),
+                scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i),
+            ).remote()
+            for i, spec in enumerate(group.bundle_specs)
+        ]
+        place["group"] = ray.get(probes)
+    return place
+
+
+def _bundle_place() -> dict:
+    import ray
+
+    return {"node_id": ray.get_runtime_context().get_node_id(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+
+
 class Runner(Protocol):
     """What a pool's or a replica's factory builds (pairank.operators.judges.modes.ModeRunner): one engine."""
 
@@ -76,16 +108,11 @@ class JudgeActor:
         self.slot, self.monitor = slot, monitor
         if monitor is not None:
             ray.get(monitor.arrived.remote(slot, os.getpid()))  # before anything runs on this engine
+        self.place = where_am_i()  # before the engine starts (a parallel engine's workers take its group's GPUs)
         started = time.perf_counter()
         self.runner = factory()
         self.gate = Gate()
-        self.stats: dict[str, Any] = {
-            "pid": os.getpid(),
-            "node_id": ray.get_runtime_context().get_node_id(),  # the Ray node it ran on (the report's pool section)
-            "start_seconds": time.perf_counter() - started,
-            "batches": 0,
-            "rows": 0,
-        }
+        self.stats = {"pid": os.getpid(), "start_seconds": time.perf_counter() - started, "batches": 0, "rows": 0}
 
     def judge_batch(
         self, batch: pa.Table, stage: str = "pairwise", call: str | None = None, alone: bool = False
@@ -115,6 +142,6 @@ class JudgeActor:
         return out
 
     def info(self) -> dict:
-        """pid, Ray node id, engine start seconds, batches and rows so far, the most batches in flight at once, and
-        engine prompts per stage (``calls``)."""
-        return {**self.stats, "most_in_flight": self.gate.most, **self.runner.info()}
+        """pid, engine start seconds, batches and rows so far, the most batches in flight at once, where it runs
+        (:func:`where_am_i`), and engine prompts per stage (``calls``)."""
+        return {**self.stats, "most_in_flight": self.gate.most, **self.place, **self.runner.info()}

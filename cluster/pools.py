@@ -58,6 +58,7 @@ import pyarrow as pa
 from pairank.cluster.executor import Stream, driver_node
 from pairank.cluster.forwarding import SLOT, deal_blocks, forward
 from pairank.cluster.judge_actor import JudgeActor, Runner
+from pairank.cluster.placement import Placement, avoided_head
 from pairank.cluster.pool_monitor import PoolMonitor
 from pairank.cluster.ray_shim import cheap_repartition
 
@@ -108,6 +109,11 @@ class PoolResources:
     batches_in_flight: int = 1
     #: A pool that grows: an actor above ``min_size`` with nothing to do for this long is stopped.
     idle_seconds: float = 60
+    #: Processes one engine spans (tensor x pipeline parallel); with GPUs, each actor gets a placement group of
+    #: that many one-GPU bundles on one node (:mod:`pairank.cluster.placement`).
+    ranks: int = 1
+    #: Whether actors may go on the head node of a cluster of several nodes.
+    on_head: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_size <= self.max_size:
@@ -140,6 +146,7 @@ class JudgePool:
         self.factory, self.resources, self.on_failure = factory, resources, on_failure
         self.actors: dict[int, Any] = {}  # by slot: every actor started and not stopped (dead ones too)
         self.monitor: Any = None  # the PoolMonitor actor, while started
+        self.placement = Placement(resources.num_cpus, resources.num_gpus, resources.ranks)  # where its actors go
         self.scaler: Scaler | None = None
         self.stopped: list[dict] = []  # what the actors stopped when idle did
         self.most = self.made = 0
@@ -159,15 +166,8 @@ class JudgePool:
         r = self.resources
         # Ray restarts a dead actor (a killed process, a lost node, an engine that ended its process) up to
         # max_restarts times; calls are not retried by Ray (max_task_retries=0): forward decides what to resend.
-        options = {
-            "num_cpus": r.num_cpus,
-            "max_concurrency": r.batches_in_flight,
-            "max_restarts": r.max_restarts,
-            "max_task_retries": 0,
-        }
-        if r.num_gpus:
-            options["num_gpus"] = r.num_gpus
-        self.actor_class = ray.remote(JudgeActor).options(**options)
+        self.options = {"max_concurrency": r.batches_in_flight, "max_restarts": r.max_restarts, "max_task_retries": 0}
+        self.placement.avoid = avoided_head(r.on_head)  # on a cluster of several nodes, the head's id
         # the pool's bookkeeping lives on the driver's node: the job cannot outlive that node, but outlives others
         self.monitor = (
             ray.remote(PoolMonitor).options(num_cpus=0, **driver_node()).remote(not r.fixed, r.batches_in_flight + 1)
@@ -186,8 +186,11 @@ class JudgePool:
 
     def launch(self) -> tuple[int, ObjectRef]:
         """Start one more actor in a new slot; returns the slot and a ref ready once its engine is up."""
+        import ray
+
         slot, self.made = self.made, self.made + 1
-        self.actors[slot] = self.actor_class.remote(self.factory, slot, self.monitor)
+        options = {**self.options, **self.placement.options(slot)}
+        self.actors[slot] = ray.remote(JudgeActor).options(**options).remote(self.factory, slot, self.monitor)
         return slot, self.actors[slot].info.remote()
 
     def joined(self, slot: int) -> None:
@@ -202,6 +205,7 @@ class JudgePool:
         import ray
 
         ray.kill(self.actors.pop(slot), no_restart=True)
+        self.placement.release(slot)
 
     def retire(self, slot: int) -> bool:
         """Stop the actor of ``slot`` if it holds no call, keeping what it did; False if it holds one."""
@@ -216,6 +220,7 @@ class JudgePool:
         except RayActorError:
             self.stopped.append({})  # it died as it left: nothing to count
         ray.kill(actor, no_restart=True)
+        self.placement.release(slot)
         log.info(
             "judge pool: stopped the actor of slot %s after %.0f s with nothing to do",
             slot,
@@ -230,6 +235,7 @@ class JudgePool:
             self.scaler.stop()
         for a in self.actors.values():
             ray.kill(a, no_restart=True)
+        self.placement.release_all()
         if self.monitor is not None:
             ray.kill(self.monitor)
         self.actors, self.monitor, self.scaler = {}, None, None

@@ -11,6 +11,13 @@ Ray's internals for them:
   (:func:`keep_local_ray_on_loopback`): Ray reads the environment variable into a
   module constant at import.
 
+- which node is the head (:func:`head_node_id`): Ray marks it with a resource of
+  its own, ``node:__internal_head__``, that no public call names;
+- each node's free resources (:func:`free_per_node`): ``ray.available_resources()``
+  sums them over the cluster, and a pool that grows needs one node that holds an
+  engine (``ray._private.state.available_resources_per_node``, a developer API that
+  vLLM uses too).
+
 When Ray changes, re-check each function here against the new version and
 update :data:`RAY_VERSION_CHECKED`; ``tests/cluster/test_ray_shim.py`` fails
 until then.
@@ -61,3 +68,19 @@ def keep_local_ray_on_loopback() -> None:
     constants = sys.modules.get("ray._private.ray_constants")
     if constants is not None:
         constants.ENABLE_RAY_CLUSTER = False  # type: ignore[attr-defined]
+
+
+#: The resource Ray 2.60 gives the head node only (``ray._common.constants.HEAD_NODE_RESOURCE_NAME``).
+HEAD_NODE_RESOURCE = "node:__internal_head__"
+
+
+def head_node_id(nodes: list[dict[str, Any]]) -> str | None:
+    """The id of the head among ``nodes`` (``ray.nodes()`` entries), None when none is it."""
+    return next((str(n["NodeID"]) for n in nodes if HEAD_NODE_RESOURCE in n.get("Resources", {})), None)
+
+
+def free_per_node() -> dict[str, dict[str, float]]:
+    """Each live node's free resources, by node id."""
+    from ray._private.state import available_resources_per_node
+
+    return dict(available_resources_per_node())  # type: ignore[no-untyped-call]

@@ -6,8 +6,10 @@ it every ``interval`` seconds (the monitor's loads: calls running and waiting pe
 - **Grow.** While every actor runs its ``batches_in_flight`` calls and more calls
   wait than the one each actor keeps queued, the pool has a backlog
   (:func:`backlog`). It then adds one actor when Ray's free resources hold one
-  and leave :data:`~pairank.cluster.runtime.RAY_DATA_CPUS` CPUs to Ray Data
-  (:func:`room_for`), and otherwise asks Ray's autoscaler for room for ``max``
+  and leave :data:`~pairank.cluster.runtime.RAY_DATA_CPUS` CPUs to Ray Data, and
+  one node the pool may use holds it whole (its CPUs and all its ranks' GPUs; not
+  the head unless ``on_head``: :mod:`pairank.cluster.placement`) (:func:`room_for`),
+  so a pool grows onto GPU nodes as they join; otherwise asks Ray's autoscaler for room for ``max``
   actors (``ray.autoscaler.sdk.request_resources``; a Ray without an autoscaler
   stores the request and nothing reads it). One actor starts at a time, and it
   takes calls once its engine is up; calls then go to the least busy actor when
@@ -30,6 +32,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
+from pairank.cluster.placement import Node, engine_needs, free_nodes, room_on_a_node
 from pairank.cluster.runtime import RAY_DATA_CPUS
 
 if TYPE_CHECKING:
@@ -66,13 +69,27 @@ def idle_slots(loads: dict[int, Load], idle_seconds: float, keep: int) -> list[i
     return idle[: max(0, len(loads) - keep)]
 
 
-def room_for(available: dict, num_cpus: float, num_gpus: float, spare_cpus: float = RAY_DATA_CPUS) -> bool:
-    """Do Ray's free resources (``ray.available_resources()``) hold one more actor and leave ``spare_cpus``?
+def room_for(
+    available: dict,
+    num_cpus: float,
+    num_gpus: float,
+    spare_cpus: float = RAY_DATA_CPUS,
+    nodes: list[Node] | None = None,
+    ranks: int = 1,
+) -> bool:
+    """Do Ray's free resources (``ray.available_resources()``) hold one more actor and leave ``spare_cpus``? With
+    ``nodes`` (the free resources of each node the pool may use), one of them must hold the actor's CPUs and all
+    its ``ranks``' GPUs.
 
     >>> room_for({"CPU": 2.0}, 1, 0), room_for({"CPU": 1.0}, 1, 0), room_for({"CPU": 8.0, "GPU": 0.5}, 1, 1)
     (True, False, False)
+    >>> split = [("a", False, {"CPU": 4.0, "GPU": 1.0}), ("b", False, {"CPU": 4.0, "GPU": 1.0})]
+    >>> room_for({"CPU": 8.0, "GPU": 2.0}, 1, 1, nodes=split), room_for({"CPU": 8.0, "GPU": 2.0}, 1, 1, 1, split, 2)
+    (True, False)
     """
-    return available.get("CPU", 0) - num_cpus >= spare_cpus and available.get("GPU", 0) >= num_gpus
+    if available.get("CPU", 0) - num_cpus < spare_cpus or available.get("GPU", 0) < num_gpus * ranks:
+        return False
+    return nodes is None or room_on_a_node(nodes, engine_needs(num_cpus, num_gpus, ranks))
 
 
 class Scaler(threading.Thread):
@@ -112,11 +129,12 @@ class Scaler(threading.Thread):
             and len(loads) < r.max_size
             and backlog(loads, r.batches_in_flight)
         ):
-            if room_for(ray.available_resources(), r.num_cpus, r.num_gpus):
+            nodes = free_nodes(pool.placement.avoid)
+            if room_for(ray.available_resources(), r.num_cpus, r.num_gpus, nodes=nodes, ranks=r.ranks):
                 self.starting = pool.launch()
                 log.info("judge pool: every actor busy, calls waiting (%s); starting one more actor", loads)
             elif not self.asked:
-                self.ask([{"CPU": r.num_cpus, **({"GPU": r.num_gpus} if r.num_gpus else {})}] * r.max_size)
+                self.ask(pool.placement.bundles() * r.max_size)
             return
         stopped = [slot for slot in idle_slots(loads, r.idle_seconds, r.min_size) if pool.retire(slot)]
         if stopped:

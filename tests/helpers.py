@@ -64,7 +64,6 @@ S3_ENV = {
 #: vLLM CPU settings measured on these 2-core machines (see README).
 CPU_ENGINE_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",
-    "VLLM_CPU_OMP_THREADS_BIND": "0-1",
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
 }
 

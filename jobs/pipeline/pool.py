@@ -31,14 +31,20 @@ def join_cluster(spec: JobSpec) -> None:
 
     On a cluster of several nodes, ``input`` and ``output`` must be shared storage (``s3://``): the nodes' tasks read
     the candidates and the judgment store themselves, and a path of this machine would be read from each node's own
-    disk. Such a path is refused (:class:`LocalPathOnCluster`, exit 2) before anything is judged.
+    disk. Such a path is refused (:class:`LocalPathOnCluster`, exit 2) before anything is judged, as is a pool
+    whose engine no node it may use can hold (:func:`pairank.cluster.placement.check_fits`: the GPUs of a
+    tensor-parallel engine on one node, no worker node with ``pool.on_head`` false).
     """
+    from pairank.cluster.placement import check_fits, cluster_nodes
     from pairank.cluster.runtime import alive_nodes, ensure_ray
 
     api_key_env = getattr(spec.judge, "api_key_env", None)
     ensure_ray(spec.cluster.address, spec.cluster.num_cpus, [api_key_env] if api_key_env else [])
     if spec.cluster.address:
         check_shared_storage(spec, len(alive_nodes()))
+    where = f"the Ray cluster at {spec.cluster.address}" if spec.cluster.address else "this job's Ray"
+    p = spec.pool
+    check_fits(cluster_nodes(), p.num_cpus, p.num_gpus, spec.engine_ranks, p.on_head, where)
 
 
 def check_shared_storage(spec: JobSpec, nodes: int) -> None:
@@ -112,6 +118,8 @@ def pool_resources(spec: JobSpec) -> PoolResources:
         max_restarts=p.max_restarts,
         batches_in_flight=batches_in_flight(spec),
         idle_seconds=p.idle_seconds,
+        ranks=spec.engine_ranks,
+        on_head=p.on_head,
     )
 
 

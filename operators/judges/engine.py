@@ -11,8 +11,8 @@ An engine is one module (``vllm_engine.py``, ``http_engine.py``, ``replay_engine
   each judge actor. Heavy libraries (vLLM) are imported inside it, so only the actors
   load them.
 - hooks, each with a default: the judging modes it answers, the settings naming local
-  files, how a pool's actor runs it (``placed``, ``batches_in_flight``), and a notice
-  for the run report.
+  files, how a pool's actor runs it (``placed``, ``batches_in_flight``), the GPUs one
+  engine spans (``ranks``), and a notice for the run report.
 
 :data:`pairank.operators.judges.ENGINES` registers the built-in engines by name;
 :func:`pairank.operators.judges.register` adds another. A declaration is checked when
@@ -89,6 +89,11 @@ def any_batches(settings: JudgeSettings, asked: int) -> None:
     """The default ``check_batches_in_flight``: any number is fine."""
 
 
+def one_rank(settings: JudgeSettings) -> int:
+    """The default ``ranks``: an engine is one process (its actor holds the GPUs ``pool.num_gpus`` gives it)."""
+    return 1
+
+
 def _literal_tag(settings: type[JudgeSettings]) -> object:
     """The one value of the settings' ``engine: Literal[...]`` and its default (``None``: not so declared)."""
     field = settings.model_fields.get("engine")
@@ -125,6 +130,9 @@ class Engine(Generic[S]):
     check_batches_in_flight: Callable[[S, int], None] = any_batches
     #: A warning the run report opens with (Markdown), e.g. that its verdicts are simulated.
     notice: str | None = None
+    #: settings -> the processes one engine spans, each on a GPU of its own when the pool reserves GPUs
+    #: (vllm: tensor x pipeline parallel size); the pool gives an engine of several a placement group.
+    ranks: Callable[[S], int] = one_rank
 
     def __post_init__(self) -> None:
         where = f"engine {self.name!r}"

@@ -16,8 +16,8 @@ from pairank.operators.judges.base import Judge
 from pairank.operators.judges.engine import Engine, Identity, JudgeSettings
 from pairank.storage.keys import canonical_json
 
-#: The settings that determine an outcome (``seconds_per_comparison``, ``start_seconds``, ``crash_on`` and
-#: ``calls_log`` do not).
+#: The settings that determine an outcome (``seconds_per_comparison``, ``start_seconds``, ``crash_on``, ``calls_log``
+#: and the parallel sizes do not).
 SETTINGS = ("seed", "quality", "scale", "noise", "position_bias", "intransitivity", "length_bias", "lengths")
 
 
@@ -60,6 +60,17 @@ class SimulatedJudgeSpec(JudgeSettings):
         "how a job bears a poison prompt; not part of the judge's identity.",
     )
 
+    tensor_parallel_size: int = Field(
+        1,
+        ge=1,
+        description="Placement drill: each judge actor is placed as a vllm judge of this tensor_parallel_size "
+        "would be (with pool.num_gpus 1, a placement group of tensor_parallel_size x pipeline_parallel_size "
+        "one-GPU bundles on one node, the actor in it); the simulation runs in the actor alone. Shows where "
+        "engines would go on a cluster, without vLLM. Not part of the judge's identity.",
+    )
+    pipeline_parallel_size: int = Field(
+        1, ge=1, description="Placement drill, as the vllm judge's pipeline_parallel_size (see tensor_parallel_size)."
+    )
     calls_log: str | None = Field(
         None,
         description="Audit of the engine's calls: a folder (local or s3://) where every batch that reaches a simulated "
@@ -83,6 +94,11 @@ class SimulatedJudgeSpec(JudgeSettings):
         return {"engine": "simulated", "model": "simulated", "revision": revision, "sampling": sampling}
 
 
+def ranks(settings: SimulatedJudgeSpec) -> int:
+    """The engine's ``ranks`` hook: placed as a vllm judge of these parallel sizes would be."""
+    return settings.tensor_parallel_size * settings.pipeline_parallel_size
+
+
 def build(settings: SimulatedJudgeSpec) -> Judge:
     """The simulated judge of ``settings`` (it reads the quality and lengths tables they name)."""
     from pairank.operators.judges.simulated import SimulatedJudge
@@ -95,6 +111,7 @@ ENGINE = Engine(
     settings=SimulatedJudgeSpec,
     build=build,
     paths=("quality", "lengths", "calls_log"),
+    ranks=ranks,
     notice="**SIMULATED judge**: these judgments come from a simulation (latent qualities plus noise), not from a "
     "model. Use them for planning only.",
 )

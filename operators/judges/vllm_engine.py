@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from pairank.operators.judges.base import Judge
 from pairank.operators.judges.engine import JUDGING_MODES, Engine, Identity, JudgeSettings, Labels
@@ -28,6 +28,8 @@ ASYNC_BATCHES_IN_FLIGHT = 4
 #: vLLM's CPU build falls back from oneDNN to torch's linear layers in bfloat16 and judged 5x slower than in
 #: float32 (2-core AMD EPYC with AVX2, issue 27; BENCHMARKS.md).
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+#: vLLM's keywords that :func:`parallel_kwargs` sets from the spec's parallel sizes (judge.engine_kwargs may not).
+PARALLEL_KWARGS = ("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend")
 
 
 def cpu_flags() -> frozenset[str]:
@@ -93,7 +95,27 @@ class VllmJudgeSpec(JudgeSettings):
         description="Environment set in the judge actor before vLLM is imported (e.g. VLLM_CPU_KVCACHE_SPACE); "
         "it overrides what Ray set for the actor.",
     )
-    engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra keyword arguments to vllm.LLM.")
+    engine_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra keyword arguments to vllm.LLM (not the parallel sizes and executor, which "
+        "tensor_parallel_size and pipeline_parallel_size set).",
+    )
+    tensor_parallel_size: int = Field(
+        1,
+        ge=1,
+        description="GPUs one engine splits each layer over (vLLM's tensor_parallel_size). Above 1 (or with "
+        "pipeline_parallel_size above 1) and pool.num_gpus 1, each judge actor gets a Ray placement group of "
+        "tensor_parallel_size x pipeline_parallel_size one-GPU bundles on one node (STRICT_PACK), is placed in it, "
+        "and vLLM runs the engine's ranks there with its Ray executor (distributed_executor_backend ray); a size no "
+        "node of the cluster holds is an error before judging. With pool.num_gpus 0 (the CPU build) the ranks are "
+        "processes of the actor (vLLM's default executor).",
+    )
+    pipeline_parallel_size: int = Field(
+        1,
+        ge=1,
+        description="Stages one engine splits its layers into (vLLM's pipeline_parallel_size), each on GPUs of its "
+        "own; placed with tensor_parallel_size, all on one node.",
+    )
     async_engine: bool | Literal["auto"] = Field(
         "auto",
         description="true: vLLM's async engine (its core in a second process), which keeps "
@@ -101,6 +123,23 @@ class VllmJudgeSpec(JudgeSettings):
         "batch at a time. auto: the async engine when the pool reserves GPUs, and on CPUs the one measured faster "
         "on the 2-core CPU build (BENCHMARKS.md §11).",
     )
+
+    @field_validator("engine_kwargs")
+    @classmethod
+    def _not_parallel(cls, v: dict[str, Any]) -> dict[str, Any]:
+        set_here = [k for k in PARALLEL_KWARGS if k in v]
+        if set_here:
+            raise ValueError(
+                f"judge.engine_kwargs.{set_here[0]}: set judge.tensor_parallel_size and judge.pipeline_parallel_size "
+                "instead: the pool places an engine's GPUs from them and pairank sets vLLM's parallel sizes and "
+                "executor to match"
+            )
+        return v
+
+    @property
+    def ranks(self) -> int:
+        """The processes (GPUs, with pool.num_gpus 1) one engine spans: tensor x pipeline parallel size."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
 
     def identity(self) -> Identity:
         """The model as named (the embedded one by its name), its revision (a local folder's content hash when
@@ -133,11 +172,36 @@ class VllmJudgeSpec(JudgeSettings):
         return bool(self.async_engine)
 
 
+def parallel_kwargs(settings: VllmJudgeSpec, on_gpus: bool) -> dict[str, Any]:
+    """vLLM's keywords for the engine's parallel sizes: none for one rank. For several on GPUs, the sizes and vLLM's
+    Ray executor: the pool has placed the actor in a placement group of one GPU bundle per rank, and the executor
+    starts a worker in each (as ``ray.data.llm``'s vLLM stage does). On CPUs, the sizes only: vLLM's default
+    executor runs the ranks as processes of the actor.
+
+    >>> parallel_kwargs(VllmJudgeSpec(), on_gpus=True)
+    {}
+    >>> parallel_kwargs(VllmJudgeSpec(tensor_parallel_size=2), on_gpus=True)
+    {'tensor_parallel_size': 2, 'pipeline_parallel_size': 1, 'distributed_executor_backend': 'ray'}
+    """
+    if settings.ranks == 1:
+        return {}
+    sizes = {
+        "tensor_parallel_size": settings.tensor_parallel_size,
+        "pipeline_parallel_size": settings.pipeline_parallel_size,
+    }
+    return {**sizes, "distributed_executor_backend": "ray"} if on_gpus else sizes
+
+
+def ranks(settings: VllmJudgeSpec) -> int:
+    """The engine's ``ranks`` hook: tensor x pipeline parallel size."""
+    return settings.ranks
+
+
 def build(settings: VllmJudgeSpec) -> Judge:
     """The vLLM judge of ``settings`` (in the judge actor: this imports vLLM)."""
     from pairank.operators.judges.vllm_judge import VllmJudge
 
-    return VllmJudge(settings, choose_dtype)
+    return VllmJudge(settings, choose_dtype, parallel_kwargs)
 
 
 def placed(settings: VllmJudgeSpec, num_gpus: float) -> VllmJudgeSpec:
@@ -193,4 +257,5 @@ ENGINE = Engine(
     choices=choices,
     batches_in_flight=batches_in_flight,
     check_batches_in_flight=check_batches_in_flight,
+    ranks=ranks,
 )

@@ -41,6 +41,24 @@ _ALWAYS_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_LOGGING_LE
 _LOCAL_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_HOST_IP": "127.0.0.1"}
 
 
+def threads_bind(cores: set[int]) -> str:
+    """``VLLM_CPU_OMP_THREADS_BIND`` for the CPU cores this process may run on, as ranges.
+
+    vLLM's own default keeps a core back from the engine (on 2 cores it ran at half speed, shared/VLLM_CPU.md);
+    binding a fixed "0-1" leaves every other core of a bigger machine idle.
+
+    >>> threads_bind({0, 1}), threads_bind({0, 1, 2, 3, 4, 5, 6, 7}), threads_bind({0, 2, 3, 5})
+    ('0-1', '0-7', '0,2-3,5')
+    """
+    ranges: list[list[int]] = []
+    for core in sorted(cores):
+        if ranges and core == ranges[-1][1] + 1:
+            ranges[-1][1] = core
+        else:
+            ranges.append([core, core])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+
+
 def label_token_ids(tokenizer, forms: list[str], label: str) -> list[int]:
     """Token id of each surface form; each must be exactly one token."""
     ids = []
@@ -66,14 +84,22 @@ class VllmJudge(GeneratingJudge):
         """An engine core that died (its process, or its worker, ended) takes no more requests in this process."""
         return any(type(e).__name__ in DEAD_ENGINE_ERRORS for e in _chain(exc))
 
-    def __init__(self, spec: Any, choose_dtype: Callable[[str, float], tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        spec: Any,
+        choose_dtype: Callable[[str, float], tuple[str, str]],
+        parallel_kwargs: Callable[[Any, bool], dict[str, Any]],
+    ) -> None:
         """``spec``: a :class:`pairank.operators.judges.vllm_engine.VllmJudgeSpec` (a pool's actor gets it placed:
         ``dtype`` and ``async_engine`` decided; ``auto`` left in them is decided for this machine);
-        ``choose_dtype``: (``judge.dtype``, GPUs) -> the dtype and why, the engine declaration's."""
+        ``choose_dtype``: (``judge.dtype``, GPUs) -> the dtype and why, the engine declaration's;
+        ``parallel_kwargs``: (spec, on GPUs) -> vLLM's keywords of its parallel sizes, the declaration's."""
         model = resolve_model(spec.model)
         local = not isinstance(model, str)
         for key, value in {**_ALWAYS_ENV, **(_LOCAL_ENV if local else {})}.items():
             os.environ.setdefault(key, value)
+        # The CPU build's threads on every core this process may use (the GPU build ignores the variable).
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", threads_bind(os.sched_getaffinity(0)))
         # The spec's own settings win, also over what Ray set for the actor (e.g. OMP_NUM_THREADS).
         os.environ.update(spec.env)
         try:
@@ -86,6 +112,9 @@ class VllmJudge(GeneratingJudge):
 
         dtype, why = choose_dtype(spec.dtype, 0 if current_platform.is_cpu() else 1)
         print(f"pairank vllm judge: dtype {dtype} ({why})", file=sys.stderr, flush=True)  # in the run's log
+        if current_platform.is_cpu():
+            bind = os.environ["VLLM_CPU_OMP_THREADS_BIND"]
+            print(f"pairank vllm judge: threads bound to cores {bind}", file=sys.stderr, flush=True)
         self.spec = spec = spec.model_copy(update={"dtype": dtype})
         self._identity = spec.identity()
 
@@ -96,6 +125,7 @@ class VllmJudge(GeneratingJudge):
             enable_prefix_caching=True,
             enforce_eager=spec.enforce_eager,
             seed=spec.seed,
+            **parallel_kwargs(spec, not current_platform.is_cpu()),
             **spec.engine_kwargs,
         )
         # `auto` outside a pool (a pool decides it from the GPUs it reserves): what this machine has.

@@ -24,3 +24,16 @@ def test_a_cheap_repartition_reserves_no_cpu_and_cuts_blocks_of_at_most_the_rows
     blocks = list(out.iter_batches(batch_size=None, batch_format="pyarrow"))
     assert max(b.num_rows for b in blocks) == 4 and len(blocks) >= 7  # no block over the rows asked
     assert pa.concat_tables(blocks).column("x").to_pylist() == list(range(25))
+
+
+def test_the_head_resource_is_rays_own_and_marks_the_head_of_the_sessions_ray(ray_local):
+    import ray
+    from ray._common.constants import HEAD_NODE_RESOURCE_NAME
+
+    from pairank.cluster.ray_shim import HEAD_NODE_RESOURCE, free_per_node, head_node_id
+
+    assert HEAD_NODE_RESOURCE == HEAD_NODE_RESOURCE_NAME
+    nodes = [n for n in ray.nodes() if n["Alive"]]
+    assert head_node_id(nodes) == ray.get_runtime_context().get_node_id()  # a local Ray is its own head
+    free = free_per_node()
+    assert set(free) == {n["NodeID"] for n in nodes} and all("CPU" in r or r == {} for r in free.values())

@@ -20,7 +20,7 @@ from pairank.operators.judges.http_engine import HttpJudgeSpec
 from pairank.operators.judges.modes import ModeRunner, score_options
 from pairank.operators.judges.replay_engine import ReplayJudgeSpec
 from pairank.operators.judges.vllm_engine import VllmJudgeSpec, choose_dtype
-from pairank.operators.judges.vllm_judge import label_token_ids
+from pairank.operators.judges.vllm_judge import label_token_ids, threads_bind
 from pairank.operators.prompts import Domain, load_mode_prompts, load_prompts
 from pairank.operators.verdicts import parse_verdict
 from pairank.storage.fs import Location
@@ -86,6 +86,18 @@ def test_the_engine_runs_the_dtype_auto_chose_for_this_cpu(vllm_judge):
     assert vllm_judge.spec.dtype == chosen
     assert str(vllm_judge.llm.llm_engine.model_config.dtype) == f"torch.{chosen}"
     assert vllm_judge.identity()["sampling"]["dtype"] == chosen
+
+
+def test_the_engine_threads_run_on_every_core_this_process_may_use(vllm_judge):
+    """Without VLLM_CPU_OMP_THREADS_BIND in judge.env (the fixture's settings leave it out), the CPU build binds its
+    threads to the process's cores (issue 27, item 1): vLLM's own default keeps one back, a fixed 0-1 idles the rest
+    of a bigger machine. The engine core runs in this process (no multiprocessing), so torch's threads show it."""
+    import torch
+
+    cores = os.sched_getaffinity(0)
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in vllm_judge.spec.env
+    assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == threads_bind(cores)
+    assert torch.get_num_threads() == len(cores)
 
 
 def test_vllm_judge_is_repeatable(vllm_judge):

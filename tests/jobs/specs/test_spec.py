@@ -364,3 +364,57 @@ def test_a_bad_pool_size_is_an_error_naming_the_key_and_what_is_expected(tmp_pat
         f"pool.size: Value error, expected a number of actors (1 or more) or a range 'min..max' with 1 <= min <= "
         f"max, found {size!r}" in msg
     ), msg
+
+
+def test_parallel_sizes_place_an_engine_over_as_many_gpus_and_the_pool_knows_it(tmp_path):
+    from pairank.jobs.pipeline.pool import pool_resources
+
+    for engine in ("vllm", "simulated"):
+        judge = {"engine": engine, "tensor_parallel_size": 2, "pipeline_parallel_size": 2}
+        spec = load_spec(write_spec(tmp_path, minimal(judge=judge, pool={"num_gpus": 1})))
+        r = pool_resources(spec)
+        assert (spec.engine_ranks, r.ranks, r.num_gpus, r.on_head) == (4, 4, 1, False)
+    on_head = load_spec(write_spec(tmp_path, minimal(pool={"on_head": True})))
+    assert pool_resources(on_head).on_head is True and pool_resources(on_head).ranks == 1
+    # the parallel sizes place the engine; they do not key its judgments
+    plain = load_spec(write_spec(tmp_path, minimal(judge={"engine": "simulated"})))
+    wide = load_spec(write_spec(tmp_path, minimal(judge={"engine": "simulated", "tensor_parallel_size": 2})))
+    assert plain.judge.identity() == wide.judge.identity()
+
+
+@pytest.mark.parametrize(
+    ("judge", "pool", "message"),
+    [
+        (
+            {"tensor_parallel_size": 2},
+            {"num_gpus": 0.5},
+            "pool.num_gpus 0.5 with an engine of 2 ranks (judge.tensor_parallel_size x pipeline_parallel_size): "
+            "each rank holds one whole GPU",
+        ),
+        ({"pipeline_parallel_size": 2}, {"num_gpus": 2}, "pool.num_gpus 2 with an engine of 2 ranks"),
+        ({"tensor_parallel_size": 0}, {}, "judge.tensor_parallel_size: Input should be greater than or equal to 1"),
+        (
+            {"engine_kwargs": {"tensor_parallel_size": 2}},
+            {},
+            "judge.engine_kwargs.tensor_parallel_size: set judge.tensor_parallel_size and "
+            "judge.pipeline_parallel_size instead",
+        ),
+        ({"engine_kwargs": {"distributed_executor_backend": "mp"}}, {}, "judge.engine_kwargs.distributed_executor"),
+    ],
+)
+def test_bad_parallel_settings_are_errors_naming_the_keys(tmp_path, judge, pool, message):
+    msg = spec_error(write_spec(tmp_path, minimal(judge={"engine": "vllm", **judge}, pool=pool)))
+    assert message in msg, msg
+
+
+def test_the_vllm_engine_gets_its_parallel_sizes_and_rays_executor_on_gpus():
+    from pairank.operators.judges.vllm_engine import parallel_kwargs
+
+    assert parallel_kwargs(VllmJudgeSpec(), on_gpus=True) == {}
+    wide = VllmJudgeSpec(tensor_parallel_size=2, pipeline_parallel_size=3)
+    assert parallel_kwargs(wide, on_gpus=True) == {
+        "tensor_parallel_size": 2,
+        "pipeline_parallel_size": 3,
+        "distributed_executor_backend": "ray",
+    }
+    assert parallel_kwargs(wide, on_gpus=False) == {"tensor_parallel_size": 2, "pipeline_parallel_size": 3}

@@ -1,0 +1,150 @@
+"""Where judge actors go on a cluster of GPU nodes, checked with declared GPUs and the SIMULATED judge.
+
+Ray schedules on declared resources: worker nodes started with ``--num-gpus 2`` hold GPU actors on a machine
+without GPUs, and Ray gives each actor GPU ids as it would on real ones. The cluster (``tests/multinode.py``): a
+head of 2 CPUs and no GPU (the driver's node, which Ray prefers for the driver's actors while it has room) and one
+worker node of 2 CPUs and 2 GPUs; a second such node joins during the growth test. Each run's report records where
+every judge actor ran (``pool[].node_id``, ``gpu_ids``, and a parallel engine's ``group``), which the tests read.
+
+The second GPU node joins in the growth test; the tensor-parallel test after it uses both nodes (and starts the
+second itself when it runs alone).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from pairank.storage.fs import Location
+from tests.helpers import write_input
+from tests.multinode import MARKERS, multinode, start_run, titles, wait_done, wait_for, write_spec
+from tests.multinode import simulated_spec as spec_on
+
+pytestmark = list(MARKERS)
+
+cluster = multinode(workers=1, worker_cpus=2, worker_gpus=2, head_cpus=2)
+
+ROOT = "s3://pairank/gpus"
+
+
+@pytest.fixture(scope="module")
+def inputs(s3_server, summeval_tables):
+    """3 SummEval articles x 6 summaries (90 ordered pairs) and 16 x 16 (3,840) on S3."""
+    return {
+        "small": write_input(f"{ROOT}/small", summeval_tables, 3, 6).uri,
+        "large": write_input(f"{ROOT}/large", summeval_tables, 16, 16).uri,
+    }
+
+
+def nodes(cluster) -> tuple[str, set[str]]:
+    """The head's node id and the worker nodes' ids, as Ray counts them alive."""
+    alive = cluster.alive_nodes()
+    assert alive is not None, "the head does not answer"
+    head = next(n["NodeID"] for n in alive if n["is_head"])
+    return head, {n["NodeID"] for n in alive if not n["is_head"]}
+
+
+def run(cluster, tmp_path, name: str, input_uri: str, pool: dict, judge: dict | None = None, timeout=300):
+    """A full-matrix run on the cluster, with a store of its own (so it judges everything); its exit code, log and
+    report (None when it wrote none)."""
+    root = f"{ROOT}/{name}"
+    spec = spec_on(name, input_uri, root, scheduler={"name": "full"}, judge=judge or {}, pool=pool)
+    proc = start_run(cluster, write_spec(tmp_path, spec), tmp_path)
+    log = tmp_path / f"{name}.log"
+    code = wait_done(proc, log, timeout)
+    report = Location.of(f"{root}/store/runs/{name}/report.json")
+    return code, log.read_text(errors="replace"), report.read_json() if code == 0 else None
+
+
+def test_whole_gpus_hold_one_actor_each_off_the_head(cluster, tmp_path, inputs):
+    head, workers = nodes(cluster)
+    code, log, report = run(cluster, tmp_path, "whole", inputs["small"], {"size": 2, "num_gpus": 1, "num_cpus": 0.5})
+    assert code == 0, log[-3000:]
+    actors = report["pool"]
+    assert len(actors) == 2
+    (worker,) = workers
+    assert [a["node_id"] for a in actors] == [worker, worker]
+    assert sorted(g for a in actors for g in a["gpu_ids"]) == ["0", "1"]  # one GPU each, not the same one
+    assert report["counts"]["judged_now"] == 90
+    assert len(report["pool"]) == 2
+
+
+def test_half_gpus_pack_two_actors_on_each_gpu(cluster, tmp_path, inputs):
+    _, (worker,) = nodes(cluster)
+    code, log, report = run(cluster, tmp_path, "half", inputs["small"], {"size": 4, "num_gpus": 0.5, "num_cpus": 0.25})
+    assert code == 0, log[-3000:]
+    actors = report["pool"]
+    assert {a["node_id"] for a in actors} == {worker} and len(actors) == 4
+    assert all(len(a["gpu_ids"]) == 1 for a in actors)
+    assert Counter(a["gpu_ids"][0] for a in actors) == {"0": 2, "1": 2}
+
+
+def test_no_judge_actor_on_the_head_unless_asked(cluster, tmp_path, inputs):
+    """A CPU pool: the head has 2 CPUs free and is the driver's node, which Ray prefers; ``pool.on_head`` false (the
+    default) keeps the actors off it; with ``on_head: true`` an actor goes there."""
+    head, (worker,) = nodes(cluster)
+    code, log, report = run(cluster, tmp_path, "offhead", inputs["small"], {"size": 2, "num_cpus": 0.5})
+    assert code == 0, log[-3000:]
+    assert [a["node_id"] for a in report["pool"]] == [worker, worker]
+
+    code, log, report = run(cluster, tmp_path, "onhead", inputs["small"], {"size": 1, "num_cpus": 0.5, "on_head": True})
+    assert code == 0, log[-3000:]
+    assert [a["node_id"] for a in report["pool"]] == [head]  # asked: Ray's preference for the driver's node
+
+
+def test_a_range_pool_grows_onto_a_gpu_node_that_joins(cluster, tmp_path, inputs):
+    """``pool.size: 1..4`` of one GPU each, on one node of 2 GPUs: the pool grows to 2 there; a second GPU node
+    joins during the run, and the pool grows onto it."""
+    _, before = nodes(cluster)
+    spec = spec_on(
+        "grows",
+        inputs["large"],
+        f"{ROOT}/grows",
+        scheduler={"name": "full"},
+        judge={"seconds_per_comparison": 0.05},
+        pool={"size": "1..4", "num_gpus": 1, "num_cpus": 0.25, "batch_size": 32},
+    )
+    proc = start_run(cluster, write_spec(tmp_path, spec), tmp_path)
+    log = tmp_path / "grows.log"
+    wait_for("two judge actors on the first GPU node", lambda: judge_actors(cluster) >= 2, proc, log, 240)
+    joined = cluster.add_worker(gpus=2)  # a GPU node joins mid-run
+    assert wait_done(proc, log, 420) == 0, log.read_text()[-3000:]
+    _, after = nodes(cluster)
+    (new,) = after - before
+    report = Location.of(f"{ROOT}/grows/store/runs/grows/report.json").read_json()
+    on = Counter(a["node_id"] for a in report["pool"])
+    assert on[new] >= 1, (joined.name, on)
+    assert report["engines"]["actors_most"] >= 3 and report["counts"]["judged_now"] == 3840
+    assert all(len(a["gpu_ids"]) == 1 for a in report["pool"])
+
+
+def test_tensor_parallel_engines_get_a_group_of_gpus_on_one_node(cluster, tmp_path, inputs):
+    """``judge.tensor_parallel_size: 2`` on two nodes of 2 GPUs: a pool of 2 engines is one group per node, both
+    GPUs of each group on its node; 4 GPUs per engine is refused before judging, naming the setting."""
+    _, workers = nodes(cluster)
+    if len(workers) < 2:  # the growth test's node has not joined (the test runs alone)
+        cluster.add_worker(gpus=2)
+        _, workers = nodes(cluster)
+    judge = {"tensor_parallel_size": 2}
+    code, log, report = run(cluster, tmp_path, "tp2", inputs["small"], {"size": 2, "num_gpus": 1}, judge)
+    assert code == 0, log[-3000:]
+    groups = [a["group"] for a in report["pool"]]
+    assert len(groups) == 2
+    for a, group in zip(report["pool"], groups):
+        assert a["gpu_ids"] == [] and len(group) == 2  # the actor holds none; its group's two bundles do
+        assert {b["node_id"] for b in group} == {a["node_id"]}  # STRICT_PACK: the group on the actor's node
+        assert sorted(g for b in group for g in b["gpu_ids"]) == ["0", "1"]
+    assert {a["node_id"] for a in report["pool"]} == workers
+
+    code, log, _ = run(
+        cluster, tmp_path, "tp4", inputs["small"], {"size": 1, "num_gpus": 1}, {"tensor_parallel_size": 4}
+    )
+    assert code == 2, log[-3000:]
+    assert "judge.tensor_parallel_size x pipeline_parallel_size 4 with pool.num_gpus 1: one engine needs 4 GPUs" in log
+    assert "have at most 2" in log
+
+
+def judge_actors(cluster) -> int:
+    """Judge actor processes on the worker nodes."""
+    return sum(1 for n in cluster.nodes if not n.head for t in titles(n) if t.startswith("ray::JudgeActor"))
