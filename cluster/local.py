@@ -48,7 +48,7 @@ from pathlib import Path
 STATE = "cluster.json"
 LOOPBACK = "127.0.0.1"
 #: Starts of a node that failed for a reason worth another start (:data:`RETRYABLE`) before giving up.
-STARTS = 3
+STARTS = 5
 STARTUP_TIMEOUT = "timed out during startup"
 #: What a ``ray start`` that failed for a reason worth another start says: its raylet did not register in Ray's
 #: 30 s (a loaded machine), or a port chosen free was taken meanwhile (by another program of this machine).
