@@ -47,9 +47,14 @@ from pathlib import Path
 #: The file in the cluster's folder that says what runs (read by ``pairank cluster down``).
 STATE = "cluster.json"
 LOOPBACK = "127.0.0.1"
-#: Starts of a node whose raylet did not register in time (Ray's own limit: 30 s) before giving up.
-STARTS = 3
+#: Starts of a node that failed for a reason worth another start (:data:`RETRYABLE`) before giving up.
+STARTS = 5
 STARTUP_TIMEOUT = "timed out during startup"
+#: What a ``ray start`` that failed for a reason worth another start says: its raylet did not register in Ray's
+#: 30 s (a loaded machine), or a port chosen free was taken meanwhile (by another program of this machine).
+RETRYABLE = (STARTUP_TIMEOUT, "is trying to use a port number", "address already in use")
+#: The line a node's ``ray start`` log gets when its start is tried again.
+RETRIED = "[pairank cluster] the start failed"
 #: Environment variables a node keeps from the command that starts it (nothing else of it reaches the node).
 KEPT_ENV = ("LANG", "LC_ALL", "TZ")
 
@@ -58,10 +63,23 @@ class ClusterError(ValueError):
     """The local cluster cannot start (or be found); the message says why."""
 
 
-def free_port(host: str = LOOPBACK) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+def free_ports(count: int, avoid: set[int] | frozenset[int] = frozenset(), host: str = LOOPBACK) -> list[int]:
+    """``count`` ports free now, none of ``avoid``: held open together while chosen, so no two are the same (ports
+    found one at a time can repeat, and Ray refuses a node whose components are given one port twice)."""
+    held: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        while len(ports) < count:
+            s = socket.socket()
+            held.append(s)
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+            if port not in avoid and port not in ports:
+                ports.append(port)
+    finally:
+        for s in held:
+            s.close()
+    return ports
 
 
 def site_folders() -> list[str]:
@@ -163,6 +181,14 @@ class Node:
                     found.append(p)
         return found
 
+    def node_id(self) -> str | None:
+        """The Ray node id of the node's raylet (from its command line), or None while it has none."""
+        for p in self.processes():
+            with contextlib.suppress(Exception):  # gone meanwhile
+                if p.name() == "raylet":
+                    return next((a.split("=", 1)[1] for a in p.cmdline() if a.startswith("--node_id=")), None)
+        return None
+
     def processes(self) -> list:
         """The node's processes (its ``ray start`` and everything below it) that are still ours."""
         import psutil
@@ -221,7 +247,7 @@ class LocalCluster:
         self.folder = Path(self.folder).resolve()
         self.folder.mkdir(parents=True, exist_ok=True)
         node_venv(self.folder / "venv")
-        self.port, self.dashboard_port = free_port(), free_port()
+        self.port, self.dashboard_port = free_ports(2)
         try:
             self._start_node(Node("head", self.head_ip, str(self.folder / "head"), cpus=self.head_cpus))
             self.wait_nodes(1, timeout)
@@ -246,8 +272,15 @@ class LocalCluster:
         )
         self._start_node(node)
         if wait:
-            self.wait_nodes(len(self.nodes), 180)
+            self.wait_registered(node)
         return node
+
+    def restart(self, timeout: float = 180) -> LocalCluster:
+        """Stop what is left of the cluster and start it afresh, on new ports (a head and ``workers`` worker
+        nodes): how a cluster whose head was lost comes back (as ``pairank cluster down`` and ``up`` do)."""
+        self.stop()
+        self.nodes, self.killed = [], set()
+        return self.start(timeout)
 
     def _start_node(self, node: Node) -> None:
         folder = Path(node.folder)
@@ -266,14 +299,17 @@ class LocalCluster:
     def _launch(self, node: Node, env: dict[str, str]) -> None:
         """``ray start --block`` of ``node``, in a session of its own; its log is ``<node>/ray-start.log``."""
         folder, host = Path(node.folder), node.ip
-        ports = {
-            "--node-manager-port": free_port(),
-            "--object-manager-port": free_port(),
-            "--dashboard-agent-listen-port": free_port(),
-            "--dashboard-agent-grpc-port": free_port(),
-            "--runtime-env-agent-port": free_port(),
-            "--metrics-export-port": free_port(),
-        }
+        flags = (
+            "--node-manager-port",
+            "--object-manager-port",
+            "--dashboard-agent-listen-port",
+            "--dashboard-agent-grpc-port",
+            "--runtime-env-agent-port",
+            "--metrics-export-port",
+            "--ray-client-server-port",
+        )
+        ports = dict(zip(flags, free_ports(len(flags), avoid={self.port, self.dashboard_port})))
+        client_port = ports.pop("--ray-client-server-port")
         args = [
             str(self.python),
             "-m",
@@ -298,7 +334,7 @@ class LocalCluster:
                 "--include-dashboard=true",
                 f"--dashboard-host={host}",
                 f"--dashboard-port={self.dashboard_port}",
-                f"--ray-client-server-port={free_port()}",
+                f"--ray-client-server-port={client_port}",
             ]
         else:
             args.append(f"--address={self.address}")
@@ -313,35 +349,62 @@ class LocalCluster:
         self.save()
 
     def wait_nodes(self, count: int, timeout: float = 180) -> None:
-        """Wait until ``count`` nodes are alive (asked of the head by the nodes' python); a node of this cluster
-        whose processes all ended meanwhile (it failed to start) is an error naming it, with its log."""
+        """Wait until ``count`` nodes are alive (asked of the head by the nodes' python), starting again a node
+        whose start timed out (:meth:`_start_again`)."""
         deadline = time.monotonic() + timeout
         while True:
             alive = self.alive_nodes()
             if alive is not None and len(alive) >= count:
                 return
-            for node in [n for n in self.nodes if not n.processes() and n.name not in self.killed]:
-                said = self._log_tail(node.name)
-                if node.attempts >= STARTS or STARTUP_TIMEOUT not in said:
-                    raise ClusterError(f"node {node.name} exited while starting:\n{said}")
-                # Ray gives a raylet 30 s to register, which a loaded machine can exceed: start it again
-                self._reap(node)
-                node.attempts += 1
-                self._launch(node, node_env(self.python, Path(node.folder) / "home", auth_token(), self.env))
+            self._start_again()
             if time.monotonic() > deadline:
                 raise ClusterError(f"{count} nodes expected, {len(alive or [])} joined after {timeout:.0f} s")
             time.sleep(1)
 
-    def _reap(self, node: Node) -> None:
-        """SIGKILL what is left of ``node`` (its process tree and its strays)."""
+    def wait_registered(self, node: Node, timeout: float = 240) -> str:
+        """Wait until the head counts ``node`` alive (by its Ray node id), starting it again if its start timed
+        out (:meth:`_start_again`); returns its node id. Unlike a count of nodes, this is not fooled by a node
+        killed a moment ago that the head still counts alive."""
+        deadline = time.monotonic() + timeout
+        while True:
+            node_id = node.node_id()
+            alive = self.alive_nodes() if node_id else None
+            if node_id and alive is not None and any(n["NodeID"] == node_id for n in alive):
+                return node_id
+            self._start_again()
+            if time.monotonic() > deadline:
+                raise ClusterError(f"node {node.name} not registered after {timeout:.0f} s:\n{self._log_tail(node)}")
+            time.sleep(1)
+
+    def _start_again(self) -> None:
+        """Start again, on new ports, each node (not killed on purpose) whose ``ray start`` ended for a reason of
+        :data:`RETRYABLE` (its raylet did not register within Ray's 30 s, which a loaded machine can exceed; a
+        port taken meanwhile), up to :data:`STARTS` starts: what is left of the half-started node (a raylet that
+        outlived its ``ray start``) is SIGKILLed first, by process id. A node that ended for another reason, or
+        too often, is an error naming it, with its log."""
+        for node in [n for n in self.nodes if not n.processes() and n.name not in self.killed]:
+            said = self._log_tail(node)
+            latest = said.rsplit(RETRIED, 1)[-1]
+            if node.attempts >= STARTS or not any(why in latest for why in RETRYABLE):
+                raise ClusterError(f"node {node.name} exited while starting:\n{said}")
+            stopped = self._reap(node)
+            node.attempts += 1
+            with open(Path(node.folder) / "ray-start.log", "a", encoding="utf-8") as log:
+                log.write(f"\n{RETRIED}: stopped pids {stopped}; start {node.attempts}\n")
+            self._launch(node, node_env(self.python, Path(node.folder) / "home", auth_token(), self.env))
+
+    def _reap(self, node: Node) -> list[int]:
+        """SIGKILL what is left of ``node`` (its process tree and its strays); returns their process ids."""
         import psutil
 
-        for p in node.processes() + node.strays():
+        procs = node.processes() + node.strays()
+        for p in procs:
             with contextlib.suppress(psutil.NoSuchProcess):
                 p.kill()
+        return [p.pid for p in procs]
 
-    def _log_tail(self, name: str) -> str:
-        node = next(n for n in self.nodes if n.name == name)
+    def _log_tail(self, node: Node) -> str:
+        """The end of the node's ``ray start`` log (of every start of it)."""
         path = Path(node.folder) / "ray-start.log"
         return path.read_text(errors="replace")[-3000:] if path.exists() else ""
 

@@ -64,6 +64,10 @@ class SubmitError(ValueError):
     """A submission or job query that cannot go ahead; the message says why and where."""
 
 
+class JobsApiLost(SubmitError):
+    """The Jobs API that answered before no longer does: the cluster's head (and the job's driver) is gone."""
+
+
 def repository_root() -> Path:
     """The pairank checkout this module runs from (the default working directory)."""
     root = Path(__file__).resolve().parents[1]
@@ -209,7 +213,10 @@ class Jobs:
         except RayError as exc:
             raise SubmitError(f"{what}: the Ray Jobs API at {self.address} refused the request: {exc}") from None
         except requests.exceptions.ConnectionError:
-            raise SubmitError(f"{what}: lost the Ray Jobs API at {self.address} (from {self.source})") from None
+            raise JobsApiLost(
+                f"{what}: lost the Ray Jobs API at {self.address} (from {self.source}), which answered before: the "
+                "cluster's head node is gone, and a job's driver runs there"
+            ) from None
         except RuntimeError as exc:
             if "status code 404" in str(exc):
                 raise SubmitError(f"{what}: no such job at {self.address} (from {self.source})") from None
@@ -254,7 +261,11 @@ class Jobs:
                 out.write(chunk)
                 out.flush()
 
-        self._call(f"logs of job {job_id}", asyncio.run, tail())
+        try:
+            self._call(f"logs of job {job_id}", asyncio.run, tail())
+        except SubmitError as exc:  # the stream broke (its websocket closed): the head may be gone
+            self.info(job_id)  # JobsApiLost if it is
+            out.write(f"[pairank] the job's log stream ended early ({exc}); waiting for its end\n")
         return self.wait(job_id, timeout)
 
     def wait(self, job_id: str, timeout: float) -> tuple[str, str]:

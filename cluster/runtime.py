@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import socket
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,10 @@ JOB_RUNTIME_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 #: The note Ray Data appends to the message of an error raised in a task ("Failed to apply UDF transform after 1/1
 #: attempts ...", and how to configure its retries).
 RAY_DATA_NOTE = re.compile(r"\nFailed to [^\n]* after \d+/\d+ attempts \(total backoff")
+#: Seconds a driver gives the cluster's GCS (on its head node) to accept a connection before it counts as gone.
+GCS_PROBE_SECONDS = 3
+#: The address this process joined (``cluster.address``, as the user gave it), for messages.
+_joined: str | None = None
 
 
 def ensure_ray(
@@ -60,6 +65,8 @@ def ensure_ray(
     if ray.is_initialized():
         return
     if address:
+        global _joined
+        _joined = address
         log.info("joining Ray at %s", address)
         with tempfile.TemporaryDirectory(prefix="pairank-ship-") as tmp:  # uploaded by ray.init
             ray.init(address=address, log_to_driver=True, runtime_env=shipped_env(Path(tmp), forward_env))
@@ -107,6 +114,32 @@ def alive_nodes() -> list[dict]:
     import ray
 
     return [n for n in ray.nodes() if n.get("Alive")]
+
+
+def lost_cluster() -> str | None:
+    """The Ray cluster this process joined, named as the user gave it (and its GCS), if its head node is gone: the
+    GCS, which runs on the head, accepts no connection. None when Ray is not up here, or the GCS answers.
+
+    A driver outlives any node but the head: with the head go the GCS and the driver's own node (the job's
+    bookkeeping lives there), and the Ray errors it then meets (an actor unavailable, a connection refused)
+    say nothing of why. This says it."""
+    if "ray" not in sys.modules:
+        return None
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    try:
+        gcs = ray.get_runtime_context().gcs_address
+        host, port = gcs.rsplit(":", 1)
+    except Exception:
+        return None
+    try:
+        with socket.create_connection((host, int(port)), timeout=GCS_PROBE_SECONDS):
+            return None
+    except OSError:
+        named = _joined if _joined not in (None, "auto") else None
+        return f"{named} (GCS {gcs})" if named and named != gcs else gcs
 
 
 def is_ray_error(exc: BaseException) -> bool:

@@ -80,16 +80,19 @@ def write_spec(folder: Path, spec: dict) -> Path:
     return path
 
 
-def start_run(cluster: LocalCluster, spec: Path, folder: Path, *overrides: str) -> subprocess.Popen:
+def start_run(
+    cluster: LocalCluster, spec: Path, folder: Path, *overrides: str, env: dict[str, str] | None = None
+) -> subprocess.Popen:
     """``pairank run spec --set cluster.address=...`` as a driver joining the cluster (from ``folder``, so no
-    checkout is on its path); its output goes to ``folder/<spec name>.log``."""
+    checkout is on its path; ``env``: its environment, else :func:`driver_env`); its output goes to
+    ``folder/<spec name>.log``."""
     log = open(folder / f"{spec.stem}.log", "ab")  # noqa: SIM115 - the run's log, open while it runs
     try:
         return subprocess.Popen(
             [*PAIRANK, "run", str(spec), "--set", f"cluster.address={cluster.address}"]
             + [arg for o in overrides for arg in ("--set", o)],
             cwd=folder,
-            env=driver_env(),
+            env=env or driver_env(),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -123,6 +126,19 @@ def titles(node: Node) -> list[str]:
         if first.startswith("ray::"):
             out.append(first.split()[0])
     return sorted(out)
+
+
+def pids_of(node: Node, title: str) -> list[int]:
+    """The ids of the node's worker processes whose Ray title starts with ``title``."""
+    out = []
+    for p in node.processes():
+        try:
+            first = (p.cmdline() or [""])[0]
+        except Exception:  # gone meanwhile
+            continue
+        if first.startswith(title):
+            out.append(p.pid)
+    return out
 
 
 def holding(cluster: LocalCluster, title: str | tuple[str, ...], workers_only: bool = True) -> list[Node]:
@@ -191,6 +207,15 @@ def engine_calls(folder: str) -> dict[str, list[float]]:
         record = f.read_json()
         for key in record["keys"]:
             calls[key].append(record["at"])
+    return dict(calls)
+
+
+def calls_by_pid(folder: str) -> dict[int, int]:
+    """Per engine process (a judge actor's pid), the comparisons that reached it (its ``judge.calls_log``)."""
+    calls: dict[int, int] = defaultdict(int)
+    for f in Location.of(folder).files(suffix=".json") if Location.of(folder).exists() else []:
+        record = f.read_json()
+        calls[record["pid"]] += len(record["keys"])
     return dict(calls)
 
 

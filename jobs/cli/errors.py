@@ -10,6 +10,13 @@ EXIT_CODES = {
     4: "another writer got there first: a nightly commit race, or a run of that name holding its lease",
     5: "storage or cluster unavailable after retrying: run again when it is back (nothing judged is lost)",
 }
+#: What to do once a cluster's head is gone (docs/cluster.md, "Losing the head").
+AFTER_HEAD_LOSS = (
+    "What was judged before is in the judgment store: start the cluster again (or use another) and run or submit "
+    "the same spec, which judges only what the store lacks. A driver lost with the head holds the run's name until "
+    "its lease expires (PAIRANK_LEASE_TTL_S after its last renewal, 60 s by default): a new run of that name is "
+    "refused with exit 4 until then"
+)
 #: Longest message of an error from Ray (its errors embed remote tracebacks); `-v` shows all of it.
 MAX_MESSAGE = 800
 
@@ -17,7 +24,8 @@ MAX_MESSAGE = 800
 def explain(exc: BaseException) -> tuple[int, str]:
     """The exit code and one-paragraph message for an error that ended a command."""
     from pairank.cluster.pools import EngineStartError
-    from pairank.cluster.runtime import is_ray_error, raised_in_task
+    from pairank.cluster.ray_jobs import JobsApiLost
+    from pairank.cluster.runtime import is_ray_error, lost_cluster, raised_in_task
     from pairank.storage.commits import CommitConflict
     from pairank.storage.fs import StorageError, StorageUnavailable
     from pairank.storage.lease import LeaseHeld
@@ -31,6 +39,13 @@ def explain(exc: BaseException) -> tuple[int, str]:
         return 5, (
             f"{exc}. The engine's own log is above (lines from `JudgeActor`): check judge.model, judge.env and the "
             "engine settings, and that the cluster has the CPUs/GPUs pool.num_cpus/num_gpus ask for"
+        )
+    if isinstance(exc, JobsApiLost):
+        return 5, f"{exc}. {AFTER_HEAD_LOSS}"
+    if (is_ray_error(exc) or isinstance(exc, ConnectionError)) and (lost := lost_cluster()):
+        return 5, (
+            f"lost the Ray cluster at {lost}: its head node is gone (its GCS accepts no connection), and a job "
+            f"cannot outlive its head ({type(exc).__name__}). {AFTER_HEAD_LOSS}"
         )
     if is_ray_error(exc) or isinstance(exc, ConnectionError):
         text = " ".join(str(exc).split())

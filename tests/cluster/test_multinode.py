@@ -67,8 +67,10 @@ def inputs(s3_server, summeval_tables):
 
 def kill_in_turn(cluster, proc, log, table: str, roles: list[tuple[str, tuple[str, ...]]]) -> list[str]:
     """For each ``(what, titles)``: once the run has committed once more, SIGKILL the worker node that holds a
-    process of those titles, then start a new worker node. Returns the nodes killed. Before each kill the job's
-    bookkeeping is on the head, and on no worker node."""
+    process of those titles, then start a new worker node, and wait until the head has registered it (a start
+    that timed out on a loaded machine is tried again) before the next kill: a kill while the replacement is not
+    up would leave the run no worker node. Returns the nodes killed. Before each kill the job's bookkeeping is on
+    the head, and on no worker node."""
     killed = []
     for what, titles in roles:
         committed = versions(table) if Location.of(table).exists() else 0
@@ -82,14 +84,14 @@ def kill_in_turn(cluster, proc, log, table: str, roles: list[tuple[str, tuple[st
         assert not any(holding(cluster, t) for t in BOOKKEEPING), "bookkeeping on a worker node"
         assert cluster.kill(node), node.name
         killed.append(node.name)
-        cluster.add_worker(wait=False)  # a replacement joins while the job goes on
+        cluster.add_worker()  # a replacement joins while the job goes on
     return killed
 
 
 def settle(cluster) -> None:
-    """Wait until the cluster has its two worker nodes again (the replacements have joined)."""
-    workers = [n for n in cluster.nodes if not n.head and n.processes()]
-    cluster.wait_nodes(1 + len(workers), 240)
+    """Wait until every worker node not killed is registered (the replacements have joined)."""
+    for node in [n for n in cluster.nodes if not n.head and n.name not in cluster.killed]:
+        cluster.wait_registered(node)
 
 
 def assert_clean(root: str, name: str, expected: int | None = None) -> None:

@@ -1,0 +1,159 @@
+"""A cluster that changes under a run: a worker node that joins takes up work, and a lost head is come back from.
+
+The cluster (``tests/multinode.py``): a head of 1 CPU and one worker node of 2 CPUs, which cannot import pairank
+or see the driver's HOME or environment; storage the session's S3 server. The tests run in order: the second
+loses the head twice (the cluster is started again after each loss).
+
+- A range pool (``pool.size: 1..2`` of 2-CPU actors) has its one actor on the worker node and no room for a
+  second; a worker node that joins mid-run gets the second actor, which judges comparisons.
+- Losing the head ends a driver that joined the cluster from outside (exit 5, naming the cluster), and a
+  ``pairank submit`` that follows a job on it (exit 5, naming its Jobs API); the submitted job's driver dies with
+  the head and holds the run's name until its lease expires. The same spec submitted to the cluster started
+  again then finishes: one verdict per key, and nothing committed before a loss is sent to an engine again.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from pairank.storage.fs import Location
+from pairank.storage.lease import is_held
+from tests.helpers import write_input
+from tests.multinode import (
+    MARKERS,
+    PAIRANK,
+    audit,
+    calls_by_pid,
+    driver_env,
+    holding,
+    multinode,
+    pids_of,
+    start_run,
+    titles,
+    versions,
+    wait_done,
+    wait_for,
+    write_spec,
+)
+from tests.multinode import simulated_spec as spec_on
+
+pytestmark = list(MARKERS)
+
+cluster = multinode(workers=1, worker_cpus=2, head_cpus=1)
+
+#: Seconds a lost driver holds the run's name: short, so that the test need not wait a minute.
+LEASE_TTL_S = "20"
+
+
+def report_of(root: str, run: str) -> dict:
+    return Location.of(f"{root}/store/runs/{run}/report.json").read_json()
+
+
+def test_a_node_that_joins_mid_run_takes_up_work(cluster, tmp_path, summeval_tables):
+    """Its one 2-CPU actor on the worker node, the pool has no room for a second (the head's 1 CPU is Ray
+    Data's); a worker node that joins mid-run gets the second actor, which judges."""
+    root = "s3://pairank/joins"
+    uri = write_input(f"{root}/input", summeval_tables, 10, 16).uri  # 2,400 comparisons
+    pool = {"size": "1..2", "num_cpus": 2, "batch_size": 32, "idle_seconds": 120}
+    spec = spec_on("grow", uri, root, scheduler={"name": "full"}, judge={"seconds_per_comparison": 0.05}, pool=pool)
+    proc = start_run(cluster, write_spec(tmp_path, spec), tmp_path)
+    log = tmp_path / "grow.log"
+    wait_for("engine calls on the first actor", lambda: calls_by_pid(f"{root}/calls/grow"), proc, log, 240)
+    assert len(holding(cluster, "ray::JudgeActor")) == 1
+
+    joined = cluster.add_worker()  # registered with the head
+    node_id = joined.node_id()
+    pids = wait_for(
+        "a judge actor on the node that joined",
+        lambda: pids_of(joined, "ray::JudgeActor"),
+        proc,
+        log,
+        180,
+    )
+    assert wait_done(proc, log, 600) == 0, log.read_text()[-3000:]
+    calls = calls_by_pid(f"{root}/calls/grow")
+    assert sum(calls.get(pid, 0) for pid in pids) > 0, (pids, calls)
+    report = report_of(root, "grow")
+    on_new = [a for a in report["pool"] if a["node_id"] == node_id]
+    assert on_new and sum(a["rows"] for a in on_new) > 0, report["pool"]
+    assert report["engines"]["actors_most"] == 2
+    assert report["counts"]["judged_now"] == 2400
+    a = audit(f"{root}/store/tables/judgments", f"{root}/calls/grow")
+    assert a.clean() and a.keys == 2400
+
+
+def submit(cluster, spec: Path, folder: Path, wait: bool = True):
+    """``pairank submit spec`` to the cluster's Jobs API, forwarding the short lease; output in ``folder``."""
+    args = [*PAIRANK, "submit", str(spec), "--address", cluster.dashboard, "--env", "PAIRANK_LEASE_TTL_S"]
+    env = driver_env(PAIRANK_LEASE_TTL_S=LEASE_TTL_S)
+    if wait:
+        return subprocess.run(args, capture_output=True, text=True, cwd=folder, env=env, timeout=600)
+    log = open(folder / "submit.log", "ab")  # noqa: SIM115 - the command's log, open while it runs
+    try:
+        return subprocess.Popen(args, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    finally:
+        log.close()
+
+
+def lose_the_head(cluster) -> None:
+    """SIGKILL every process of the head node (its GCS, raylet, dashboard and workers); none is left."""
+    head = cluster.node("head")
+    assert "ray::PoolMonitor" in titles(head)  # the job's bookkeeping is there
+    assert cluster.kill(head)
+    assert not head.processes() and not head.strays()
+
+
+def test_after_losing_the_head_the_same_spec_resumes_from_the_store(cluster, tmp_path, summeval_tables):
+    root = "s3://pairank/headloss"
+    store, table, calls = Location.of(f"{root}/store"), f"{root}/store/tables/judgments", f"{root}/calls/again"
+    uri = write_input(f"{root}/input", summeval_tables, 20, 16).uri  # 4,800 comparisons
+    spec = spec_on(
+        "again",
+        uri,
+        root,
+        scheduler={"name": "full"},
+        judge={"seconds_per_comparison": 0.01},
+        pool={"size": 1, "num_cpus": 1, "batch_size": 64},
+        flush_rows=256,
+    )
+    path = write_spec(tmp_path, spec)
+
+    # 1. a driver that joined from outside: it ends with exit 5 naming the cluster, and gives the name up
+    proc = start_run(cluster, path, tmp_path, env=driver_env(PAIRANK_LEASE_TTL_S=LEASE_TTL_S))
+    log = tmp_path / "again.log"
+    wait_for("a commit", lambda: store.join("tables/judgments").exists() and versions(table) > 0, proc, log, 300)
+    address = cluster.address
+    lose_the_head(cluster)
+    assert wait_done(proc, log, 300) == 5, log.read_text()[-3000:]
+    said = " ".join(log.read_text().split())
+    assert f"pairank: error: lost the Ray cluster at {address}" in said, said[-3000:]
+    assert "its head node is gone" in said and "run or submit the same spec" in said
+    assert not is_held(store, "again")
+    first = versions(table)
+
+    # 2. a submitted job, whose driver runs on the head and dies with it, holding the run's name
+    cluster.restart()
+    following = submit(cluster, path, tmp_path, wait=False)
+    log = tmp_path / "submit.log"
+    wait_for("a commit of the submitted job", lambda: versions(table) > first, following, log, 300)
+    dashboard = cluster.dashboard
+    lose_the_head(cluster)
+    assert is_held(store, "again")  # the lost driver released nothing
+    assert wait_done(following, log, 300) == 5, log.read_text()[-3000:]
+    said = " ".join(log.read_text().split())
+    assert f"lost the Ray Jobs API at {dashboard} (from --address), which answered before" in said, said[-3000:]
+    assert "the cluster's head node is gone" in said
+
+    # 3. the cluster again, and the same spec once the lease has expired: it judges only what the store lacks
+    cluster.restart()
+    wait_for("the lost driver's lease to expire", lambda: not is_held(store, "again"), timeout=120)
+    out = submit(cluster, path, tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    counts = report_of(root, "again")["counts"]
+    assert counts["requests"] == 4800 and 0 < counts["judged_now"] < 4800
+    assert counts["cached"] + counts["judged_now"] == 4800
+    a = audit(table, calls)
+    assert not a.duplicated, f"keys with more than one row: {list(a.duplicated.items())[:5]}"
+    assert not a.asked_again, f"committed, then sent to an engine again: {list(a.asked_again)[:5]}"
+    assert a.keys == 4800
