@@ -82,7 +82,7 @@ def test_a_commit_cut_short_is_named_and_moved_aside(store):
 
 def test_a_bad_commit_and_a_corrupt_data_file_are_repaired_together(store, capsys):
     root, cache = store
-    victim = cache.folder.join(cache.files()[0])  # a file of versions 1..4
+    victim = cache.folder.join(cache.files(4)[0])  # a file of versions 1..4 (files() sorts uuids: any version)
     victim.write_bytes(b"PAR1 not Parquet")
     held = {f"c{i % 2}/coherence/a{i}/b{i}" for i in range(20)} - set(everything_but(5))
     cache.folder.join(LOG, commit_name(5)).write_bytes(b"")
