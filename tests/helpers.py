@@ -141,17 +141,21 @@ def judge_actor_pids(under: int | None = None) -> list[int]:
 def titled_pids(title: bytes, under: int | None = None) -> list[int]:
     """PIDs of the processes whose title (first word of the command line) starts with ``title``; with ``under``,
     only those descended from that process."""
-    found, parents = [], {}
+    return sorted(pid for pid, first in process_titles(under).items() if first.startswith(title))
+
+
+def process_titles(under: int | None = None) -> dict[int, bytes]:
+    """The first word of each process's command line by PID; with ``under``, only the processes descended from
+    that one (what a failed search for a process shows)."""
+    titles, parents = {}, {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            first = (proc / "cmdline").read_bytes().split(b"\0")[0]
+            titles[int(proc.name)] = (proc / "cmdline").read_bytes().split(b"\0")[0]
             parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             continue
-        if first.startswith(title):
-            found.append(int(proc.name))
 
     def descends(pid: int) -> bool:
         while pid > 1:
@@ -160,7 +164,7 @@ def titled_pids(title: bytes, under: int | None = None) -> list[int]:
             pid = parents.get(pid, 0)
         return False
 
-    return sorted(p for p in found if under is None or descends(p))
+    return {pid: first for pid, first in titles.items() if under is None or descends(pid)}
 
 
 def write_input(folder: Path, tables, contexts: int, per_context: int):

@@ -13,7 +13,7 @@ import pytest
 
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import CPU_ENGINE_ENV, ROOT, judge_actor_pids, run_and_kill, titled_pids, write_input
+from tests.helpers import CPU_ENGINE_ENV, ROOT, judge_actor_pids, process_titles, run_and_kill, titled_pids, write_input
 
 pytestmark = [pytest.mark.engine, pytest.mark.ray]  # each run starts a Ray of its own
 CONTEXTS = 5  # enough judging after the first stored part that the kill lands mid-run on a loaded CI machine
@@ -44,11 +44,12 @@ def run_engine_and_kill(tmp_path, summeval_tables, victim, judge: dict | None = 
     return killed, cache, report
 
 
-def one_pid(find, timeout: float = 15) -> int:
-    """The one pid ``find()`` lists, waiting up to ``timeout`` s (a restarting actor has none for a moment)."""
+def one_pid(find, run: int, timeout: float = 15) -> int:
+    """The one pid ``find()`` lists, waiting up to ``timeout`` s (a restarting actor has none for a moment); a
+    failure lists the processes of the run."""
     deadline = time.monotonic() + timeout
     while len(pids := find()) != 1:
-        assert time.monotonic() < deadline, f"expected one process to kill, found {pids}"
+        assert time.monotonic() < deadline, f"expected one process to kill, found {pids} in {process_titles(run)}"
         time.sleep(0.1)
     return pids[0]
 
@@ -65,7 +66,7 @@ def test_a_sigkilled_cpu_engine_is_restarted_and_the_run_exits_0_with_each_key_o
     default_model, summeval_tables, tmp_path
 ):
     def actor(run: int) -> int:
-        return one_pid(lambda: judge_actor_pids(under=run))
+        return one_pid(lambda: judge_actor_pids(under=run), run)
 
     victim, cache, report = run_engine_and_kill(tmp_path, summeval_tables, actor)
     assert_each_key_judged_once(cache, report)
@@ -88,7 +89,7 @@ def test_an_async_engine_whose_core_died_ends_its_actor_and_the_run_exits_0_with
 
     def core(run: int) -> int:
         threading.Thread(target=watch, args=(run,), daemon=True).start()
-        pid = one_pid(lambda: titled_pids(b"VLLM::EngineCore", under=run))
+        pid = one_pid(lambda: titled_pids(b"VLLM::EngineCore", under=run), run)
         seen.add(pid)
         return pid
 
