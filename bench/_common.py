@@ -20,13 +20,33 @@ RESULTS = ROOT / "bench" / "results"
 SUMMEVAL = ROOT / "runs" / "data" / "summeval"
 PROMPTS = ROOT / "configs" / "prompts" / "summarization"
 
-#: The vLLM CPU engine settings the tests use on these 2-core machines
-#: (a copy of tests/conftest.py's CPU_ENGINE_ENV; see /work/shared/VLLM_CPU.md).
-CPU_ENGINE_ENV = {
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "VLLM_CPU_OMP_THREADS_BIND": "0-1",
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-}
+
+def cpu_engine_env(bare: bool = False) -> dict[str, str]:
+    """The environment of the vLLM CPU engine in a benchmark (see /work/shared/VLLM_CPU.md).
+
+    For the judge (its ``judge.env``, or the environment of a process that starts one): the settings the tests
+    use on these 2-core machines (tests/helpers.py's CPU_ENGINE_ENV, configs/demo.yaml's ``judge.env``). No
+    thread binding: the judge binds vLLM's threads to every core it may run on
+    (:func:`pairank.operators.judges.vllm_judge.threads_bind`) unless ``judge.env`` sets it.
+
+    With ``bare``, for a ``vllm.LLM`` built in this process without the judge, also what the judge sets before
+    it imports vLLM: that binding (for this process's cores), nothing fetched from a hub, vLLM's internal
+    sockets on loopback, no usage statistics.
+    """
+    env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    if bare:
+        from pairank.operators.judges.vllm_judge import threads_bind
+
+        env |= {
+            "VLLM_CPU_OMP_THREADS_BIND": threads_bind(os.sched_getaffinity(0)),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_HOST_IP": "127.0.0.1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+        }
+    return env
+
 
 MODEL_LABEL = "Gemma-3-270M base model (embedded default, bfloat16, enforce_eager) on the vLLM CPU build, 2 CPU cores"
 

@@ -126,16 +126,7 @@ def engine_kwargs(spec, model) -> dict:
 
 
 def bare(args) -> dict:
-    os.environ.update(C.CPU_ENGINE_ENV)
-    os.environ.update(
-        {
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "VLLM_HOST_IP": "127.0.0.1",
-            "VLLM_NO_USAGE_STATS": "1",
-            "DO_NOT_TRACK": "1",
-        }
-    )
+    os.environ.update(C.cpu_engine_env(bare=True))
     from pairank.operators.judges.models import prepare_default_model, resolve_model
     from pairank.operators.judges.vllm_judge import label_token_ids
 
@@ -429,7 +420,7 @@ def main() -> None:
         "batch_size": args.batch_size,
         "k": args.k,
         "repeats": args.repeats,
-        "engine_env": C.CPU_ENGINE_ENV,
+        "engine_env": C.cpu_engine_env(bare=True),
         "pool_k": args.pool_k,
         "pool_rounds": args.pool_rounds,
         "pool_repeats": args.pool_repeats,

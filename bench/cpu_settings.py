@@ -50,20 +50,9 @@ ARMS: dict[str, tuple[dict[str, str], dict]] = {
 
 def child(args, arm: str) -> dict:
     env, extra = ARMS[arm]
-    from pairank.operators.judges.vllm_judge import label_token_ids, threads_bind
+    from pairank.operators.judges.vllm_judge import label_token_ids
 
-    os.environ.update(
-        {
-            **C.CPU_ENGINE_ENV,
-            "VLLM_CPU_OMP_THREADS_BIND": threads_bind(os.sched_getaffinity(0)),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "VLLM_HOST_IP": "127.0.0.1",
-            "VLLM_NO_USAGE_STATS": "1",
-            "DO_NOT_TRACK": "1",
-            **env,
-        }
-    )
+    os.environ.update({**C.cpu_engine_env(bare=True), **env})
     from pairank.operators.judges.models import prepare_default_model, resolve_model
     from pairank.operators.judges.vllm_engine import choose_dtype
 

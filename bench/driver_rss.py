@@ -270,7 +270,7 @@ def main() -> None:
         "private MiB inputs",
         "private MiB judging",
         "x smallest",
-        "private MiB judge stage",
+        "private MiB judge step",
         "x smallest",
         "private MiB whole run",
         "x smallest",

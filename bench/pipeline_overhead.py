@@ -543,7 +543,7 @@ def main() -> None:
         "extra_overrides": args.set,
         "repeats": args.repeats,
         "retries_if_disturbed": args.retries,
-        "engine_env": C.CPU_ENGINE_ENV,
+        "engine_env": C.cpu_engine_env(),
         "target_steady_ratio": TARGET,
     }
     name = NAME + (f"-{args.tag}" if args.tag else "")

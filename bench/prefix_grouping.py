@@ -130,7 +130,7 @@ def worker(args) -> dict:
     engine_kwargs = {"disable_log_stats": False}
     if args.kv_blocks:
         engine_kwargs["num_gpu_blocks_override"] = args.kv_blocks
-    spec = VllmJudgeSpec(env=dict(C.CPU_ENGINE_ENV), engine_kwargs=engine_kwargs)
+    spec = VllmJudgeSpec(env=C.cpu_engine_env(), engine_kwargs=engine_kwargs)
     candidates = C.candidates_table()
     ids = C.context_ids(candidates)
     need = args.rounds * args.contexts
@@ -322,7 +322,7 @@ def main() -> None:
         "rounds": {"job": args.rounds, "small-cache": args.small_cache_rounds},
         "batch_size": args.batch_size,
         "shuffle_seed": args.seed,
-        "engine_env": C.CPU_ENGINE_ENV,
+        "engine_env": C.cpu_engine_env(),
         "engine_kwargs": {"disable_log_stats": False, "num_gpu_blocks_override": "small-cache scenario only"},
         "prefix_cache_reset_between_arms": True,
         "warmup": "one batch of unrelated prompts (other contexts, aspect relevance) per engine",

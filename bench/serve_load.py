@@ -385,7 +385,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="pairank-serve-load-") as tmp:
         s3 = None
-        env = dict(C.CPU_ENGINE_ENV) if args.engine == "vllm" else {}
+        env = C.cpu_engine_env() if args.engine == "vllm" else {}
         output = str(Path(tmp) / "store")
         if args.s3:
             (Path(tmp) / "s3").mkdir()

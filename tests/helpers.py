@@ -431,9 +431,33 @@ def spec_for(input_folder, output, **over) -> dict:
         "report": {"bootstrap": 0},
         "flush_rows": 8,
     }
+    return overlaid(spec, over)
+
+
+def overlaid(spec: dict, over: dict) -> dict:
+    """``spec`` with ``over``'s values: a section (a dict) merged key by key into the spec's, anything else replaced."""
     for key, value in over.items():
         spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
     return spec
+
+
+def full_matrix_spec(
+    input_folder, output, *, name: str, seconds_per_comparison: float, pool: dict, flush_rows: int, **over
+) -> dict:
+    """A full matrix judged by the SIMULATED judge at ``seconds_per_comparison`` on ``pool``'s actors in a 2-CPU
+    Ray, a part stored every ``flush_rows`` rows: a run long enough to kill its actors or read its metrics while
+    it judges. ``over`` as :func:`spec_for`'s, over these."""
+    spec = spec_for(
+        input_folder,
+        output,
+        name=name,
+        scheduler={"name": "full"},
+        judge={"seconds_per_comparison": seconds_per_comparison},
+        pool=pool,
+        cluster={"num_cpus": 2},
+        flush_rows=flush_rows,
+    )
+    return overlaid(spec, over)
 
 
 def write_json(path: Path, obj) -> Path:

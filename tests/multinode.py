@@ -115,30 +115,26 @@ def wait_done(proc: subprocess.Popen, log: Path, timeout: float = 300) -> int:
         pytest.fail(f"the run did not end in {timeout:.0f} s:\n{log.read_text(errors='replace')[-4000:]}")
 
 
-def titles(node: Node) -> list[str]:
-    """The Ray titles (``ray::JudgeActor``, ``ray::MapBatches(forward)``, ...) of the node's worker processes."""
+def first_args(node: Node) -> list[tuple[int, str]]:
+    """(id, first argument of its command line) of each of the node's processes; one gone meanwhile is left out.
+    Ray sets a worker process's first argument to its title (``ray::JudgeActor``, ...)."""
     out = []
     for p in node.processes():
         try:
-            first = (p.cmdline() or [""])[0]
+            out.append((p.pid, (p.cmdline() or [""])[0]))
         except Exception:  # gone meanwhile
             continue
-        if first.startswith("ray::"):
-            out.append(first.split()[0])
-    return sorted(out)
+    return out
+
+
+def titles(node: Node) -> list[str]:
+    """The Ray titles (``ray::JudgeActor``, ``ray::MapBatches(forward)``, ...) of the node's worker processes."""
+    return sorted(first.split()[0] for _, first in first_args(node) if first.startswith("ray::"))
 
 
 def pids_of(node: Node, title: str) -> list[int]:
     """The ids of the node's worker processes whose Ray title starts with ``title``."""
-    out = []
-    for p in node.processes():
-        try:
-            first = (p.cmdline() or [""])[0]
-        except Exception:  # gone meanwhile
-            continue
-        if first.startswith(title):
-            out.append(p.pid)
-    return out
+    return [pid for pid, first in first_args(node) if first.startswith(title)]
 
 
 def holding(cluster: LocalCluster, title: str | tuple[str, ...], workers_only: bool = True) -> list[Node]:

@@ -80,17 +80,17 @@ class StaticPlan:
     scheduler: StaticSettings
     aspects: tuple[str, ...]
     cache: JudgmentCache
-    #: The store's version the planning tasks join with: the one when this pass over the blocks began (-1: no
+    #: The store's version the planning tasks join with: the one when this sweep over the blocks began (-1: no
     #: store yet), so that a task run again (its node was lost) plans exactly what it planned the first time; see
     #: :func:`plan_requests`.
     as_of: int = -1
     claims: Claims | None = None  # the run's claims: keys another live run claimed are left to it
-    #: When (``time.time()``) this pass began, just before :attr:`as_of` was read: the claims' view of which runs
+    #: When (``time.time()``) this sweep began, just before :attr:`as_of` was read: the claims' view of which runs
     #: are live is the one of this moment (:meth:`pairank.storage.claims.Claims.claim`, ``fixed``).
     read_at: float = 0.0
-    #: The run's pass over the blocks (with claims, the blocks are planned again until no comparison is left to
-    #: another run); what the run claimed in an earlier pass was asked then, not again.
-    pass_no: int = 1
+    #: The run's sweep over the blocks (with claims, the blocks are planned again until no comparison is left to
+    #: another run); what the run claimed in an earlier sweep was asked then, not again.
+    sweep_no: int = 1
 
     @classmethod
     def now(
@@ -102,18 +102,18 @@ class StaticPlan:
         cache: JudgmentCache,
         claims: Claims | None = None,
     ) -> StaticPlan:
-        """A plan (its first pass) that joins with the store as it is now."""
-        return cls(variants, judge, scheduler, aspects, cache, claims=claims).next_pass(first=True)
+        """A plan (its first sweep) that joins with the store as it is now."""
+        return cls(variants, judge, scheduler, aspects, cache, claims=claims).next_sweep(first=True)
 
-    def next_pass(self, first: bool = False) -> StaticPlan:
-        """This plan for the run's next pass (``first``: its first): joined with the store as it is now."""
+    def next_sweep(self, first: bool = False) -> StaticPlan:
+        """This plan for the run's next sweep (``first``: its first): joined with the store as it is now."""
         read_at = time.time()  # before the version: a run whose lease ended after this may be missing from it
         version = self.cache.version()
         return dataclasses.replace(
             self,
             as_of=-1 if version is None else version,
             read_at=read_at,
-            pass_no=1 if first else self.pass_no + 1,
+            sweep_no=1 if first else self.sweep_no + 1,
         )
 
     def answered(self, maker: RequestMaker, wanted: dict[str, tuple[Any, ...]]) -> set[str]:
@@ -134,7 +134,7 @@ class StaticPlan:
 
 class PlanCounter:
     """Per block: comparisons wanted, found cached, and left to another run that claimed them (a Ray actor; a
-    task run twice counts once). :meth:`next_pass` starts counting a pass again."""
+    task run twice counts once). :meth:`next_sweep` starts counting a sweep again."""
 
     def __init__(self, blocks: int) -> None:
         self.blocks = blocks
@@ -143,7 +143,7 @@ class PlanCounter:
     def add(self, block: str, wanted: int, cached: int, deferred: int = 0) -> None:
         self.seen[block] = (wanted, cached, deferred)
 
-    def next_pass(self) -> None:
+    def next_sweep(self) -> None:
         self.seen = {}
 
     def totals(self) -> dict[str, Any]:
@@ -188,7 +188,7 @@ def plan_blocks(candidates: pa.Table, per_task: int | None = None) -> list[list[
 
 def cut_blocks(candidates: pa.Table, groups: list[list[str]]) -> list[pa.Table]:
     """``candidates`` cut into the blocks of ``groups`` (context ids; a context in none is left out), each block's
-    rows in table order: one pass over the rows, not one per block.
+    rows in table order: the rows are gone through once, not once per block.
 
     >>> t = pa.table({"context_id": ["c1", "c2", "c1", "c3"], "candidate_id": ["a", "b", "c", "d"]})
     >>> [b.column("candidate_id").to_pylist() for b in cut_blocks(t, [["c3"], ["c1", "c2"]])]
@@ -242,18 +242,18 @@ def put_blocks(candidates: pa.Table, folder: Location | None = None) -> list[Han
 
 
 def plan_requests(block: pa.Table, plan: StaticPlan, counter: Shared | None = None) -> Iterator[pa.Table]:
-    """Stage: the REQUESTS rows of ``block``'s comparisons that the store had no verdict for when this pass began
+    """Stage: the REQUESTS rows of ``block``'s comparisons that the store had no verdict for when this sweep began
     (version :attr:`StaticPlan.as_of`); ``counter`` (a :class:`PlanCounter`) hears how many the block wants, how many
     were cached and how many another run claimed (with ``plan.claims``: left to it, see :func:`judge_streamed`).
 
-    The same block gives the same rows in the same slices, however often the task runs within a pass: a task lost
+    The same block gives the same rows in the same slices, however often the task runs within a sweep: a task lost
     with its node is run again by Ray, whose streaming tasks hand on only the slices not handed on before, and lost
     slices are made again the same way (Ray's lineage). Joined with a newer version of the store, a task run again
     would slice fewer rows differently, and the slices skipped as handed on would no longer hold the rows handed
-    on. So the claim is the pass's too: the keys the task claimed the first time are the run's own when it claims
+    on. So the claim is the sweep's too: the keys the task claimed the first time are the run's own when it claims
     them again (``Claimed.again``, not read again in the store, where its own verdicts may be by now), and a run of
-    another lease that was live when the pass began still holds its keys for this pass, although it ended since
-    (``fixed``). The limits: a pass that began more than ``RECHECK_AFTER_S`` (5 minutes) before a task claims reads
+    another lease that was live when the sweep began still holds its keys for this sweep, although it ended since
+    (``fixed``). The limits: a sweep that began more than ``RECHECK_AFTER_S`` (5 minutes) before a task claims reads
     the store again for the keys the task claims first (another run that ended in between may have answered them;
     its claims may be forgotten): a task that dropped some so and is run again keeps them; and a record of another
     run forgotten (10 minutes after that run ended) between a task and its re-run frees its keys for the re-run.
@@ -264,9 +264,9 @@ def plan_requests(block: pa.Table, plan: StaticPlan, counter: Shared | None = No
     todo = {k: req for k, req in wanted.items() if k not in done}
     cached, deferred = len(wanted) - len(todo), 0
     if plan.claims is not None and todo:  # what another live run claimed is left to it (its verdicts come later)
-        claimed = plan.claims.claim(by_bucket(todo), since=plan.read_at, pass_no=plan.pass_no, fixed=True)
-        fresh = claimed.mine - claimed.again  # claimed by this task now, not by a run of it before in this pass
-        if claimed.recheck and fresh:  # a run that ended since the pass began may have answered some
+        claimed = plan.claims.claim(by_bucket(todo), since=plan.read_at, pass_no=plan.sweep_no, fixed=True)
+        fresh = claimed.mine - claimed.again  # claimed by this task now, not by a run of it before in this sweep
+        if claimed.recheck and fresh:  # a run that ended since the sweep began may have answered some
             found = plan.cache.answered(aspects=plan.aspects, contexts=maker.context, keys=fresh)
             claimed.mine.difference_update(found.column("key").to_pylist())
             cached += found.num_rows
@@ -301,7 +301,7 @@ class StreamCounts:
 @dataclass
 class Streamed:
     """A streamed static run once judged: its planning blocks (in Ray's object store) and its counts (None when
-    nothing was left to judge: the read-back pass counts the comparisons then, all of them cached)."""
+    nothing was left to judge: the read-back counts the comparisons then, all of them cached)."""
 
     plan: StaticPlan
     blocks: list[Handle]  # the candidates' blocks
@@ -347,10 +347,10 @@ def judge_streamed(
     (:mod:`pairank.jobs.pipeline.block_scores`).
 
     With claims (``plan.claims``), a comparison that another live run claimed is not asked. Once this run's own
-    are judged and committed, the blocks are planned again every ``wait_s`` seconds (a pass): that finds the
+    are judged and committed, the blocks are planned again every ``wait_s`` seconds (a sweep): that finds the
     other run's verdicts in the store, or claims what it left unanswered when its lease ended (a run killed), and
-    judges that; until no comparison is left to another run. Each pass joins with the store as it was when that
-    pass began (:meth:`StaticPlan.next_pass`), so a planning task run again within a pass plans what it planned
+    judges that; until no comparison is left to another run. Each sweep joins with the store as it was when that
+    sweep began (:meth:`StaticPlan.next_sweep`), so a planning task run again within a sweep plans what it planned
     the first time (:func:`plan_requests`).
 
     With a ``meter``, the comparisons judged, errored and cached are recorded as metrics
@@ -380,18 +380,18 @@ def judge_streamed(
                 progress(f"{t['wanted']} comparisons ({t['cached']} cached, {todo} to judge{left})")
         return int(t["wanted"] - t["cached"] - t["deferred"])
 
-    judged = errors = passes = 0
+    judged = errors = sweeps = 0
     first: dict[str, Any] | None = None
     waited = False
     try:
         with ExitStack() as stack:
             judge_pool = None
-            this = plan  # this pass's plan: its store version and claims' view taken when it began
+            this = plan  # this sweep's plan: its store version and claims' view taken when it began
             while True:
-                passes += 1
-                if passes > 1:
-                    counter.call("next_pass")
-                    this = this.next_pass()
+                sweeps += 1
+                if sweeps > 1:
+                    counter.call("next_sweep")
+                    this = this.next_sweep()
                 # anything to judge? (a run whose comparisons are all cached, or all claimed, starts no engine)
                 if requests(counter, this).any():
                     if judge_pool is None:
@@ -424,6 +424,6 @@ def judge_streamed(
     finally:
         counter.stop()
     wanted = first["wanted"]
-    if meter is not None:  # another run's verdicts found in later passes
+    if meter is not None:  # another run's verdicts found in later sweeps
         meter.add("pairank_comparisons_cached_total", max(0, wanted - judged - sum(metered)))
     return Streamed(plan, blocks, StreamCounts(wanted, wanted - judged, judged, errors))

@@ -24,7 +24,7 @@ from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import ROOT, free_port, judge_actor_pids, spec_for, write_input
+from tests.helpers import ROOT, free_port, full_matrix_spec, judge_actor_pids, write_input
 
 DASHBOARD = ROOT / "cluster" / "grafana-pairank.json"
 
@@ -122,14 +122,12 @@ def test_a_killed_actor_s_prompts_and_tokens_are_still_counted_in_the_run_report
     one per comparison judged, and the tokens of the stored judgments."""
     data = write_input(tmp_path / "input", summeval_tables, 10, 8)
     out = tmp_path / "out"
-    spec = spec_for(
+    spec = full_matrix_spec(
         data,
         out,
         name="restarted",
-        scheduler={"name": "full"},
-        judge={"seconds_per_comparison": 0.02},
+        seconds_per_comparison=0.02,
         pool={"size": 1, "num_cpus": 1, "batch_size": 16},
-        cluster={"num_cpus": 2},
         flush_rows=16,
     )
     killer = KillOnce(out)
@@ -176,15 +174,14 @@ def test_a_run_s_counters_move_on_ray_s_prometheus_endpoint_tagged_with_its_name
     data = write_input(tmp_path / "input", summeval_tables, 8, 6)
     out = tmp_path / "out"
     total = 8 * 6 * 5
-    spec = spec_for(
+    spec = full_matrix_spec(
         data,
         out,
         name="metered",
-        scheduler={"name": "full"},
-        judge={"seconds_per_comparison": 0.04},
+        seconds_per_comparison=0.04,
         pool={"size": 1, "num_cpus": 1, "batch_size": 8},
-        cluster={"num_cpus": 2, "metrics_export_port": port},
         flush_rows=16,
+        cluster={"metrics_export_port": port},
     )
     path = tmp_path / "metered.yaml"
     path.write_text(yaml.safe_dump(spec))

@@ -14,7 +14,7 @@ from pairank.cluster.judge_actor import Gate
 from pairank.cluster.pool_monitor import PoolMonitor
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import judge_actor_pids, run_and_kill, spec_for, write_input
+from tests.helpers import full_matrix_spec, judge_actor_pids, run_and_kill, write_input
 
 
 def test_every_call_running_when_its_engine_died_counts_and_one_that_waited_does_not():
@@ -74,14 +74,12 @@ def test_a_pool_with_batches_in_flight_judges_each_key_once_and_survives_a_sigki
     SIGKILLed mid-run with batches in it; Ray restarts it, the batches are judged again, exit 0, each key once."""
     data = write_input(tmp_path / "input", summeval_tables, 8, 6)
     out = tmp_path / "out"
-    spec = spec_for(
+    spec = full_matrix_spec(
         data,
         out,
         name="in-flight",
-        scheduler={"name": "full"},
-        judge={"seconds_per_comparison": 0.1},
+        seconds_per_comparison=0.1,
         pool={"size": 1, "num_cpus": 1, "batch_size": 6, "max_batches_in_flight": 3},
-        cluster={"num_cpus": 2},
         flush_rows=12,
     )
     victim = run_and_kill(spec, tmp_path, only_actor, first_part_s=240, finish_s=300)

@@ -33,7 +33,7 @@ from pairank.storage.cache import JudgmentCache
 from pairank.storage.commits import CommitLog, NightlyLayout
 from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS
-from tests.helpers import ROOT, judge_actor_pids, spec_for, write_input
+from tests.helpers import ROOT, full_matrix_spec, judge_actor_pids, overlaid, write_input
 
 
 def stored_keys(output: str | Path) -> Counter:
@@ -81,19 +81,15 @@ def ten_input(tmp_path, summeval_tables):
 
 def slow_spec(input_folder, output, **over) -> dict:
     """A full matrix on 2 simulated actors, slow enough (about 10 s of judging) to kill engines during it."""
-    base = spec_for(
+    base = full_matrix_spec(
         input_folder,
         output,
         name="lost",
-        scheduler={"name": "full"},
-        judge={"seconds_per_comparison": 0.02},
+        seconds_per_comparison=0.02,
         pool={"size": 2, "num_cpus": 1, "batch_size": 16, "retries": 2},
-        cluster={"num_cpus": 2},
         flush_rows=16,
     )
-    for key, value in over.items():
-        base[key] = {**base.get(key, {}), **value} if isinstance(value, dict) else value
-    return base
+    return overlaid(base, over)
 
 
 def test_an_actor_killed_three_times_during_a_run_loses_nothing_and_stores_each_key_once(
