@@ -41,9 +41,9 @@ def explain(exc: BaseException) -> tuple[int, str]:
             f"{exc}. The engine's own log is above (lines from `JudgeActor`): check judge.model, judge.env and the "
             "engine settings, and that the cluster has the CPUs/GPUs pool.num_cpus/num_gpus ask for"
         )
-    # Only `pairank submit` raises it, having imported its module; importing that module here, in the error path
-    # of every command, was measured to cost a failed run its log of Ray's task report and to keep a run whose
-    # storage went away from exiting (two CI failures, cause inside the import not found).
+    # Only `pairank submit` raises it, having imported its module, so no other command needs that module here.
+    # (Two CI failures once coincided with importing it here; it imports only the standard library at its top,
+    # and no way for the import to cause them was found: possibly flakes. Not imported here either way.)
     jobs_api = sys.modules.get("pairank.cluster.ray_jobs")
     if jobs_api is not None and isinstance(exc, jobs_api.JobsApiLost):
         return 5, f"{exc}. {AFTER_HEAD_LOSS}"
