@@ -7,13 +7,14 @@ dashboard is off.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import socket
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pairank.cluster.ray_shim import keep_local_ray_on_loopback
@@ -72,13 +73,15 @@ def ensure_ray(
             ray.init(address=address, log_to_driver=True, runtime_env=shipped_env(Path(tmp), forward_env))
         return
     log.info("starting a local Ray on 127.0.0.1")
-    ray.init(
-        num_cpus=(num_cpus or os.cpu_count() or 1) + RAY_DATA_CPUS,
-        include_dashboard=False,
-        configure_logging=True,
-        logging_level=logging.WARNING,
-        log_to_driver=True,
-        _metrics_export_port=metrics_export_port,
+    start_local(
+        lambda: ray.init(
+            num_cpus=(num_cpus or os.cpu_count() or 1) + RAY_DATA_CPUS,
+            include_dashboard=False,
+            configure_logging=True,
+            logging_level=logging.WARNING,
+            log_to_driver=True,
+            _metrics_export_port=metrics_export_port,
+        )
     )
     nodes = {n["NodeManagerAddress"] for n in ray.nodes()}
     if nodes != {LOOPBACK}:
@@ -86,6 +89,53 @@ def ensure_ray(
         raise RuntimeError(f"local Ray registered {sorted(nodes)}; expected only {LOOPBACK}")
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
+
+
+class LocalRayStartError(ConnectionError):
+    """A local Ray whose node did not come up (exit 5: the machine, not the input)."""
+
+
+#: What Ray 2.60 raises when a new node's raylet has not registered with its GCS within its fixed 30 s.
+NODE_START_TIMEOUT = "timed out during startup"
+
+
+def start_local(init: Callable[[], object], attempts: int = 2) -> None:
+    """``init()`` (a local ``ray.init``), again when Ray's node did not register within Ray's fixed 30 s, which a
+    busy machine can make it miss. The processes a failed start left behind are ended before the next start; the
+    last failure is :class:`LocalRayStartError`."""
+    for attempt in range(1, attempts + 1):
+        before = _children()
+        try:
+            init()
+            return
+        except Exception as exc:
+            if NODE_START_TIMEOUT not in str(exc):
+                raise
+            _end(_children() - before)
+            if attempt == attempts:
+                raise LocalRayStartError(
+                    f"a local Ray did not start: its node did not register within Ray's 30 s, {attempts} times "
+                    "(a machine too busy to start Ray's processes in time); run again when it is less busy"
+                ) from exc
+            log.warning("the local Ray's node did not register within Ray's 30 s; starting it again")
+
+
+def _children() -> set[int]:
+    """PIDs of this process's descendants (none known without psutil)."""
+    try:
+        import psutil
+    except ImportError:
+        return set()
+    return {child.pid for child in psutil.Process().children(recursive=True)}
+
+
+def _end(pids: set[int]) -> None:
+    """SIGKILL ``pids`` (the processes of a failed start), those still there."""
+    import signal
+
+    for pid in pids:
+        with contextlib.suppress(OSError):  # gone already
+            os.kill(pid, signal.SIGKILL)
 
 
 def shipped_env(folder: Path, forward_env: Sequence[str] = (), environ: Mapping[str, str] = os.environ) -> dict | None:

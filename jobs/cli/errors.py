@@ -26,7 +26,7 @@ MAX_MESSAGE = 800
 def explain(exc: BaseException) -> tuple[int, str]:
     """The exit code and one-paragraph message for an error that ended a command."""
     from pairank.cluster.pools import EngineStartError
-    from pairank.cluster.runtime import is_ray_error, lost_cluster, raised_in_task
+    from pairank.cluster.runtime import LocalRayStartError, is_ray_error, lost_cluster, raised_in_task
     from pairank.storage.commits import CommitConflict
     from pairank.storage.fs import StorageError, StorageUnavailable
     from pairank.storage.lease import LeaseHeld
@@ -36,6 +36,8 @@ def explain(exc: BaseException) -> tuple[int, str]:
         return 4, str(exc)
     if isinstance(exc, StorageUnavailable):
         return 5, f"storage unavailable: {exc}"
+    if isinstance(exc, LocalRayStartError):
+        return 5, str(exc)
     if isinstance(exc, EngineStartError):
         return 5, (
             f"{exc}. The engine's own log is above (lines from `JudgeActor`): check judge.model, judge.env and the "
