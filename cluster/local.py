@@ -23,7 +23,8 @@ nodes would need routes and a storage endpoint that is not loopback, which the t
 only) does not allow.
 
 Losing a node: :meth:`LocalCluster.kill` SIGKILLs the node's whole process tree at once (its ``ray start``,
-raylet, agents and every worker process), as a machine that vanishes. Only the processes this cluster
+raylet, agents and every worker process), as a machine that vanishes, and again what its raylet started while
+it was killed. Only the processes this cluster
 started are ever signalled, by process id, and checked to be ours (their command line names the cluster's
 folder) before a later ``down``.
 """
@@ -44,15 +45,18 @@ import venv
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pairank.cluster.runtime import NODE_START_TIMEOUT
+
 #: The file in the cluster's folder that says what runs (read by ``pairank cluster down``).
 STATE = "cluster.json"
 LOOPBACK = "127.0.0.1"
 #: Starts of a node that failed for a reason worth another start (:data:`RETRYABLE`) before giving up.
 STARTS = 5
-STARTUP_TIMEOUT = "timed out during startup"
+#: Kills of a lost node's processes at most, each of what is left of it (a worker started meanwhile, :meth:`kill`).
+KILL_PASSES = 5
 #: What a ``ray start`` that failed for a reason worth another start says: its raylet did not register in Ray's
 #: 30 s (a loaded machine), or a port chosen free was taken meanwhile (by another program of this machine).
-RETRYABLE = (STARTUP_TIMEOUT, "is trying to use a port number", "address already in use")
+RETRYABLE = (NODE_START_TIMEOUT, "is trying to use a port number", "address already in use")
 #: The line a node's ``ray start`` log gets when its start is tried again.
 RETRIED = "[pairank cluster] the start failed"
 #: Environment variables a node keeps from the command that starts it (nothing else of it reaches the node).
@@ -437,13 +441,21 @@ class LocalCluster:
         import psutil
 
         node = self.node(node) if isinstance(node, str) else node
-        procs = node.processes()
-        for p in procs:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                p.send_signal(signal.SIGKILL)
+        killed: list[int] = []
+        # Again while any is left: a process its raylet started while the tree was being killed is no longer in
+        # the tree (its parent gone), only among the node's strays (a head loss once left one such worker).
+        for _ in range(KILL_PASSES):
+            procs = [p for p in node.processes() + node.strays() if p.pid not in killed or _running(p)]
+            if not procs:
+                break
+            for p in procs:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    p.send_signal(signal.SIGKILL)
+            killed += [p.pid for p in procs if p.pid not in killed]
+            time.sleep(0.2)
         self.killed.add(node.name)
         self.save()
-        return [p.pid for p in procs]
+        return killed
 
     def stop(self, timeout: float = 15) -> None:
         """Stop every node (SIGTERM, then SIGKILL of what is left of its process tree)."""

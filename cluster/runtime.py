@@ -95,7 +95,8 @@ class LocalRayStartError(ConnectionError):
     """A local Ray whose node did not come up (exit 5: the machine, not the input)."""
 
 
-#: What Ray 2.60 raises when a new node's raylet has not registered with its GCS within its fixed 30 s.
+#: What Ray 2.60 raises when a new node's raylet has not registered with its GCS within its fixed 30 s (in
+#: ``ray.init`` and ``ray start``).
 NODE_START_TIMEOUT = "timed out during startup"
 
 

@@ -218,8 +218,8 @@ def pytest_xdist_make_scheduler(config, log):
     """``make test`` (``--dist loadgroup``) hands out the units of :func:`_unit` in the order of :func:`_rank`: the
     engine tests first, one after another on one worker (two CPU engines on two cores would only fight); the
     modules that start Ray, S3 or a browser next, each on one worker (its module fixtures set up once); the rest
-    test by test, wherever a worker is free; last the late engine tests, one by one, to whichever worker is free. pytest-xdist's own ``loadgroup`` reads
-    ``xdist_group`` marks; here the units follow from the markers instead."""
+    test by test, wherever a worker is free; last the late engine tests, one by one, to whichever worker is free.
+    pytest-xdist's own ``loadgroup`` reads ``xdist_group`` marks; here the units follow from the markers instead."""
     if config.getoption("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
