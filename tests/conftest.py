@@ -169,6 +169,9 @@ FIXTURE_MARKERS = {
 }
 #: The markers of tests that start something; a test with none of them is in the fast tier (`make test-fast`).
 STARTS = ("ray", "s3", "engine", "browser")
+#: A file to append each test's wall seconds and the whole machine's busy CPU seconds during it (set by hand; with
+#: ``-p no:xdist`` on an otherwise idle machine the CPU seconds are the test's own, its Ray and engines included).
+CPU_LOG_ENV = "PAIRANK_TEST_CPU_LOG"
 #: Where the workers of a pytest-xdist run write each test's unit of work (set by the controller, which reads it).
 UNITS_ENV = "PAIRANK_TEST_UNITS"
 
@@ -273,11 +276,23 @@ def pytest_runtest_protocol(item, nextitem):
     ensure_ray = runtime.ensure_ray
     if "ray_local" not in item.fixturenames:
         runtime.ensure_ray = _ray_of_its_own
+    started = _machine_cpu_seconds(), time.monotonic()
     try:
         return (yield)
     finally:
         runtime.ensure_ray = ensure_ray
         (folder / "allows").unlink()
+        if out := os.environ.get(CPU_LOG_ENV):
+            cpu, wall = _machine_cpu_seconds() - started[0], time.monotonic() - started[1]
+            with open(out, "a", encoding="utf-8") as log:
+                log.write(json.dumps({"test": item.nodeid, "cpu_s": round(cpu, 2), "wall_s": round(wall, 2)}) + "\n")
+
+
+def _machine_cpu_seconds() -> float:
+    """CPU seconds the whole machine has spent busy since boot (every process: a test's subprocesses, its Ray)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 @pytest.hookimpl(wrapper=True)
