@@ -276,13 +276,14 @@ def pytest_runtest_protocol(item, nextitem):
     ensure_ray = runtime.ensure_ray
     if "ray_local" not in item.fixturenames:
         runtime.ensure_ray = _ray_of_its_own
-    started = _machine_cpu_seconds(), time.monotonic()
+    out = os.environ.get(CPU_LOG_ENV)
+    started = (_machine_cpu_seconds(), time.monotonic()) if out else (0.0, 0.0)
     try:
         return (yield)
     finally:
         runtime.ensure_ray = ensure_ray
         (folder / "allows").unlink()
-        if out := os.environ.get(CPU_LOG_ENV):
+        if out:
             cpu, wall = _machine_cpu_seconds() - started[0], time.monotonic() - started[1]
             with open(out, "a", encoding="utf-8") as log:
                 log.write(json.dumps({"test": item.nodeid, "cpu_s": round(cpu, 2), "wall_s": round(wall, 2)}) + "\n")
