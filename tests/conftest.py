@@ -157,7 +157,7 @@ def tiny_input(tmp_path, summeval_tables):
 #: pairank's judges run in Ray actors, separate processes, so runs are not affected.
 IN_PROCESS_ENGINE_MODULES = ("test_judges_engine.py",)
 #: Engine test modules whose engines start in `pairank run` subprocesses, each with a Ray of its own: under
-#: pytest-xdist handed out last, each test a unit of its own, to whichever worker is free (see :func:`_unit`).
+#: pytest-xdist a second engine unit, handed out last, to the worker free first (see :func:`_unit`).
 LATE_ENGINE_MODULES = ("test_lost_engines_engine.py", "test_run_engine.py", "test_fresh_clone.py")
 #: What a fixture starts, as the markers of every test that uses it (directly or through another fixture): the
 #: session's fixtures here, and ``ray_head`` (tests/cluster/test_submit.py, a Ray head of its own).
@@ -205,14 +205,13 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _unit(item) -> str:
-    """A test's unit of work under pytest-xdist: the engine tests of the pytest process's own engines are one unit,
-    ``engine`` (handed out first, their engines one after another); those of LATE_ENGINE_MODULES are handed out
-    last, each test a unit of its own (``engine-late:`` and its id): run as one unit they were the suite's tail,
-    one test after another on one worker while the other sat idle; a test that starts Ray, S3 or a browser is in
-    its module's (whose fixtures it may share); any other test is a unit of its own."""
+    """A test's unit of work under pytest-xdist: the engine tests are in two, ``engine`` (handed out first) and
+    ``engine-late`` (LATE_ENGINE_MODULES', handed out last: to the worker that runs out of other work first, which
+    would otherwise wait for ``engine`` to end); a test that starts Ray, S3 or a browser is in its module's (whose
+    fixtures it may share); any other test is a unit of its own."""
     rank = _rank(item)
     if rank == 4:
-        return f"engine-late:{item.nodeid}"
+        return "engine-late"
     return "engine" if rank < 2 else item.path.relative_to(ROOT).as_posix() if rank == 2 else item.nodeid
 
 
@@ -221,8 +220,9 @@ def pytest_xdist_make_scheduler(config, log):
     """``make test`` (``--dist loadgroup``) hands out the units of :func:`_unit` in the order of :func:`_rank`: the
     engine tests first, one after another on one worker (two CPU engines on two cores would only fight); the
     modules that start Ray, S3 or a browser next, each on one worker (its module fixtures set up once); the rest
-    test by test, wherever a worker is free; last the late engine tests, one by one, to whichever worker is free.
-    pytest-xdist's own ``loadgroup`` reads ``xdist_group`` marks; here the units follow from the markers instead."""
+    test by test, wherever a worker is free; last the late engine unit, to the worker that runs out of work first
+    (the other one is then still in the first engine unit, the longest). pytest-xdist's own ``loadgroup`` reads
+    ``xdist_group`` marks; here the units follow from the markers instead."""
     if config.getoption("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
