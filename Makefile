@@ -67,8 +67,8 @@ lint: install-test
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 
-# mypy --strict on the strictly typed modules, and mypy on the whole package (tests/typecheck.py says why it runs on
-# a view of the package).
+# mypy on the whole package, the strictly typed modules with --strict's flags, in one run (tests/typecheck.py says
+# how, and why on a view of the package).
 typecheck: install-test
 	$(BIN)/python -m tests.typecheck
 
