@@ -156,9 +156,6 @@ def tiny_input(tmp_path, summeval_tables):
 #: fails on llvmlite's function wrappers, which PyMC/nutpie (the Dawid-Skene tests) load.
 #: pairank's judges run in Ray actors, separate processes, so runs are not affected.
 IN_PROCESS_ENGINE_MODULES = ("test_judges_engine.py",)
-#: Engine test modules whose engines start in `pairank run` subprocesses, each with a Ray of its own: under
-#: pytest-xdist a second engine unit, handed out last, to the worker free first (see :func:`_unit`).
-LATE_ENGINE_MODULES = ("test_lost_engines_engine.py", "test_run_engine.py", "test_fresh_clone.py")
 #: What a fixture starts, as the markers of every test that uses it (directly or through another fixture): the
 #: session's fixtures here, and ``ray_head`` (tests/cluster/test_submit.py, a Ray head of its own).
 FIXTURE_MARKERS = {
@@ -178,11 +175,11 @@ UNITS_ENV = "PAIRANK_TEST_UNITS"
 
 def _rank(item) -> int:
     """In-process engine tests first (see IN_PROCESS_ENGINE_MODULES), then the other engine tests, then those that
-    start Ray, S3 or a browser, then the rest, then the engine tests of LATE_ENGINE_MODULES."""
+    start Ray, S3 or a browser, then the rest."""
     if item.path.name in IN_PROCESS_ENGINE_MODULES:
         return 0
     if item.get_closest_marker("engine"):
-        return 4 if item.path.name in LATE_ENGINE_MODULES else 1
+        return 1
     return 2 if any(map(item.get_closest_marker, STARTS)) else 3
 
 
@@ -205,13 +202,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _unit(item) -> str:
-    """A test's unit of work under pytest-xdist: the engine tests are in two, ``engine`` (handed out first) and
-    ``engine-late`` (LATE_ENGINE_MODULES', handed out last: to the worker that runs out of other work first, which
-    would otherwise wait for ``engine`` to end); a test that starts Ray, S3 or a browser is in its module's (whose
-    fixtures it may share); any other test is a unit of its own."""
+    """A test's unit of work under pytest-xdist: the engine tests are one, ``engine`` (handed out first: the
+    longest); a test that starts Ray, S3 or a browser is in its module's (whose fixtures it may share); any other
+    test is a unit of its own."""
     rank = _rank(item)
-    if rank == 4:
-        return "engine-late"
     return "engine" if rank < 2 else item.path.relative_to(ROOT).as_posix() if rank == 2 else item.nodeid
 
 
@@ -220,8 +214,7 @@ def pytest_xdist_make_scheduler(config, log):
     """``make test`` (``--dist loadgroup``) hands out the units of :func:`_unit` in the order of :func:`_rank`: the
     engine tests first, one after another on one worker (two CPU engines on two cores would only fight); the
     modules that start Ray, S3 or a browser next, each on one worker (its module fixtures set up once); the rest
-    test by test, wherever a worker is free; last the late engine unit, to the worker that runs out of work first
-    (the other one is then still in the first engine unit, the longest). pytest-xdist's own ``loadgroup`` reads
+    test by test, wherever a worker is free, so both workers end together. pytest-xdist's own ``loadgroup`` reads
     ``xdist_group`` marks; here the units follow from the markers instead."""
     if config.getoption("dist") != "loadgroup":
         return None

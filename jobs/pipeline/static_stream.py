@@ -53,6 +53,7 @@ from pairank.cluster import executor
 from pairank.cluster.executor import Handle, Resources, Shared, Stage
 from pairank.cluster.metrics import Meter
 from pairank.jobs.pipeline.passes import CacheWriter
+from pairank.jobs.pipeline.plan_counter import PlanCounter
 from pairank.jobs.pipeline.requests import RequestMaker, prefix_key, scheduled_requests
 from pairank.jobs.schedulers import StaticSettings
 from pairank.storage.cache import JudgmentCache, context_bucket
@@ -130,33 +131,6 @@ class StaticPlan:
         if baseline is not None and baseline not in set(block.column("system").to_pylist()):
             return maker, {}  # one_vs_n: no baseline answer in these contexts (checked for the run as a whole)
         return maker, scheduled_requests(maker, block, list(self.aspects), self.scheduler)
-
-
-class PlanCounter:
-    """Per block: comparisons wanted, found cached, and left to another run that claimed them (a Ray actor; a
-    task run twice counts once). :meth:`next_sweep` starts counting a sweep again."""
-
-    def __init__(self, blocks: int) -> None:
-        self.blocks = blocks
-        self.seen: dict[str, tuple[int, int, int]] = {}
-
-    def add(self, block: str, wanted: int, cached: int, deferred: int = 0) -> None:
-        self.seen[block] = (wanted, cached, deferred)
-
-    def next_sweep(self) -> None:
-        self.seen = {}
-
-    def totals(self) -> dict[str, Any]:
-        wanted = sum(w for w, _, _ in self.seen.values())
-        cached = sum(c for _, c, _ in self.seen.values())
-        deferred = sum(d for _, _, d in self.seen.values())
-        return {
-            "planned": len(self.seen),
-            "blocks": self.blocks,
-            "wanted": wanted,
-            "cached": cached,
-            "deferred": deferred,
-        }
 
 
 def plan_blocks(candidates: pa.Table, per_task: int | None = None) -> list[list[str]]:
