@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-import choix
 import numpy as np
 
 #: Virtual ties of each system against the virtual reference system (the regulariser).
@@ -65,6 +64,8 @@ def bt_strengths(wins: np.ndarray, prior_ties: float = PRIOR_TIES) -> np.ndarray
         m[:n, n] = m[n, :n] = prior_ties / 2.0
     else:
         m = wins
+    import choix  # here, not at the top: it imports scipy.stats (0.3 s), which a process reading specs needs not
+
     try:
         theta = choix.ilsr_pairwise_dense(m, alpha=0.0, max_iter=10_000, tol=1e-10)[:n]
     except (RuntimeError, ValueError) as exc:  # choix: no convergence, or no unique stationary distribution

@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy.optimize import brentq
 
 Pair = tuple[str, str]
 #: ``lookup(x, y)``: P(x better than y) if known, else None.
@@ -152,6 +151,8 @@ def prob_gap_from_u_h(u: float) -> float:
         return 0.0
     if u == 0.0:
         return 0.5
+    from scipy.optimize import brentq  # here: every process that reads a spec imports this module (0.2 s)
+
     return float(brentq(lambda g: binary_entropy(0.5 + g) - u, 0.0, 0.5, xtol=1e-14, rtol=1e-14))
 
 
