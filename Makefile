@@ -13,8 +13,8 @@ TORCH_INDEX ?=
 CONSTRAINTS ?= constraints.txt
 DATA ?= ../shared/data
 BIN := $(VENV)/bin
-# The checkout's bytecode, written once: with PYTHONDONTWRITEBYTECODE set (as on these machines) every process
-# that imports pairank (each Ray worker, each `pairank run`) would otherwise compile it again (about 0.25 s each).
+# The checkout's bytecode, written before the demo and the tests (compileall rewrites only what changed): with
+# PYTHONDONTWRITEBYTECODE set (as on these machines) every process that imports pairank would compile it again.
 BYTECODE = $(BIN)/python -m compileall -q pairank jobs operators cluster storage tests >/dev/null
 
 .PHONY: install install-test demo test test-fast test-cluster lint typecheck model data browser clean
@@ -35,7 +35,6 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "torch==$(TORCH_VERSION)"
 	$(BIN)/pip install -q $(PIN) -e ".[cpu]"
 	$(DROP)
-	$(BYTECODE)
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
@@ -57,6 +56,7 @@ data: | install
 	$(BIN)/pairank import llmbar $(DATA)/llmbar/LLMBar/Natural data/llmbar-natural
 
 demo: model
+	$(BYTECODE)
 	$(BIN)/pairank run configs/demo.yaml
 
 # The `browser` tests render the leaderboard page in headless Chromium (Debian's package; needs root or sudo).

@@ -7,7 +7,7 @@
 One run, not two: a run spends most of its time reading what the package imports, and a second
 run read it all again (about a minute each on 2 cores). ``--strict`` applies to every module of a
 run, so the strict modules get its flags one by one, in a section of their own of a configuration
-written from pyproject.toml's ``[tool.mypy]`` (:func:`config`); the two flags mypy allows only for
+written from pyproject.toml's ``[tool.mypy]`` (:func:`config`); the one flag mypy allows only for
 a whole run (redundant casts) is on for all.
 
 The checkout's folders are installed as ``pairank``'s subpackages (``operators/`` is
@@ -53,8 +53,7 @@ STRICT_PER_MODULE = {
     "strict_equality": True,
     "extra_checks": True,
 }
-#: ... and the one that mypy takes only for a whole run (its other one, unused configuration sections, is not a
-#: check of the code).
+#: ... and the one that mypy takes only for a whole run.
 STRICT_GLOBAL = {"warn_redundant_casts": True}
 
 
