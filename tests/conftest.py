@@ -156,6 +156,15 @@ def tiny_input(tmp_path, summeval_tables):
 #: fails on llvmlite's function wrappers, which PyMC/nutpie (the Dawid-Skene tests) load.
 #: pairank's judges run in Ray actors, separate processes, so runs are not affected.
 IN_PROCESS_ENGINE_MODULES = ("test_judges_engine.py",)
+#: Engine test modules whose engines run outside the pytest process and its session Ray (in `pairank run`
+#: subprocesses, a clone's demo, or a Ray head of their own): under pytest-xdist the second engine unit, beside the
+#: first (see :func:`_unit`). The two take about equally long.
+OTHER_RAY_ENGINE_MODULES = (
+    "test_lost_engines_engine.py",
+    "test_run_engine.py",
+    "test_fresh_clone.py",
+    "test_submit.py",
+)
 #: What a fixture starts, as the markers of every test that uses it (directly or through another fixture): the
 #: session's fixtures here, and ``ray_head`` (tests/cluster/test_submit.py, a Ray head of its own).
 FIXTURE_MARKERS = {
@@ -202,11 +211,13 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _unit(item) -> str:
-    """A test's unit of work under pytest-xdist: the engine tests are one, ``engine`` (handed out first: the
-    longest); a test that starts Ray, S3 or a browser is in its module's (whose fixtures it may share); any other
-    test is a unit of its own."""
+    """A test's unit of work under pytest-xdist: the engine tests are two, ``engine`` and ``engine-2`` (those of
+    :data:`OTHER_RAY_ENGINE_MODULES`), handed out first: the longest; a test that starts Ray, S3 or a browser is in
+    its module's (whose fixtures it may share); any other test is a unit of its own."""
     rank = _rank(item)
-    return "engine" if rank < 2 else item.path.relative_to(ROOT).as_posix() if rank == 2 else item.nodeid
+    if rank < 2:
+        return "engine-2" if item.path.name in OTHER_RAY_ENGINE_MODULES else "engine"
+    return item.path.relative_to(ROOT).as_posix() if rank == 2 else item.nodeid
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -61,11 +61,20 @@ S3_ENV = {
     "AWS_ENDPOINT_URL": f"http://127.0.0.1:{S3_PORT}",
     "AWS_REGION": "us-east-1",
 }
-#: vLLM CPU settings measured on these 2-core machines (see README).
+#: The test engines' vLLM CPU settings: a 1 GiB KV cache, the engine core in its actor's process, and ONE engine
+#: thread, bound to no core. The tests run in two workers on two cores, so an engine always shares the machine: with
+#: its threads bound to both cores (the judge's default, which a judge alone on its cores wants) every OpenMP step
+#: waits for the thread whose core another process holds, and the waiting thread spins. Measured with one busy
+#: process beside test_lost_engines_engine's SIGKILL test: 171 s bound to both cores, 180 s bound to core 0, 92 s
+#: unbound with one thread (80 s alone, bound to both). test_judges_engine checks the default binding itself.
 CPU_ENGINE_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "OMP_NUM_THREADS": "1",
 }
+#: What a judge's env holds to choose its threads (left out where a test checks the judge's own choice).
+THREAD_SETTINGS = ("VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS")
 
 
 def port_open(port: int) -> bool:

@@ -114,7 +114,12 @@ class VllmJudge(GeneratingJudge):
         print(f"pairank vllm judge: dtype {dtype} ({why})", file=sys.stderr, flush=True)  # in the run's log
         if current_platform.is_cpu():
             bind = os.environ["VLLM_CPU_OMP_THREADS_BIND"]
-            print(f"pairank vllm judge: threads bound to cores {bind}", file=sys.stderr, flush=True)
+            threads = (
+                f"{os.environ.get('OMP_NUM_THREADS', 'OpenMP default')} threads, bound to no core"
+                if bind == "nobind"
+                else f"threads bound to cores {bind}"
+            )
+            print(f"pairank vllm judge: {threads}", file=sys.stderr, flush=True)
         self.spec = spec = spec.model_copy(update={"dtype": dtype})
         self._identity = spec.identity()
 

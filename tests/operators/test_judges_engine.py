@@ -26,7 +26,7 @@ from pairank.operators.verdicts import parse_verdict
 from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS, PASS_REQUESTS, PASSES, REQUESTS
 from pairank.storage.validation import validate
-from tests.helpers import CPU_ENGINE_ENV, ROOT, stop_process, wait_for_port
+from tests.helpers import CPU_ENGINE_ENV, ROOT, THREAD_SETTINGS, stop_process, wait_for_port
 
 pytestmark = pytest.mark.engine
 
@@ -58,9 +58,13 @@ def requests_for(pairs: list[tuple[str, str, str, str]]) -> pa.Table:
 PAIRS = [("good", GOOD, "bad", BAD), ("bad", BAD, "good", GOOD)]
 
 
+#: The in-process judge keeps the judge's own thread binding (the test of it below), unlike the other test engines.
+ENV = {k: v for k, v in CPU_ENGINE_ENV.items() if k not in THREAD_SETTINGS}
+
+
 @pytest.fixture(scope="module")
 def vllm_judge(default_model):
-    judge = make_judge(VllmJudgeSpec(env=CPU_ENGINE_ENV))
+    judge = make_judge(VllmJudgeSpec(env=ENV))
     yield judge
 
 
@@ -75,7 +79,7 @@ def test_vllm_judgments_carry_label_probabilities(vllm_judge):
         assert row["input_tokens"] > 50 and row["output_tokens"] == 1
         assert row["engine"] == "vllm" and row["revision"]
     # the identity the driver computes without an engine is the one the engine records
-    assert vllm_judge.identity() == judge_identity(VllmJudgeSpec(env=CPU_ENGINE_ENV))
+    assert vllm_judge.identity() == judge_identity(VllmJudgeSpec(env=ENV))
 
 
 def test_the_engine_runs_the_dtype_auto_chose_for_this_cpu(vllm_judge):
@@ -324,7 +328,7 @@ def test_the_async_and_the_synchronous_engine_give_the_same_verdicts(vllm_judge)
     """vLLM's async engine (its core in a second process) against its synchronous ``LLM`` on the same prompts:
     the same label probabilities within bfloat16 batching noise, the same labels and greedy texts; batches sent
     from three threads at once (three in flight) get the answers they get one at a time."""
-    other = make_judge(VllmJudgeSpec(env=CPU_ENGINE_ENV, async_engine=not vllm_judge.async_engine))
+    other = make_judge(VllmJudgeSpec(env=ENV, async_engine=not vllm_judge.async_engine))
     judges = {j.async_engine: j for j in (vllm_judge, other)}
     assert set(judges) == {True, False}
     summaries = [("good", GOOD), ("bad", BAD), ("terse", "Budget approved."), ("tax", "Taxes rise, says the mayor.")]
