@@ -60,11 +60,9 @@ class AsyncEngine:
     def _wait(self, coroutine):
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
-    def get_tokenizer(self):
-        return self.engine.get_tokenizer()
-
-    def generate(self, prompts: list[str], params, use_tqdm: bool = False) -> list:
-        """One final ``RequestOutput`` per prompt, in order; ``params`` is one SamplingParams or one per prompt.
+    def generate(self, prompts: list, params, use_tqdm: bool = False) -> list:
+        """One final ``RequestOutput`` per prompt (a text or vLLM's ``TokensPrompt``), in order; ``params`` is one
+        SamplingParams or one per prompt.
 
         Blocks the calling thread only; an engine error (``EngineDeadError`` when the
         core process died) is raised here as ``vllm.LLM.generate`` raises it.
@@ -72,10 +70,10 @@ class AsyncEngine:
         per_prompt = params if isinstance(params, list) else [params] * len(prompts)
         return self._wait(self._batch(prompts, per_prompt))
 
-    async def _batch(self, prompts: list[str], params: list) -> list:
+    async def _batch(self, prompts: list, params: list) -> list:
         return list(await asyncio.gather(*(self._one(p, sp) for p, sp in zip(prompts, params))))
 
-    async def _one(self, prompt: str, params):
+    async def _one(self, prompt, params):
         from vllm.sampling_params import RequestOutputKind
 
         params = params.clone()

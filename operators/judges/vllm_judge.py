@@ -12,6 +12,11 @@ this process) or, with ``async_engine``, its async engine
 (:class:`~pairank.operators.judges.vllm_async.AsyncEngine`: batches from several
 threads in flight at once, the engine core in a second process). Both answer the
 same calls with the same outputs.
+
+The judge tokenizes and detokenizes itself, with the tokenizer vLLM would load (vLLM's own ``get_tokenizer``), and
+gives the engine token ids (``skip_tokenizer_init``): it needs every prompt's length before sending it anyway, and
+vLLM 0.32 would load the tokenizer twice, copy it twice for its renderer's threads and load it once more looking
+for a chat template, about half of the CPU engine's start (BENCHMARKS.md §22).
 """
 
 from __future__ import annotations
@@ -71,6 +76,18 @@ def label_token_ids(tokenizer, forms: list[str], label: str) -> list[int]:
             )
         ids.append(tokens[0])
     return ids
+
+
+def engine_tokenizer(engine_kwargs: dict[str, Any]) -> Any:
+    """The tokenizer vLLM would load for these ``vllm.LLM`` keywords, loaded once, by vLLM's own loader."""
+    from vllm.tokenizers import get_tokenizer
+
+    return get_tokenizer(
+        engine_kwargs.get("tokenizer") or engine_kwargs["model"],
+        tokenizer_mode=engine_kwargs.get("tokenizer_mode", "auto"),
+        trust_remote_code=engine_kwargs.get("trust_remote_code", False),
+        revision=engine_kwargs.get("tokenizer_revision") or engine_kwargs.get("revision"),
+    )
 
 
 #: vLLM's exceptions for an engine core that has died ("unrecoverable"; EngineGenerateError is not one).
@@ -135,6 +152,8 @@ class VllmJudge(GeneratingJudge):
         )
         # `auto` outside a pool (a pool decides it from the GPUs it reserves): what this machine has.
         self.async_engine = spec.uses_async_engine(0 if current_platform.is_cpu() else 1)
+        self.tokenizer = engine_tokenizer(engine_kwargs)
+        engine_kwargs.setdefault("skip_tokenizer_init", True)  # the judge's tokenizer does its work
         self.llm: Any  # vLLM's LLM, or the AsyncEngine that answers the same calls
         if self.async_engine:
             from pairank.operators.judges.vllm_async import AsyncEngine
@@ -143,9 +162,12 @@ class VllmJudge(GeneratingJudge):
         else:
             self.llm = LLM(**engine_kwargs)
         self._tokenizing = threading.Lock()  # the async engine is called from several threads
-        tokenizer = self.llm.get_tokenizer()
-        self.ids_a = label_token_ids(tokenizer, spec.labels.a, "A")
-        self.ids_b = label_token_ids(tokenizer, spec.labels.b, "B")
+        self.ids_a = label_token_ids(self.tokenizer, spec.labels.a, "A")
+        self.ids_b = label_token_ids(self.tokenizer, spec.labels.b, "B")
+        # Without vLLM's tokenizer the engine stops at the end-of-sequence ids of the model's generation config
+        # only: the tokenizer's is named too, as vLLM's own tokenizer would.
+        eos = self.tokenizer.eos_token_id
+        self._stop_ids = [eos] if isinstance(eos, int) else []
         self.params = SamplingParams(
             max_tokens=1, temperature=0.0, logprob_token_ids=self.ids_a + self.ids_b, seed=spec.seed
         )
@@ -172,14 +194,15 @@ class VllmJudge(GeneratingJudge):
         seconds per prompt).
         """
         started = time.perf_counter()
-        tokenizer = self.llm.get_tokenizer()
         limit = self.spec.max_model_len - reserve
-        with self._tokenizing:
-            lengths = [len(tokenizer.encode(p)) for p in prompts]
+        with self._tokenizing:  # as vLLM tokenizes a text prompt: with the tokenizer's special tokens
+            ids = [self.tokenizer.encode(p) for p in prompts]
+        lengths = [len(i) for i in ids]
         fits = [i for i, n in enumerate(lengths) if n <= limit]
         if isinstance(params, list):
             params = [params[i] for i in fits]
-        outputs = self.llm.generate([prompts[i] for i in fits], params, use_tqdm=False) if fits else []
+        sent = [{"prompt_token_ids": ids[i]} for i in fits]  # vLLM's TokensPrompt
+        outputs = self.llm.generate(sent, params, use_tqdm=False) if fits else []
         return lengths, fits, outputs, (time.perf_counter() - started) / max(len(prompts), 1)
 
     def _too_long(self, n: int, reserve: int) -> str:
@@ -200,6 +223,7 @@ class VllmJudge(GeneratingJudge):
                 temperature=params.temperature,
                 n=params.n,
                 seed=seed if self.per_request_seeds else None,
+                stop_token_ids=self._stop_ids,
             )
             for seed in seeds
         ]
@@ -207,8 +231,10 @@ class VllmJudge(GeneratingJudge):
         lengths, fits, outputs, share = self._run(prompts, per_prompt, reserve)
         out = [Generated(input_tokens=n, seconds=share, error=self._too_long(n, reserve)) for n in lengths]
         for i, o in zip(fits, outputs):
+            with self._tokenizing:  # as vLLM detokenizes: without special tokens (the end of sequence among them)
+                texts = [self.tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in o.outputs]
             out[i] = Generated(
-                texts=[c.text for c in o.outputs],
+                texts=texts,
                 input_tokens=len(o.prompt_token_ids or []),
                 output_tokens=sum(len(c.token_ids) for c in o.outputs),
                 seconds=share,
@@ -219,11 +245,10 @@ class VllmJudge(GeneratingJudge):
     def option_logprobs(self, prompts: list[str], options: list[list[str]]) -> list[OptionScore]:
         key = tuple(map(tuple, options))
         if key not in self._option_ids:
-            tokenizer = self.llm.get_tokenizer()
             with self._tokenizing:
 
                 def encode(s):
-                    return tokenizer.encode(s, add_special_tokens=False)
+                    return self.tokenizer.encode(s, add_special_tokens=False)
 
                 self._option_ids[key] = single_token_forms(encode, options)
         ids = self._option_ids[key]

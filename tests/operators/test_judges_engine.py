@@ -104,6 +104,16 @@ def test_the_engine_threads_run_on_every_core_this_process_may_use(vllm_judge):
     assert torch.get_num_threads() == len(cores)
 
 
+def test_the_judge_tokenizes_and_the_engine_loads_no_tokenizer(vllm_judge):
+    """The engine gets token ids (``skip_tokenizer_init``): vLLM loads no tokenizer of its own, the judge's counts
+    each prompt's tokens, and the engine reads exactly those (the ids vLLM makes of a text prompt)."""
+    with pytest.raises(ValueError, match="skip_tokenizer_init"):
+        vllm_judge.llm.get_tokenizer()
+    request = requests_for(PAIRS[:1])
+    out = vllm_judge.judge(request).to_pylist()[0]
+    assert out["input_tokens"] == len(vllm_judge.tokenizer.encode(request.column("prompt")[0].as_py()))
+
+
 def test_vllm_judge_is_repeatable(vllm_judge):
     first = vllm_judge.judge(requests_for(PAIRS)).column("p_a").to_pylist()
     again = vllm_judge.judge(requests_for(PAIRS)).column("p_a").to_pylist()
@@ -118,7 +128,7 @@ def test_a_prompt_too_long_is_an_error_row_and_the_rest_of_the_batch_is_judged(v
 
 
 def test_every_label_surface_form_is_one_token(vllm_judge):
-    tokenizer = vllm_judge.llm.get_tokenizer()
+    tokenizer = vllm_judge.tokenizer
     assert len(set(label_token_ids(tokenizer, ["A", " A"], "A"))) == 2
     with pytest.raises(ValueError, match=r"label A surface form ' Alpha Bravo' is \d+ tokens"):
         label_token_ids(tokenizer, [" Alpha Bravo"], "A")
@@ -328,7 +338,11 @@ def test_the_async_and_the_synchronous_engine_give_the_same_verdicts(vllm_judge)
     """vLLM's async engine (its core in a second process) against its synchronous ``LLM`` on the same prompts:
     the same label probabilities within bfloat16 batching noise, the same labels and greedy texts; batches sent
     from three threads at once (three in flight) get the answers they get one at a time."""
-    other = make_judge(VllmJudgeSpec(env=ENV, async_engine=not vllm_judge.async_engine))
+    # the other engine keeps vLLM's own tokenizer (the judge's passes token ids and decodes the texts itself)
+    spec = VllmJudgeSpec(
+        env=ENV, async_engine=not vllm_judge.async_engine, engine_kwargs={"skip_tokenizer_init": False}
+    )
+    other = make_judge(spec)
     judges = {j.async_engine: j for j in (vllm_judge, other)}
     assert set(judges) == {True, False}
     summaries = [("good", GOOD), ("bad", BAD), ("terse", "Budget approved."), ("tax", "Taxes rise, says the mayor.")]
@@ -341,6 +355,13 @@ def test_the_async_and_the_synchronous_engine_give_the_same_verdicts(vllm_judge)
     prompt = requests.column("prompt")[0].as_py()
     texts = {k: j.generate([prompt], GenerateParams(max_tokens=8), [0])[0].texts for k, j in judges.items()}
     assert texts[True] == texts[False] and texts[True][0]
+    # the judge's decoding is vLLM's: the texts vLLM's detokenizer wrote, on the engine that has one
+    from vllm import SamplingParams
+
+    ids = other.tokenizer.encode(prompt)
+    (made,) = other.llm.generate([{"prompt_token_ids": ids}], SamplingParams(max_tokens=8, temperature=0))
+    assert made.outputs[0].text == other.tokenizer.decode(made.outputs[0].token_ids, skip_special_tokens=True)
+    assert made.outputs[0].text == texts[other.async_engine][0]
 
     thirds = [requests.slice(i, 4) for i in (0, 4, 8)]
     alone = [judges[True].judge(t).column("p_a").to_pylist() for t in thirds]
