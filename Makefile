@@ -76,8 +76,9 @@ lint: install-test
 typecheck: install-test
 	$(BIN)/python -m tests.typecheck
 
-# Tests in TEST_WORKERS processes (pytest-xdist); tests/conftest.py groups them: the engine tests run one after
-# another in one worker, every other module is one unit of work (docs/development.md, "Tests").
+# Tests in TEST_WORKERS processes (pytest-xdist); tests/conftest.py groups them: the engine tests are two units
+# handed out first (each one test after another in one worker), every module that starts Ray, S3 or a browser is
+# one unit, any other test its own (docs/development.md, "Tests").
 TEST_WORKERS ?= 2
 XDIST = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 FAST = not (ray or s3 or engine or browser)

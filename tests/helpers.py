@@ -12,6 +12,8 @@ import datetime as dt
 import hashlib
 import json
 import math
+import os
+import random
 import socket
 import subprocess
 import threading
@@ -39,16 +41,29 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 SHIPPED_DATA = ROOT / "data"
 
 
+#: Where the tests' own servers listen: below the OS's ephemeral ports (32768-60999 on Linux), which it hands to
+#: any process's socket unasked, and above Ray's worker ports (10002-19999). A port the OS picked as free at start
+#: was once taken by some other socket in the minutes before the S3 server started on it, and every S3 test of that
+#: worker failed. Each pytest-xdist worker draws from a block of its own.
+PORT_BLOCKS, PORT_BLOCK = range(20000, 32000, 1500), 1500
+
+
 def free_ports(n: int) -> list[int]:
-    """``n`` distinct ports free on 127.0.0.1 now (the OS picks them)."""
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    """``n`` distinct ports free on 127.0.0.1 now, drawn at random from this process's block of ``PORT_BLOCKS``
+    (by its pytest-xdist worker: ``gw0`` the second block, the first outside xdist)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    start = PORT_BLOCKS[(int(worker[2:]) + 1 if worker.startswith("gw") else 0) % len(PORT_BLOCKS)]
+    found: list[int] = []
+    for port in random.Random().sample(range(start, start + PORT_BLOCK), PORT_BLOCK):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        found.append(port)
+        if len(found) == n:
+            return found
+    raise RuntimeError(f"fewer than {n} free ports in 127.0.0.1:{start}-{start + PORT_BLOCK - 1}")
 
 
 #: The test S3 server's ports, chosen per test session so that sessions (and helpers' sessions) can run side by
@@ -107,7 +122,6 @@ def stop_process(proc: subprocess.Popen, timeout: float = 30) -> None:
 def run_and_kill(spec: dict, tmp_path: Path, victim, first_part_s: float = 400, finish_s: float = 600) -> int:
     """``pairank run`` on ``spec`` in a process of its own; once its first judgment part is in the store,
     SIGKILL ``victim(run_pid)`` (a pid) and wait for the run, which must exit 0. Returns the pid killed."""
-    import os
     import signal
     import sys
 
@@ -346,9 +360,8 @@ TOKEN = "pairank-test-" + uuid.uuid4().hex
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """One port of :func:`free_ports`."""
+    return free_ports(1)[0]
 
 
 def request(url: str, body=None, token: str | None = TOKEN, method: str | None = None) -> tuple[int, dict | str, dict]:

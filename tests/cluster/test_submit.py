@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,16 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ROOT, stop_process, write_input
+from tests.helpers import ROOT, free_port, free_ports, stop_process, write_input
 
 PAIRANK = [sys.executable, "-m", "pairank.jobs.cli.main"]
 SECRET = "pairank-test-secret-value-0f9e"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def client_env(**extra: str) -> dict[str, str]:
@@ -94,16 +87,10 @@ def stop_tree(proc: subprocess.Popen, timeout: float = 10) -> None:
 def ray_head():
     """A Ray head on 127.0.0.1 with its dashboard (the Jobs API); yields the Jobs API's address."""
     temp = Path(tempfile.mkdtemp(prefix="prk-head-", dir="/tmp"))  # short: Ray's socket paths are limited
-    dashboard = free_port()
-    ports = {
-        "--port": free_port(),
-        "--dashboard-port": dashboard,
-        "--dashboard-agent-listen-port": free_port(),
-        "--dashboard-agent-grpc-port": free_port(),
-        "--runtime-env-agent-port": free_port(),
-        "--metrics-export-port": free_port(),
-        "--ray-client-server-port": free_port(),
-    }
+    names = ["--port", "--dashboard-port", "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port"]
+    names += ["--runtime-env-agent-port", "--metrics-export-port", "--ray-client-server-port"]
+    ports = dict(zip(names, free_ports(len(names))))  # distinct
+    dashboard = ports["--dashboard-port"]
     env = client_env(
         RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
         RAY_USAGE_STATS_ENABLED="0",
