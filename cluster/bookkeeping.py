@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-#: The bookkeeper of this process, by the Ray job it belongs to (a new Ray, or a new job, gets a new one).
+#: The bookkeeper of this process, by the driver's node and Ray job (a new Ray, or a new job, gets a new one).
 _bookkeepers: dict[str, Any] = {}
 
 
@@ -85,7 +85,8 @@ def bookkeeper() -> Any:
     """This process's bookkeeper in the job's Ray, started on first use on the driver's node, reserving no CPU."""
     import ray
 
-    job = ray.get_runtime_context().get_job_id()
+    context = ray.get_runtime_context()
+    job = f"{context.get_node_id()}/{context.get_job_id()}"  # job ids start again at 1 in a new Ray; node ids do not
     if job not in _bookkeepers:
         _bookkeepers.clear()  # a bookkeeper of an earlier Ray or job is gone with it
         _bookkeepers[job] = ray.remote(Bookkeeper).options(num_cpus=0, **driver_node()).remote()
