@@ -37,10 +37,13 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(DROP)
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed
+# The tests' install is the demo's with pairank[test] added, in one resolution (a second one over an installed
+# venv cost about 20 s); it stands for the demo's install too.
+$(VENV)/.installed-test: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "torch==$(TORCH_VERSION)"
 	$(BIN)/pip install -q $(PIN) -e ".[cpu,test]"
 	$(DROP)
-	touch $@
+	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed
 

@@ -319,6 +319,7 @@ KINDS = (
     ("score_block", "scoring task"),
     ("collect_judgments", "collecting task"),
     ("read_blocks", "reading task"),
+    ("Bookkeeper", "bookkeeper"),
     ("PoolMonitor", "pool monitor"),
     ("PlanCounter", "plan counter"),
     ("cheap_repartition", "repartition"),

@@ -24,9 +24,10 @@ executors run its steps):
   :class:`~pairank.storage.validation.TableError` names its file, row and column
   wherever it was read);
 - :func:`task`: one function as a task with several results (a block cut into many);
-- :func:`shared`: a small bookkeeping object as an actor that stages can call
-  (:class:`Shared`), placed on the driver's node: the job cannot outlive that node
-  anyway, and there the object outlives the loss of any worker node.
+- :func:`shared`: a small bookkeeping object that stages can call (:class:`Shared`),
+  held by the driver's bookkeeper actor (:mod:`pairank.cluster.bookkeeping`) on the
+  driver's node: the job cannot outlive that node anyway, and there the object
+  outlives the loss of any worker node.
 
 Tasks reserve no CPU unless a stage asks: the judge actors hold the nodes' CPUs,
 and a task that waited for one would wait for ever. Tasks lost with their node are
@@ -41,6 +42,7 @@ from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 
+from pairank.cluster.bookkeeping import Kept, keep
 from pairank.cluster.runtime import raised_in_task
 
 S = TypeVar("S")
@@ -201,38 +203,26 @@ def stream(blocks: Sequence[Handle] | Sequence[pa.Table], stage: Stage[Any], **e
 
 
 class Shared:
-    """A bookkeeping object in its own actor, on the driver's node; callable from the driver and from stages."""
+    """A bookkeeping object held by the driver's bookkeeper (:mod:`pairank.cluster.bookkeeping`), on the driver's
+    node; callable from the driver and from stages."""
 
-    def __init__(self, actor: Any) -> None:
-        self.actor = actor
+    def __init__(self, kept: Kept) -> None:
+        self.kept = kept
 
     def call(self, method: str, *args: Any) -> Any:
         """Call ``method`` and wait for its result."""
         import ray
 
-        return ray.get(getattr(self.actor, method).remote(*args))
+        return ray.get(getattr(self.kept, method).remote(*args))
 
     def tell(self, method: str, *args: Any) -> None:
         """Call ``method`` without waiting (calls from one caller run in order)."""
-        getattr(self.actor, method).remote(*args)
+        getattr(self.kept, method).remote(*args)
 
     def stop(self) -> None:
-        import ray
-
-        ray.kill(self.actor)
-
-
-def driver_node() -> dict[str, Any]:
-    """Ray options that place an actor on the driver's node (it cannot outlive that node, so neither can the job)."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    node = ray.get_runtime_context().get_node_id()
-    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node, soft=False)}
+        self.kept.drop()
 
 
 def shared(cls: type, *args: Any) -> Shared:
-    """An instance of ``cls(*args)`` in an actor on the driver's node that reserves no CPU."""
-    import ray
-
-    return Shared(ray.remote(cls).options(num_cpus=0, **driver_node()).remote(*args))
+    """An instance of ``cls(*args)`` held by the driver's bookkeeper, on the driver's node, reserving no CPU."""
+    return Shared(keep(cls, *args))

@@ -55,7 +55,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from pairank.cluster.executor import Stream, driver_node
+from pairank.cluster.bookkeeping import keep
+from pairank.cluster.executor import Stream
 from pairank.cluster.forwarding import SLOT, deal_blocks, forward
 from pairank.cluster.judge_actor import JudgeActor, Runner
 from pairank.cluster.metrics import Meter
@@ -152,7 +153,7 @@ class JudgePool:
         ``meter``: the run's metrics (:mod:`pairank.cluster.metrics`), recorded by the pool's monitor."""
         self.factory, self.resources, self.on_failure, self.meter = factory, resources, on_failure, meter
         self.actors: dict[int, Any] = {}  # by slot: every actor started and not stopped (dead ones too)
-        self.monitor: Any = None  # the PoolMonitor actor, while started
+        self.monitor: Any = None  # the PoolMonitor (held by the driver's bookkeeper), while started
         self.placement = Placement(resources.num_cpus, resources.num_gpus, resources.ranks)  # where its actors go
         self.scaler: Scaler | None = None
         self.stopped: dict[int, dict] = {}  # by slot: the actors stopped when idle
@@ -176,11 +177,7 @@ class JudgePool:
         self.options = {"max_concurrency": r.batches_in_flight, "max_restarts": r.max_restarts, "max_task_retries": 0}
         self.placement.avoid = avoided_head(r.on_head)  # on a cluster of several nodes, the head's id
         # the pool's bookkeeping lives on the driver's node: the job cannot outlive that node, but outlives others
-        self.monitor = (
-            ray.remote(PoolMonitor)
-            .options(num_cpus=0, **driver_node())
-            .remote(not r.fixed, r.batches_in_flight + 1, self.meter)
-        )
+        self.monitor = keep(PoolMonitor, not r.fixed, r.batches_in_flight + 1, self.meter)
         starting = [self.launch() for _ in range(r.min_size)]
         try:
             ray.get([ready for _, ready in starting])  # engines are up once their constructors return
@@ -246,7 +243,7 @@ class JudgePool:
             ray.kill(a, no_restart=True)
         self.placement.release_all()
         if self.monitor is not None:
-            ray.kill(self.monitor)
+            self.monitor.drop()
         self.actors, self.monitor, self.scaler = {}, None, None
 
     def info(self) -> list[dict]:

@@ -19,7 +19,6 @@ from collections import defaultdict
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from scipy import stats
 
 from pairank.operators.judge_bias import NOTE as JUDGE_BIAS_NOTE
 from pairank.operators.judge_bias import text_tables
@@ -100,6 +99,8 @@ def judgment_totals(judgments: pa.Table) -> dict:
 
 
 def _spearman(x: list[float], y: list[float]) -> float | None:
+    from scipy import stats  # here: the block-scoring tasks import this module for its counts only
+
     if len(x) < 2 or len(set(x)) < 2 or len(set(y)) < 2:
         return None
     with warnings.catch_warnings():
@@ -133,6 +134,8 @@ def spearman_table(rankings: pa.Table, human: pa.Table, n_boot: int = 1000, seed
         rhos = np.asarray([r for r in per_context if r is not None])
         lo = hi = None
         if len(rhos) >= 2 and n_boot > 0 and np.ptp(rhos) > 0:
+            from scipy import stats
+
             ci = stats.bootstrap(
                 (rhos,), np.mean, n_resamples=n_boot, random_state=np.random.default_rng(seed), method="percentile"
             ).confidence_interval

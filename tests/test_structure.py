@@ -152,3 +152,26 @@ def test_only_cluster_imports_ray():
                 if any(n == "ray" or n.startswith("ray.") for n in names):
                     bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert bad == [], f"only cluster/ imports ray; found it in {bad}"
+
+
+#: What the job's Ray tasks and actors import (a fresh worker process each, so every import is paid per process):
+#: the planning, rendering and block-scoring tasks, the judge actors (the pool's factory unpickles the spec).
+WORKER_MODULES = (
+    "pairank.jobs.pipeline.static_stream",
+    "pairank.jobs.pipeline.render",
+    "pairank.jobs.pipeline.block_scores",
+    "pairank.cluster.judge_actor",
+    "pairank.jobs.specs.job",
+)
+
+
+def test_what_ray_workers_import_leaves_out_scipy_stats_and_optimize():
+    """scipy.stats and scipy.optimize cost about 0.4 CPU s per process to import; the workers' modules import them
+    where they are used, which no task or actor of a run reaches (the report's statistics run in the driver)."""
+    import subprocess
+    import sys
+
+    code = f"import sys; [__import__(m) for m in {WORKER_MODULES!r}]; print(sorted(m for m in sys.modules if "
+    code += "m in ('scipy.stats', 'scipy.optimize')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.strip() == "[]", f"a worker's modules import {out.strip()}"

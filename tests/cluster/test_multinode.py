@@ -44,8 +44,9 @@ cluster = multinode(workers=2, worker_cpus=2, head_cpus=0)
 JUDGE = ("ray::JudgeActor",)
 #: The titles of the job's Ray Data tasks (planning, rendering, forwarding, re-batching, reading the input).
 DATA_TASKS = ("ray::MapBatches", "ray::StreamingRepartition", "ray::Map", "ray::read_blocks", "ray::ReadBlocks")
-#: The job's bookkeeping actors, which must live on the head (the driver's node).
-BOOKKEEPING = ("ray::PoolMonitor", "ray::PlanCounter")
+#: The job's bookkeeping actor (the pool's monitor, the plan's counter), which must live on the head (the driver's
+#: node).
+BOOKKEEPING = ("ray::Bookkeeper",)
 POOL = {"size": 2, "num_cpus": 1, "batch_size": 64}
 
 
@@ -79,7 +80,7 @@ def kill_in_turn(cluster, proc, log, table: str, roles: list[tuple[str, tuple[st
         node = wait_for(
             f"a worker node holding {what}", lambda t=titles: next(iter(holding(cluster, t)), None), proc, log, 180
         )
-        kept = [n.name for n in holding(cluster, "ray::PoolMonitor", workers_only=False)]
+        kept = [n.name for n in holding(cluster, BOOKKEEPING, workers_only=False)]
         assert kept == ["head"], f"the pool's bookkeeping is on {kept}, not on the head"
         assert not any(holding(cluster, t) for t in BOOKKEEPING), "bookkeeping on a worker node"
         assert cluster.kill(node), node.name
