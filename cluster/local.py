@@ -211,7 +211,8 @@ class LocalCluster:
     """A Ray head and ``workers`` worker nodes on this machine, under ``folder`` (see the module's docstring).
 
     ``head_cpus``/``worker_cpus``/``worker_gpus``: what each node declares (GPUs are declared resources only:
-    Ray schedules on them, nothing checks a device). ``env``: more variables every node starts with.
+    Ray schedules on them, nothing checks a device). ``env``: more variables every node starts with. ``port`` and
+    ``dashboard_port``: the head's GCS and Jobs API ports (0: free ones found at start).
     """
 
     folder: Path
@@ -251,7 +252,8 @@ class LocalCluster:
         self.folder = Path(self.folder).resolve()
         self.folder.mkdir(parents=True, exist_ok=True)
         node_venv(self.folder / "venv")
-        self.port, self.dashboard_port = free_ports(2)
+        if not (self.port and self.dashboard_port):
+            self.port, self.dashboard_port = free_ports(2)
         try:
             self._start_node(Node("head", self.head_ip, str(self.folder / "head"), cpus=self.head_cpus))
             self.wait_nodes(1, timeout)
@@ -283,7 +285,7 @@ class LocalCluster:
         """Stop what is left of the cluster and start it afresh, on new ports (a head and ``workers`` worker
         nodes): how a cluster whose head was lost comes back (as ``pairank cluster down`` and ``up`` do)."""
         self.stop()
-        self.nodes, self.killed = [], set()
+        self.nodes, self.killed, self.port, self.dashboard_port = [], set(), 0, 0
         return self.start(timeout)
 
     def _start_node(self, node: Node) -> None:

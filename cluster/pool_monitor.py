@@ -16,7 +16,9 @@ class PoolMonitor:
     (:meth:`leave`) before stopping it. A forwarder asks :meth:`route` for the actor
     of each call. An actor reports its start (:meth:`arrived`, a restart when its slot
     was seen before) before it runs anything, and the start and end of every call
-    (:meth:`started`, :meth:`finished`).
+    (:meth:`started`, :meth:`finished`). A restart is recorded with the time its actor
+    arrived (``at``) and the time the first call entered its engine (``judging_at``:
+    the slot judging again; None until then).
     A forwarder whose call failed asks :meth:`was_running`: a call that was running
     when its engine died (one of several, with batches in flight) counts against its
     batch; a call that only waited behind them is sent again for free.
@@ -38,7 +40,8 @@ class PoolMonitor:
         self.waiting: dict[int, set[str]] = {}  # calls sent to an actor, not yet in its engine
         self.idle_since: dict[int, float] = {}
         self.died_running: set[str] = set()
-        self.restarts: list[dict] = []
+        self.restarts: list[dict] = []  # slot, pid, at, judging_at (wall times)
+        self.back: dict[int, dict] = {}  # by slot: its restart, until the first call enters the restarted engine
         self.dead: set[int] = set()
         self.counts = {"batches_retried": 0, "rows_split": 0, "rows_failed": 0}
         self.judged: dict[int, dict] = {}  # by slot: batches, rows, prompts per judging pass, tokens
@@ -79,6 +82,9 @@ class PoolMonitor:
         return slot, self.actors[slot]
 
     def started(self, slot: int, call: str) -> None:
+        restart = self.back.pop(slot, None)
+        if restart is not None:  # the first call in the engine of a restarted actor: the slot judges again
+            restart["judging_at"] = time.time()
         self.waiting.get(slot, set()).discard(call)
         self.current.setdefault(slot, set()).add(call)
         self._gauges()
@@ -118,7 +124,8 @@ class PoolMonitor:
         """An actor's engine is starting; for a slot seen before, that is a restart after a loss."""
         if slot in self.current:
             self.died_running |= self.current[slot]
-            self.restarts.append({"slot": slot, "pid": pid, "at": time.time()})
+            self.back[slot] = {"slot": slot, "pid": pid, "at": time.time(), "judging_at": None}
+            self.restarts.append(self.back[slot])
             if self.meter is not None:
                 self.meter.add("pairank_engines_lost_total")
                 self.meter.add("pairank_engines_restarted_total")
@@ -171,10 +178,13 @@ class PoolMonitor:
         }
 
     def summary(self) -> dict:
-        """``lost``: engines that died (restarted, or dead for good); ``restarted``; ``dead`` slots; counters."""
+        """``lost``: engines that died (restarted, or dead for good); ``restarted``; ``dead`` slots; ``restarts``
+        (each: ``slot``, ``pid``, ``at`` when the restarted actor arrived, ``judging_at`` when a call first
+        entered its engine, or None); counters."""
         return {
             "lost": len(self.restarts) + len(self.dead),
             "restarted": len(self.restarts),
             "dead": sorted(self.dead),
+            "restarts": [dict(r) for r in self.restarts],
             **self.counts,
         }

@@ -325,18 +325,24 @@ def _nightly_lines(nightly: dict | None) -> list[str]:
 def _engines_line(engines: dict | None) -> list[str]:
     """One line on the engines the pools lost (a killed process, a lost node) and what was judged again.
 
-    With the pool's sizes, how many actors it had at most and at the end, and how many it stopped when idle:
+    With the restarts' times, how long a restarted engine took to judge again (the longest); with the pool's sizes,
+    how many actors it had at most and at the end, and how many it stopped when idle:
 
     >>> _engines_line({"lost": 1, "restarted": 1, "dead": [], "batches_retried": 1, "rows_split": 0, "rows_failed": 0})
     ['- engines lost: 1 (1 restarted, 0 dead); 1 batches judged again, 0 comparisons sent one by one, 0 failed']
+    >>> back = [{"slot": 0, "at": 10.0, "judging_at": 12.5}, {"slot": 1, "at": 20.0, "judging_at": None}]
+    >>> _engines_line({"lost": 2, "restarted": 2, "restarts": back})[0].split("; ")[:2]
+    ['- engines lost: 2 (2 restarted, 0 dead)', 'restarted engines judging again within 2.5 s']
     >>> _engines_line({"lost": 0, "actors_most": 3, "actors_end": 1, "actors_stopped": 2})[0].split("; ")[-1]
     'actors: 3 at most, 1 at the end (2 stopped when idle)'
     """
     if not engines:
         return []
     dead = len(engines.get("dead", []))
+    back = [r["judging_at"] - r["at"] for r in engines.get("restarts", []) if r.get("judging_at") is not None]
+    again = f"restarted engines judging again within {max(back):.1f} s; " if back else ""
     line = (
-        f"- engines lost: {engines.get('lost', 0)} ({engines.get('restarted', 0)} restarted, {dead} dead); "
+        f"- engines lost: {engines.get('lost', 0)} ({engines.get('restarted', 0)} restarted, {dead} dead); {again}"
         f"{engines.get('batches_retried', 0)} batches judged again, {engines.get('rows_split', 0)} comparisons "
         f"sent one by one, {engines.get('rows_failed', 0)} failed"
     )

@@ -26,9 +26,14 @@ def test_every_call_running_when_its_engine_died_counts_and_one_that_waited_does
     monitor.finished(0, "c")  # done before the engine died
     monitor.arrived(0, pid=11)  # the restarted engine
     assert [monitor.was_running(0, c) for c in "abcd"] == [True, True, False, False]
+    assert monitor.summary()["restarts"][0]["judging_at"] is None  # nothing in the restarted engine yet
     monitor.started(0, "e")
     assert monitor.was_running(0, "e") and not monitor.was_running(1, "d")
-    assert monitor.summary()["lost"] == 1 and monitor.summary()["restarted"] == 1
+    monitor.started(0, "f")  # a later call: the slot was judging again already
+    summary = monitor.summary()
+    assert summary["lost"] == 1 and summary["restarted"] == 1
+    (restart,) = summary["restarts"]
+    assert restart["slot"] == 0 and restart["pid"] == 11 and restart["at"] <= restart["judging_at"] <= time.time()
 
 
 def test_a_call_that_runs_alone_waits_for_the_others_and_holds_new_ones_back():
@@ -96,3 +101,7 @@ def test_a_pool_with_batches_in_flight_judges_each_key_once_and_survives_a_sigki
     assert report["counts"]["judged_now"] == total and report["counts"]["errors_now"] == 0
     (actor,) = report["pool"]
     assert actor["pid"] != victim and actor["most_in_flight"] == 3  # the restarted engine held 3 batches at once
+    # the restarted engine judged again once the actor was up (a SIMULATED engine starts at once)
+    (restart,) = engines["restarts"]
+    assert restart["slot"] == actor["slot"] and restart["pid"] == actor["pid"]
+    assert 0 <= restart["judging_at"] - restart["at"] < 60, restart
