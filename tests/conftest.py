@@ -165,19 +165,6 @@ OTHER_RAY_ENGINE_MODULES = (
     "test_fresh_clone.py",
     "test_submit.py",
 )
-#: Modules whose tests mostly wait: `pairank run` subprocesses held back by leases, delays of the SIMULATED judge,
-#: a stalled or lost S3, a killed driver. Two of them side by side left both cores idle for minutes; under
-#: pytest-xdist they are handed out spread among the other modules that start something (:func:`_order`), so each
-#: usually runs beside one that keeps the cores busy.
-WAITING_MODULES = (
-    "test_run_claims.py",
-    "test_storage_failures.py",
-    "test_run_lease.py",
-    "test_console.py",
-    "test_driver.py",
-    "test_submit.py",
-    "test_store_repair.py",
-)
 #: What a fixture starts, as the markers of every test that uses it (directly or through another fixture): the
 #: session's fixtures here, and ``ray_head`` (tests/cluster/test_submit.py, a Ray head of its own).
 FIXTURE_MARKERS = {
@@ -214,30 +201,13 @@ def pytest_itemcollected(item):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The order of :func:`_order`; under pytest-xdist, also the units of work (see
+    """The order of :func:`_rank` (stable within a rank); under pytest-xdist, also the units of work (see
     :func:`pytest_xdist_make_scheduler`), written where the controller reads them."""
-    items.sort(key=_order(items))
+    items.sort(key=_rank)
     units_folder = os.environ.get(UNITS_ENV)
     if units_folder and hasattr(config, "workerinput"):
         units = {item.nodeid: _unit(item) for item in items}
         (Path(units_folder) / f"{config.workerinput['workerid']}.json").write_text(json.dumps(units))
-
-
-def _order(items):
-    """A sort key: :func:`_rank`, and within the modules that start something (rank 2) the
-    :data:`WAITING_MODULES` spread evenly among the others (each module's tests together, in collection order)."""
-    modules = list(dict.fromkeys(item.path for item in items if _rank(item) == 2))
-    waiting = [m for m in modules if m.name in WAITING_MODULES]
-    others = [m for m in modules if m.name not in WAITING_MODULES]
-    place = {m: float(i) for i, m in enumerate(others)}
-    step = len(others) / max(len(waiting), 1)
-    place.update({m: (i + 0.5) * step - 0.25 for i, m in enumerate(waiting)})
-
-    def key(item) -> tuple[int, float]:
-        rank = _rank(item)
-        return (rank, place[item.path] if rank == 2 else 0.0)
-
-    return key
 
 
 def _unit(item) -> str:
