@@ -81,12 +81,19 @@ def driver_node() -> dict[str, Any]:
     return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node, soft=False)}
 
 
+def driver_job() -> str:
+    """This driver's Ray job: its node and job id (job ids start again at 1 in a new Ray; node ids do not)."""
+    import ray
+
+    context = ray.get_runtime_context()
+    return f"{context.get_node_id()}/{context.get_job_id()}"
+
+
 def bookkeeper() -> Any:
     """This process's bookkeeper in the job's Ray, started on first use on the driver's node, reserving no CPU."""
     import ray
 
-    context = ray.get_runtime_context()
-    job = f"{context.get_node_id()}/{context.get_job_id()}"  # job ids start again at 1 in a new Ray; node ids do not
+    job = driver_job()
     if job not in _bookkeepers:
         _bookkeepers.clear()  # a bookkeeper of an earlier Ray or job is gone with it
         _bookkeepers[job] = ray.remote(Bookkeeper).options(num_cpus=0, **driver_node()).remote()

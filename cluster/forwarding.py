@@ -7,6 +7,7 @@ import uuid
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,8 +34,10 @@ def forward(
     monitor,
     retries: int = 2,
     on_failure: Callable[[str, pa.Table, str], pa.Table] | None = None,
+    mode: Any = None,
 ) -> pa.Table:
-    """Ray Data map stage: send each row group to the actor the monitor routes its slot to, wait, concatenate.
+    """Ray Data map stage: send each row group to the actor the monitor routes its slot to, in the job's ``mode``
+    (what the actor's engine runs: the job's judging settings), wait, concatenate.
 
     A lost engine is borne here: a call whose engine died while running it is sent
     again (Ray restarts the actor), ``retries`` times in all; then its rows go one by
@@ -70,7 +73,7 @@ def forward(
             return
         call.slot, actor = routed
         alone = call.deaths > 0 or call.single  # a second death is then its own, not a neighbour's
-        waiting[actor.judge_batch.remote(call.rows, judging_pass, call.id, alone)] = call
+        waiting[actor.judge_batch.remote(call.rows, judging_pass, call.id, alone, mode)] = call
 
     def done(call: _Call) -> None:
         if call.after:  # one single row at a time, so that a row that kills the engine takes no other with it

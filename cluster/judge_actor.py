@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -80,19 +80,23 @@ def _bundle_place() -> dict:
 
 
 class Runner(Protocol):
-    """What a pool's or a replica's factory builds (pairank.operators.judges.modes.ModeRunner): one engine."""
+    """What a pool's or a replica's factory builds (pairank.operators.judges.modes.EngineModes): one engine, run
+    in the mode a call names (``mode``: opaque here). A pool without a mode calls ``run(judging_pass, batch)`` and
+    ``info()``, so a runner of one mode need not take one."""
 
-    def run(self, judging_pass: str, batch: pa.Table) -> pa.Table:
-        """The result rows of one judging pass's batch."""
+    def run(self, judging_pass: str, batch: pa.Table, mode: Any = None) -> pa.Table:
+        """The result rows of one judging pass's batch, in ``mode``."""
         ...
 
-    def info(self) -> dict:
-        """The engine's counters."""
+    def info(self, mode: Any = None) -> dict:
+        """The counters of the engine in ``mode``: engine prompts per judging pass (``calls``)."""
         ...
 
 
 class JudgeActor:
-    """One engine in one Ray actor, for the life of the pool; it runs every judging pass it is sent.
+    """One engine in one Ray actor, for the life of the pool; it runs every judging pass it is sent, each in the
+    mode its call names (the jobs of a warm pool may each have their own: :mod:`pairank.cluster.warm`). Ray
+    restarts a lost actor with the factory it was first given: the calls' modes still win.
 
     With ``max_concurrency`` k the actor runs up to k calls at once, each on its own
     thread; a call sent ``alone`` waits for the others to finish and runs by itself
@@ -115,21 +119,44 @@ class JudgeActor:
         self.gate = Gate()
         self.stats = {"pid": os.getpid(), "start_seconds": time.perf_counter() - started}
         self.counting = threading.Lock()
-        self.reported: dict[str, int] = {}  # engine prompts per judging pass, as told with the batches returned so far
+        # per mode (by its repr), engine prompts per judging pass, as told with the batches returned so far
+        self.reported: dict[str, dict[str, int]] = {}
+
+    def _run(self, judging_pass: str, batch: pa.Table, mode: Any = None) -> pa.Table:
+        """The runner's rows of ``batch`` in ``mode``."""
+        return self.runner.run(judging_pass, batch) if mode is None else self.runner.run(judging_pass, batch, mode)
+
+    def counters(self, mode: Any = None) -> dict:
+        """The runner's counters in ``mode`` (made ready on first use: an engine that cannot run it raises)."""
+        return self.runner.info() if mode is None else self.runner.info(mode)
+
+    def ready(self, mode: Any = None) -> None:
+        """A new job on this engine (a warm pool's): its mode made ready (an engine that cannot run it raises here,
+        not in a call), and the most batches in flight counted from 0 again."""
+        self.counters(mode)
+        with self.gate.cond:
+            self.gate.most = 0
 
     def judge_batch(
-        self, batch: pa.Table, judging_pass: str = "pairwise", call: str | None = None, alone: bool = False
+        self,
+        batch: pa.Table,
+        judging_pass: str = "pairwise",
+        call: str | None = None,
+        alone: bool = False,
+        mode: Any = None,
     ) -> tuple[pa.Table, dict]:
-        """The result rows of ``batch``, and what judging it cost (:func:`batch_cost`)."""
+        """The result rows of ``batch`` in ``mode`` (None: the one the engine was built with), and what judging it
+        cost (:func:`batch_cost`)."""
         import ray
 
+        self.counters(mode)  # a mode the engine cannot run fails this call, not the engine
         self.gate.enter(alone)
         try:
             if self.monitor is not None and call is not None:
                 ray.get(self.monitor.started.remote(self.slot, call))
             started = time.perf_counter()
             try:
-                out = self.runner.run(judging_pass, batch)
+                out = self._run(judging_pass, batch, mode)
             except BaseException as exc:
                 log.error(
                     "judge actor %s: the engine failed (%s: %s); ending the process for a restart",
@@ -141,10 +168,11 @@ class JudgeActor:
             seconds = time.perf_counter() - started
             if self.monitor is not None and call is not None:
                 ray.get(self.monitor.finished.remote(self.slot, call))
-            with self.counting:  # the prompts counted since the last batch returned (several may run at once)
-                calls = dict(self.runner.info().get("calls", {}))
-                fresh = {k: n - self.reported.get(k, 0) for k, n in calls.items() if n != self.reported.get(k, 0)}
-                self.reported = calls
+            with self.counting:  # the mode's prompts counted since its last batch returned (several may run at once)
+                calls = dict(self.counters(mode).get("calls", {}))
+                told = self.reported.get(repr(mode), {})
+                fresh = {k: n - told.get(k, 0) for k, n in calls.items() if n != told.get(k, 0)}
+                self.reported[repr(mode)] = calls
         finally:
             self.gate.leave(alone)
         return out, batch_cost(judging_pass, out, fresh, seconds)

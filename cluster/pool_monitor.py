@@ -47,6 +47,18 @@ class PoolMonitor:
         self.judged: dict[int, dict] = {}  # by slot: batches, rows, prompts per judging pass, tokens
         self.meter = meter
 
+    def renew(self, meter: Meter | None = None) -> None:
+        """A new job on the pool's engines (a warm pool's, :mod:`pairank.cluster.warm`): what they judged, lost and
+        sent again is counted from 0, and recorded with the job's ``meter``; the actors stay as they are."""
+        self.died_running, self.restarts, self.back, self.dead = set(), [], {}, set()
+        self.counts = dict.fromkeys(self.counts, 0)
+        self.judged, self.meter = {}, meter
+        self._gauges()
+
+    def busy(self) -> bool:
+        """Whether a call runs in, or waits for, any actor."""
+        return any(self.current.get(s) or self.waiting.get(s) for s in self.actors)
+
     def joined(self, slot: int, actor) -> None:
         self.actors[slot] = actor
         self.idle_since[slot] = time.monotonic()

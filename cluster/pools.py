@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -148,16 +149,20 @@ class JudgePool:
         resources: PoolResources,
         on_failure: Callable[[str, pa.Table, str], pa.Table] | None = None,
         meter: Meter | None = None,
+        mode: Any = None,
     ):
         """``on_failure(judging_pass, rows, reason)``: the result rows of requests no engine could judge (error rows);
-        ``meter``: the run's metrics (:mod:`pairank.cluster.metrics`), recorded by the pool's monitor."""
+        ``meter``: the run's metrics (:mod:`pairank.cluster.metrics`), recorded by the pool's monitor; ``mode``: what
+        every call tells the runner to run (the job's judging settings; None: what the factory built)."""
         self.factory, self.resources, self.on_failure, self.meter = factory, resources, on_failure, meter
+        self.mode = mode
         self.actors: dict[int, Any] = {}  # by slot: every actor started and not stopped (dead ones too)
         self.monitor: Any = None  # the PoolMonitor (held by the driver's bookkeeper), while started
         self.placement = Placement(resources.num_cpus, resources.num_gpus, resources.ranks)  # where its actors go
         self.scaler: Scaler | None = None
         self.stopped: dict[int, dict] = {}  # by slot: the actors stopped when idle
         self.most = self.made = 0
+        self.warm: dict[int, int] = {}  # by slot: the pid of an engine up before the job began (a reused pool)
 
     def __enter__(self) -> JudgePool:
         self.start()
@@ -234,6 +239,44 @@ class JudgePool:
         )
         return True
 
+    def reusable(self) -> bool:
+        """Whether another job may run on this pool as it is: started, of a fixed size, every actor live (none dead
+        for good) and no call running or waiting."""
+        import ray
+
+        if self.monitor is None or not self.resources.fixed:
+            return False
+        return ray.get(self.monitor.slots.remote()) == sorted(self.actors) and not ray.get(self.monitor.busy.remote())
+
+    def renew(
+        self, on_failure: Callable[[str, pa.Table, str], pa.Table] | None, meter: Meter | None, mode: Any
+    ) -> bool:
+        """This started pool, for a new job (:mod:`pairank.cluster.warm`): its calls carry the job's ``mode``, its
+        failures and metrics are the job's, and what it judged, lost, stopped and held at most is counted from 0.
+
+        Each actor makes the mode ready first, waiting for an engine Ray restarts after a loss between jobs;
+        False, and nothing renewed, when an actor is dead for good (the pool cannot serve the job as it is). An
+        engine that cannot run the mode raises :class:`EngineStartError`, as a pool started for the job would."""
+        import ray
+        from ray.exceptions import ActorUnavailableError, RayActorError
+
+        for actor in self.actors.values():
+            while True:
+                try:
+                    ray.get(actor.ready.remote(mode))
+                    break
+                except ActorUnavailableError:  # restarting: its engine is starting again
+                    time.sleep(0.5)
+                except RayActorError:
+                    return False
+                except Exception as exc:
+                    raise EngineStartError(exc) from exc
+        self.on_failure, self.meter, self.mode = on_failure, meter, mode
+        ray.get(self.monitor.renew.remote(meter))
+        self.stopped, self.most = {}, len(self.actors)
+        self.warm = {slot: ray.get(a.info.remote())["pid"] for slot, a in self.actors.items()}
+        return True
+
     def stop(self) -> None:
         import ray
 
@@ -248,8 +291,9 @@ class JudgePool:
 
     def info(self) -> list[dict]:
         """Per actor, live or stopped when idle (or dead for good, if it judged anything): its ``slot``, the pid
-        and engine start seconds of its last engine, and what all its engines judged (restarts included): batches,
-        rows, engine prompts per judging pass (``calls``), ``input_tokens`` and ``output_tokens``."""
+        and engine start seconds of its last engine, whether that engine was up before the job began (``warm``: a
+        reused pool's; its start was paid by an earlier job), and what all its engines judged (restarts included):
+        batches, rows, engine prompts per judging pass (``calls``), ``input_tokens`` and ``output_tokens``."""
         import ray
         from ray.exceptions import RayActorError
 
@@ -261,7 +305,8 @@ class JudgePool:
             except RayActorError:  # dead for good (counted in losses()), or killed as its engine failed to start
                 info = {}
             if info or slot in totals:
-                out.append({"slot": slot, **info, **totals.get(slot, EMPTY_TOTALS)})
+                warm = bool(info) and info.get("pid") == self.warm.get(slot)
+                out.append({"slot": slot, **info, "warm": warm, **totals.get(slot, EMPTY_TOTALS)})
         return out
 
     def losses(self) -> dict:
@@ -271,11 +316,13 @@ class JudgePool:
         return ray.get(self.monitor.summary.remote()) if self.monitor is not None else PoolMonitor().summary()
 
     def sizes(self) -> dict:
-        """Actors the pool had at most and has now, and how many it stopped when they had nothing to do."""
+        """Actors the pool had at most and has now, how many it stopped when they had nothing to do, and how many
+        it began the job with, their engines up already (``actors_warm``: a reused pool's)."""
         import ray
 
         now = len(ray.get(self.monitor.slots.remote())) if self.monitor is not None else 0
-        return {"actors_most": self.most, "actors_end": now, "actors_stopped": len(self.stopped)}
+        sizes = {"actors_most": self.most, "actors_end": now, "actors_stopped": len(self.stopped)}
+        return {**sizes, "actors_warm": len(self.warm)}
 
     def judge(self, requests, judging_pass: str = "pairwise") -> Iterator[pa.Table]:
         """Judge ``requests``: a table the driver holds (dealt to the live actors in contiguous runs of blocks), or
@@ -293,6 +340,7 @@ class JudgePool:
             "monitor": self.monitor,
             "retries": self.resources.retries,
             "on_failure": self.on_failure,
+            "mode": self.mode,
         }
         ds: ray.data.Dataset
         if isinstance(requests, pa.Table):

@@ -335,6 +335,8 @@ def _engines_line(engines: dict | None) -> list[str]:
     ['- engines lost: 2 (2 restarted, 0 dead)', 'restarted engines judging again within 2.5 s']
     >>> _engines_line({"lost": 0, "actors_most": 3, "actors_end": 1, "actors_stopped": 2})[0].split("; ")[-1]
     'actors: 3 at most, 1 at the end (2 stopped when idle)'
+    >>> _engines_line({"lost": 0, "actors_most": 1, "actors_end": 1, "actors_warm": 1})[0].split("; ")[-1]
+    '1 engine up already as the job began (a warm pool)'
     """
     if not engines:
         return []
@@ -351,6 +353,9 @@ def _engines_line(engines: dict | None) -> list[str]:
         line += f"; actors: {engines['actors_most']} at most, {engines['actors_end']} at the end" + (
             f" ({stopped} stopped when idle)" if stopped else ""
         )
+    if engines.get("actors_warm"):
+        warm = engines["actors_warm"]
+        line += f"; {warm} engine{'s' * (warm != 1)} up already as the job began (a warm pool)"
     return [line]
 
 

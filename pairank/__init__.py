@@ -10,7 +10,9 @@ small, stable API a program needs:
 - :func:`load_spec` (a YAML file, ``--set``-style overrides) and :func:`parse_spec`
   (a mapping) give a validated :class:`JobSpec`;
 - :func:`run` runs it (local Ray unless the spec names a cluster) and returns a
-  :class:`RunResult` (counts and the run's layout under the output root);
+  :class:`RunResult` (counts and the run's layout under the output root); the jobs run inside
+  ``with warm_pools():`` share their judge engines instead of starting one each
+  (:mod:`pairank.cluster.warm`);
 - :class:`Judge` is the engine interface (request rows in, judgment rows out);
   :data:`ENGINES` and :data:`SCHEDULERS` are the registries of judge engines and schedulers
   by the names a spec uses; an :class:`Engine` declares a judge engine (its
@@ -61,6 +63,7 @@ _API = {
     "SpecError": ("pairank.jobs.specs.job", "SpecError"),
     "run": ("pairank.jobs.run", "run"),
     "RunResult": ("pairank.jobs.run", "RunResult"),
+    "warm_pools": ("pairank.cluster.warm", "warm_pools"),
     "Judge": ("pairank.operators.judges.base", "Judge"),
     "ENGINES": ("pairank.operators.judges", "ENGINES"),
     "Engine": ("pairank.operators.judges.engine", "Engine"),

@@ -13,11 +13,12 @@ import pyarrow as pa
 
 from pairank.cluster.metrics import Meter, judge_label
 from pairank.cluster.pools import JudgePool, PoolResources
+from pairank.cluster.warm import WarmPools, warm_scope
 from pairank.jobs.pipeline.progress import Heartbeat, Progress
 from pairank.jobs.specs.job import JobSpec
 from pairank.operators.judges import engine_of, judge_identity
 from pairank.operators.judges.engine import JudgeSettings
-from pairank.operators.judges.modes import ModeRunner, build_runner, failure_rows
+from pairank.operators.judges.modes import EngineModes, build_runner, failure_rows
 
 
 class LocalPathOnCluster(ValueError):
@@ -104,9 +105,9 @@ def batches_in_flight(spec: JobSpec) -> int:
     return engine_of(spec.judge).batches_in_flight(engine_spec(spec), spec.pool.max_batches_in_flight)
 
 
-def judge_factory(spec: JobSpec) -> Callable[[], ModeRunner]:
-    """What a pool runs: a picklable factory of the spec's engine (its builder and placed settings) in its judging
-    mode."""
+def judge_factory(spec: JobSpec) -> Callable[[], EngineModes]:
+    """What a pool runs: a picklable factory of the spec's engine (its builder and placed settings), in its judging
+    mode unless a call names another (:class:`~pairank.operators.judges.modes.EngineModes`)."""
     return partial(build_runner, engine_of(spec.judge).build, engine_spec(spec), spec.judging)
 
 
@@ -141,8 +142,8 @@ def failure_factory(spec: JobSpec) -> Callable[[str, pa.Table, str], pa.Table]:
 
 @dataclass
 class PoolRecord:
-    """What the job's pools did: each actor's counters (stopped ones too), the engines lost and replaced, and how
-    many actors the pools had at most and at the end."""
+    """What the job's pools did: each actor's counters (stopped ones too), the engines lost and replaced, how
+    many actors the pools had at most and at the end, and how many began the job warm (``actors_warm``)."""
 
     actors: list[dict[str, Any]] = field(default_factory=list)
     engines: dict[str, Any] = field(default_factory=dict)
@@ -155,6 +156,8 @@ class PoolRecord:
             self.engines["actors_most"] = max(self.engines.get("actors_most", 0), sizes["actors_most"])
             self.engines["actors_end"] = sizes["actors_end"]  # the last pool's
             self.engines["actors_stopped"] = self.engines.get("actors_stopped", 0) + sizes["actors_stopped"]
+            # actors whose engines were up before the job began (a warm pool's: an earlier job paid their start)
+            self.engines["actors_warm"] = self.engines.get("actors_warm", 0) + sizes.get("actors_warm", 0)
 
     def sections(self) -> dict[str, Any]:
         """The report's ``pool`` (per actor) and ``engines`` (losses) sections."""
@@ -168,7 +171,9 @@ def judge_pool(
     progress: Progress | None = None,
     poll: Callable[[], object] | None = None,
 ) -> Iterator[JudgePool]:
-    """The job's judge pool on the job's Ray: engines start once, on entry.
+    """The job's judge pool on the job's Ray: engines start once, on entry, and stop on exit; inside
+    :func:`~pairank.cluster.warm.warm_pools`, a pool an earlier job of the scope started with the same engine and
+    pool resources is run again instead (renewed for this job), and this one is kept for the jobs after it.
 
     On exit, each actor's counters (engine prompts per judging pass) and the engines lost
     are added to ``record``. With ``progress``, a :class:`~pairank.jobs.pipeline.progress.Heartbeat` says what
@@ -178,24 +183,67 @@ def judge_pool(
     join_cluster(spec)
     beat = Heartbeat(progress, poll=poll) if progress is not None else None
     resources = pool_resources(spec)
-    engines = f"{resources.min_size} engine{'s' * (resources.min_size != 1)}"
-    if beat is not None:
-        beat.say(f"starting {engines}")
+    scope = warm_scope()
+    kept = scope if resources.fixed else None  # a range pool grows and shrinks with its job: never kept
     try:
-        with JudgePool(judge_factory(spec), resources, failure_factory(spec), run_meter(spec)) as pool:
+        pool = entered_pool(spec, resources, scope, kept, beat)
+        failed = True
+        try:
             try:
                 if beat is None:
                     yield pool
                 else:
-                    beat.say(f"{engines} ready in {beat.elapsed():.0f} s")
                     # the pool, watched: WatchedPool answers every attribute of a JudgePool (judge its own way)
                     yield cast(JudgePool, WatchedPool(pool, beat, resources.batch_size))
+                failed = False
             finally:
                 if record is not None:
                     record.add(pool.info(), pool.losses(), pool.sizes())
+        finally:
+            if kept is not None:
+                kept.release(pool, failed)
+            else:
+                pool.stop()
     finally:
         if beat is not None:
             beat.stop()
+
+
+def entered_pool(
+    spec: JobSpec,
+    resources: PoolResources,
+    scope: WarmPools | None,
+    kept: WarmPools | None,
+    beat: Heartbeat | None,
+) -> JudgePool:
+    """The pool a job runs on, started: one ``kept`` (the warm scope, for a fixed pool) holds with the job's engine
+    and resources, renewed for the job, or a new one (kept by ``kept`` for the jobs after it; room made in
+    ``scope`` first)."""
+    engines = f"{resources.min_size} engine{'s' * (resources.min_size != 1)}"
+    key = (engine_of(spec.judge).build, engine_spec(spec), resources)
+    warm = kept.take(key) if kept is not None else None
+    if kept is not None and warm is not None:
+        try:
+            renewed = warm.renew(failure_factory(spec), run_meter(spec), spec.judging)
+        except BaseException:
+            kept.release(warm)
+            raise
+        if renewed:
+            if beat is not None:
+                beat.say(f"{engines} up already (a warm pool)")
+            return warm
+        kept.release(warm, failed=True)  # an engine of it is dead for good: a pool of the job's own instead
+    if beat is not None:
+        beat.say(f"starting {engines}")
+    if scope is not None:  # the idle pools it keeps may hold the CPUs this one needs
+        scope.make_room(resources)
+    pool = JudgePool(judge_factory(spec), resources, failure_factory(spec), run_meter(spec), spec.judging)
+    pool.start()
+    if kept is not None:
+        kept.keep(key, pool)
+    if beat is not None:
+        beat.say(f"{engines} ready in {beat.elapsed():.0f} s")
+    return pool
 
 
 class WatchedPool:

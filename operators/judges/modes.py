@@ -33,6 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -185,14 +186,56 @@ def failure_rows(
     )
 
 
-def build_runner(build: Callable[[Any], Judge], judge_spec, judging=None) -> ModeRunner:
-    """The engine ``build(judge_spec)`` in the ``judging`` mode: what a judge actor or replica runs.
+def build_runner(build: Callable[[Any], Judge], judge_spec, judging=None) -> EngineModes:
+    """The engine ``build(judge_spec)``, in the ``judging`` mode unless a call names another: what a judge actor
+    or replica runs.
 
     Pools and Serve replicas receive ``functools.partial(build_runner, engine.build, judge_spec, judging)``
     as their factory and call it once, in their own process. The builder travels with it, so an engine
     registered in the driver's process only (see :func:`pairank.operators.judges.register`) builds there too.
     """
-    return ModeRunner(build(judge_spec), judging)
+    return EngineModes(build(judge_spec), judging)
+
+
+def mode_key(judging) -> str:
+    """What tells one judging mode's settings from another's (the settings as canonical JSON).
+
+    >>> from pairank.jobs.specs.job import JudgingSpec
+    >>> mode_key(JudgingSpec()) == mode_key(JudgingSpec(mode="logprob")) != mode_key(JudgingSpec(mode="generate"))
+    True
+    """
+    return "" if judging is None else canonical_json(judging.model_dump(mode="json"))
+
+
+class EngineModes:
+    """One engine, built once, and a :class:`ModeRunner` per judging settings it is asked in.
+
+    A call names its judging settings (``judging``; None: those it was built with), so the jobs that share a
+    warm pool (:func:`pairank.cluster.warm.warm_pools`) each judge in their own mode on the same engine, and an
+    actor that Ray restarted with the arguments it was first built with still judges in the calls' mode.
+    """
+
+    def __init__(self, judge: Judge, judging=None):
+        self.judge, self.judging = judge, judging
+        self.runners = {mode_key(judging): ModeRunner(judge, judging)}  # checks that the engine can run it
+        self.making = threading.Lock()  # an actor's calls run on several threads
+
+    def runner(self, judging=None) -> ModeRunner:
+        """The runner of ``judging`` (None: the settings it was built with), made on first use; an engine that
+        cannot run the mode raises ``ValueError`` here."""
+        key = mode_key(self.judging if judging is None else judging)
+        with self.making:
+            if key not in self.runners:
+                self.runners[key] = ModeRunner(self.judge, judging)
+            return self.runners[key]
+
+    def run(self, judging_pass: str, batch: pa.Table, judging=None) -> pa.Table:
+        """The rows of one pass's batch in the mode of ``judging`` (:meth:`ModeRunner.run`)."""
+        return self.runner(judging).run(judging_pass, batch)
+
+    def info(self, judging=None) -> dict:
+        """The counters of the runner of ``judging``: engine prompts per judging pass (``calls``)."""
+        return self.runner(judging).info()
 
 
 class ModeRunner:

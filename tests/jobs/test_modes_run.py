@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+import pairank
 from pairank.jobs.pipeline.requests import subset
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
@@ -25,6 +26,14 @@ from tests.helpers import CPU_ENGINE_ENV, ROOT
 pytestmark = pytest.mark.engine
 
 LONG = "long-1"  # a candidate too long for the engine: its first pass fails
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_engine():
+    """Every job of the module on one engine: the pools of its jobs kept warm between them (pairank.warm_pools),
+    one engine start instead of one per job."""
+    with pairank.warm_pools():
+        yield
 
 
 @pytest.fixture(scope="module")

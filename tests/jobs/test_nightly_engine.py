@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+import pairank
 from pairank.jobs.nightly import run_nightly
 from pairank.jobs.specs.job import parse_spec
 from pairank.operators.leaderboard import OVERALL
@@ -28,6 +29,14 @@ PREFIX = "s3://pairank/nightly-accept/inputs"
 ROOT_URI = "s3://pairank/nightly-accept/store"
 S1_S4 = ["M0", "M1", "M10", "M11"]
 S5 = "M12"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_engine():
+    """Both nights on one engine: the pools of its jobs kept warm between them (pairank.warm_pools), one engine
+    start instead of one per night."""
+    with pairank.warm_pools():
+        yield
 
 
 def drop(name, tables, contexts, systems) -> set[str]:
