@@ -29,8 +29,11 @@ node's CPUs, and a forwarder that waited for a CPU would wait for ever.
 The pool knows nothing of judges: it receives what to run as a factory (a
 picklable callable that builds, in the actor, an object with ``run(judging_pass, batch)``
 and ``info()``; :func:`pairank.jobs.pipeline.pool.judge_factory`), where to run it as
-:class:`PoolResources`, and what to answer for requests no engine could judge
-(``on_failure``).
+:class:`PoolResources`, what to answer for requests no engine could judge
+(``on_failure``), and what every call tells the runner to run (``mode``: the job's
+judging settings). A started pool may serve the next job of the same driver process
+(:mod:`pairank.cluster.warm`): :meth:`JudgePool.renew` gives it that job's mode, failures
+and metrics, and counts what it does from 0.
 
 Lost engines. The actors are Ray actors with ``max_restarts``: when an engine's
 process dies (SIGKILL, out of memory, a lost node, or an engine that ends its own

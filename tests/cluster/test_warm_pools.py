@@ -12,6 +12,8 @@ import time
 import pytest
 
 import pairank
+from pairank.cluster.metrics import Meter
+from pairank.cluster.pool_monitor import PoolMonitor
 from pairank.cluster.warm import warm_scope
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
@@ -20,8 +22,6 @@ from pairank.storage.cache import JudgmentCache
 from pairank.storage.keys import sampling_mode
 from tests.cluster.verdict_engine import VERDICTS
 from tests.helpers import judge_actor_pids, spec_for
-
-pytestmark = pytest.mark.usefixtures("ray_local")
 
 
 @pytest.fixture
@@ -62,6 +62,7 @@ def gone(pid: int, seconds: float = 30) -> bool:
     return not alive(pid)
 
 
+@pytest.mark.usefixtures("ray_local")
 def test_two_jobs_in_a_scope_run_on_one_engine_and_report_their_own_work(tiny_input, tmp_path):
     lines: list[str] = []
     with pairank.warm_pools():
@@ -75,6 +76,8 @@ def test_two_jobs_in_a_scope_run_on_one_engine_and_report_their_own_work(tiny_in
         assert first.report["engines"]["actors_warm"] == 0 and second.report["engines"]["actors_warm"] == 1
         assert any("1 engine up already (a warm pool)" in line for line in lines)
         assert "1 engine up already as the job began (a warm pool)" in second.layout.report_md.read_text()
+        scope = warm_scope()
+        assert scope is not None and [k.pool.meter.run for k in scope.kept] == ["second"]  # its metrics: the run's
     assert gone(a["pid"])  # the scope stopped it
     for result in (first, second):  # each report says what its own job did: 2 contexts x 3 x 2 ordered pairs
         assert (result.judged, result.errors) == (12, 0)
@@ -84,6 +87,7 @@ def test_two_jobs_in_a_scope_run_on_one_engine_and_report_their_own_work(tiny_in
         assert engines["lost"] == engines["batches_retried"] == 0 and engines["actors_most"] == 1
 
 
+@pytest.mark.usefixtures("ray_local")
 def test_outside_a_scope_each_job_starts_and_stops_its_own_engine(tiny_input, tmp_path):
     assert warm_scope() is None
     first = run_job(job(tiny_input, tmp_path / "one", "first"))
@@ -93,6 +97,7 @@ def test_outside_a_scope_each_job_starts_and_stops_its_own_engine(tiny_input, tm
     assert "actors_warm" in second.report["engines"] and second.report["engines"]["actors_warm"] == 0
 
 
+@pytest.mark.usefixtures("ray_local")
 def test_other_engine_settings_or_resources_get_a_pool_of_their_own(tiny_input, tmp_path):
     def pid(name: str, **over) -> int:
         return actor(run_job(job(tiny_input, tmp_path / name, name, **over)))["pid"]
@@ -118,6 +123,7 @@ def rows_of(result) -> list[dict]:
     return [r for r in rows if (sampling_mode(r["sampling"]) or "logprob") == mode]
 
 
+@pytest.mark.usefixtures("ray_local")
 def test_jobs_of_two_modes_share_a_warm_engine_and_a_restarted_one_judges_in_the_calls_mode(
     verdicts, tiny_input, tmp_path
 ):
@@ -152,3 +158,31 @@ def test_jobs_of_two_modes_share_a_warm_engine_and_a_restarted_one_judges_in_the
         assert {r["raw_text"] for r in rows} == {f"built in {restarted}: [[A]]"}
         assert actor(again)["calls"] == {"pairwise": 12}
     assert gone(restarted)
+
+
+def test_a_renewed_monitor_counts_the_next_job_from_zero_with_its_meter_and_keeps_its_actors():
+    first, second = Meter("first", "simulated:simulated"), Meter("second", "simulated:simulated")
+    monitor = PoolMonitor(meter=first)
+    monitor.arrived(0, pid=10)
+    monitor.joined(0, "actor")
+    monitor.started(0, "a")
+    monitor.arrived(0, pid=11)  # an engine lost under call a, and restarted
+    monitor.count("batches_retried")
+    monitor.tally(
+        0,
+        {
+            "judging_pass": "pairwise",
+            "rows": 4,
+            "calls": {"pairwise": 4},
+            "input_tokens": 40,
+            "output_tokens": 4,
+            "seconds": 0.1,
+        },
+    )
+    assert monitor.summary()["restarted"] == 1 and monitor.totals()[0]["rows"] == 4
+    monitor.renew(second)
+    assert monitor.meter is second and monitor.totals() == {} and monitor.slots() == [0]
+    assert monitor.summary() == PoolMonitor().summary()  # nothing lost, retried or failed in the new job
+    monitor.started(0, "b")
+    monitor.arrived(0, pid=12)  # a loss in the new job is the new job's
+    assert monitor.summary()["restarted"] == 1 and monitor.was_running(0, "b") and not monitor.was_running(0, "a")
