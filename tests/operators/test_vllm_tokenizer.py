@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pairank.operators.judges.models import DEFAULT_NAME
-from pairank.operators.judges.vllm_tokenizer import PREPARED_FILES, differences, fast_tokenizer_file
+from pairank.operators.judges.vllm_tokenizer import PREPARED_FILES, differences, fast_tokenizer_file, load_fast
 from pairank.operators.prompts import load_prompts
 from tests.helpers import ROOT
 
@@ -126,6 +126,32 @@ def test_the_rule_leaves_a_prepared_folder_to_vllm_when_anything_differs(cache, 
     elif change == "config not json":
         (folder / "tokenizer_config.json").write_text("{not json")
     assert fast_tokenizer_file({"model": str(folder)}) is None
+
+
+@pytest.mark.parametrize("change", [None, "pre_tokenizer", "decoder", "byte_fallback"])
+def test_a_file_whose_pipeline_is_not_gemmas_is_left_to_vllms_loader(tmp_path, change):
+    """:func:`load_fast` reads a tokenizer.json holding GemmaTokenizer's own pipeline (here with a 5-token vocabulary),
+    with the special tokens of tokenizer_config.json, and refuses one whose pipeline differs where GemmaTokenizer
+    builds its own (vLLM's loader would make another tokenizer of it)."""
+    from tokenizers import decoders, pre_tokenizers
+    from transformers import GemmaTokenizer
+
+    backend = GemmaTokenizer().backend_tokenizer
+    if change == "pre_tokenizer":
+        backend.pre_tokenizer = pre_tokenizers.Metaspace()
+    elif change == "decoder":
+        backend.decoder = decoders.ByteFallback()
+    elif change == "byte_fallback":
+        backend.model.byte_fallback = False
+    backend.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({**PREPARED_CONFIG, "eos_token": "<mask>"}))
+    loaded = load_fast(tmp_path / "tokenizer.json")
+    if change is None:
+        assert loaded is not None and differences(loaded.backend_tokenizer, backend) == []
+        assert (loaded.eos_token_id, loaded.bos_token_id) == (4, 2)  # the config's, not GemmaTokenizer's default
+    else:
+        assert loaded is None
+        assert differences(GemmaTokenizer().backend_tokenizer, backend) == [change]
 
 
 def summeval_prompts(candidates) -> list[str]:
