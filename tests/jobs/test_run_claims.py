@@ -137,7 +137,7 @@ def test_two_runs_started_together_ask_each_comparison_once(
 def test_a_killed_claimers_comparisons_are_asked_by_the_other_once_its_lease_expires(
     tmp_path, summeval_tables, ray_address
 ):
-    out, names, procs = two_runs(tmp_path, summeval_tables, ray_address, seconds=0.5, ttl_s="6")
+    out, names, procs = two_runs(tmp_path, summeval_tables, ray_address, seconds=0.25, ttl_s="6")
     by_name = dict(zip(names, procs))
     try:
         wait_for(lambda: (out / "claims").exists() and claimers(out), 600, "a claim")
