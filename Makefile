@@ -81,14 +81,17 @@ typecheck: install-test
 
 # Tests in TEST_WORKERS processes (pytest-xdist); tests/conftest.py groups them: the engine tests are two units
 # handed out first (each one test after another in one worker), every module that starts Ray, S3 or a browser is
-# one unit, any other test its own (docs/development.md, "Tests").
-TEST_WORKERS ?= 2
-XDIST = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+# one unit, any other test its own; with three workers, the third runs only the modules whose tests mostly wait
+# (leases, SIMULATED delays, a frozen S3, killed drivers) beside the two that compute (docs/development.md, "Tests").
+# The fast tier has no such modules: two workers.
+TEST_WORKERS ?= 3
+FAST_WORKERS ?= 2
+XDIST = --dist loadgroup --no-loadscope-reorder
 FAST = not (ray or s3 or engine or browser)
 
 test: install-test browser lint
 	$(BYTECODE)
-	$(BIN)/python -m pytest $(XDIST) -m "not cluster"
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(XDIST) -m "not cluster"
 
 # The multi-node tests (a Ray head and worker nodes on this machine, SeaweedFS S3, nodes killed mid-run): about
 # 12 minutes on 2 cores, one test after another (docs/development.md, "Tests").
@@ -98,7 +101,7 @@ test-cluster: install-test
 
 test-fast: install-test
 	$(BYTECODE)
-	$(BIN)/python -m pytest $(XDIST) -m "$(FAST)"
+	$(BIN)/python -m pytest -n $(FAST_WORKERS) $(XDIST) -m "$(FAST)"
 
 clean:
 	rm -rf runs/store

@@ -6,12 +6,15 @@ Each arm is one child process that builds the judge as a pool's actor does (``ma
 the embedded Gemma-3-270M, the synchronous engine in the process, the CPU build's settings of the tests) and then
 judges the same four SummEval comparisons:
 
-* ``judge-tokenizer``: the judge as it ships;
+* ``judge-tokenizer``: the judge as it ships (for this model its tokenizer read straight from ``tokenizer.json``,
+  operators/judges/vllm_tokenizer.py);
+* ``judge-vllm-loader``: the judge's tokenizer loaded by vLLM's loader, as before that (``judge.engine_kwargs:
+  {tokenizer_mode: hf}``, vLLM's ``auto`` for this model, which the fast path leaves to vLLM's loader);
 * ``vllm-tokenizer``: ``judge.engine_kwargs.skip_tokenizer_init: false`` (vLLM loads its own as well).
 
 Recorded per arm and round: the seconds and CPU seconds of ``make_judge`` (vLLM's import included, the same in
-both) and the label probabilities of the four comparisons (equal across arms: the same token ids reach the engine).
-The arms take turns round by round (``--rounds``), so load from elsewhere falls on both.
+every arm) and the label probabilities of the four comparisons (equal across arms: the same token ids reach the engine).
+The arms take turns round by round (``--rounds``), so load from elsewhere falls on every arm.
 
 Run from the repository root:  .venv/bin/python bench/engine_start.py [--rounds 3]
 Result: bench/results/engine_start[-TAG].json.
@@ -30,7 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C
 
 NAME = "engine_start"
-ARMS = {"judge-tokenizer": {}, "vllm-tokenizer": {"skip_tokenizer_init": False}}
+ARMS = {
+    "judge-tokenizer": {},
+    "judge-vllm-loader": {"tokenizer_mode": "hf"},
+    "vllm-tokenizer": {"skip_tokenizer_init": False},
+}
 
 
 def child(arm: str) -> dict:

@@ -129,6 +129,16 @@ def ray_local(s3_server):
 
 
 @pytest.fixture(scope="session")
+def ray_address(ray_local) -> str:
+    """The session's Ray, for a ``pairank run`` subprocess to join (``--set cluster.address=...``, as a driver joins a
+    cluster) instead of starting a Ray of its own: about 6 s and 4 CPU s less per run, where the test's claim is not
+    about the run's own Ray (its start, its processes)."""
+    import ray
+
+    return ray.get_runtime_context().gcs_address
+
+
+@pytest.fixture(scope="session")
 def default_model() -> Path:
     """The embedded Gemma-3-270M, converted once into the pairank cache."""
     from pairank.operators.judges.models import prepare_default_model
@@ -164,6 +174,18 @@ OTHER_RAY_ENGINE_MODULES = (
     "test_run_engine.py",
     "test_fresh_clone.py",
     "test_submit.py",
+)
+#: Modules whose tests mostly wait: on leases and claims running out, SIMULATED judges' delays, a frozen or vanished
+#: S3, killed drivers (each measured alone: the pytest process and everything it started used 25-36% of one core).
+#: With three or more xdist workers the last one runs these and nothing else, beside the others (see
+#: :func:`pytest_xdist_make_scheduler`); with fewer they are units like any other.
+WAITING_MODULES = (
+    "test_run_claims.py",
+    "test_run_lease.py",
+    "test_console.py",
+    "test_storage_failures.py",
+    "test_lost_engines.py",
+    "test_driver.py",
 )
 #: What a fixture starts, as the markers of every test that uses it (directly or through another fixture): the
 #: session's fixtures here, and ``ray_head`` (tests/cluster/test_submit.py, a Ray head of its own).
@@ -225,8 +247,12 @@ def pytest_xdist_make_scheduler(config, log):
     """``make test`` (``--dist loadgroup``) hands out the units of :func:`_unit` in the order of :func:`_rank`: the
     engine tests first, one after another on one worker (two CPU engines on two cores would only fight); the
     modules that start Ray, S3 or a browser next, each on one worker (its module fixtures set up once); the rest
-    test by test, wherever a worker is free, so both workers end together. pytest-xdist's own ``loadgroup`` reads
-    ``xdist_group`` marks; here the units follow from the markers instead."""
+    test by test, wherever a worker is free, so the workers end together. pytest-xdist's own ``loadgroup`` reads
+    ``xdist_group`` marks; here the units follow from the markers instead.
+
+    With three workers or more, the last is a lane for the modules of :data:`WAITING_MODULES`: it takes those and
+    nothing else, and the others take everything but those, so the waits of the one overlap the work of the
+    others instead of leaving a core idle. The lane stops when its modules are done."""
     if config.getoption("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -235,11 +261,42 @@ def pytest_xdist_make_scheduler(config, log):
 
     class Units(LoadScopeScheduling):
         units: dict[str, str] | None = None
+        lane: object | None = None  # the worker that runs the waiting modules, once there are three or more
 
         def _split_scope(self, nodeid: str) -> str:
             if self.units is None:  # every worker has collected (and written its units) before the first split
                 self.units = json.loads(next(folder.glob("*.json")).read_text())
             return self.units.get(nodeid, nodeid)
+
+        def schedule(self) -> None:
+            if self.collection is None and len(self.nodes) >= 3:
+                self.lane = max(self.nodes, key=lambda node: node.gateway.id)  # gw0, gw1, ...: the last
+            super().schedule()
+
+        def _takes(self, node, scope: str) -> bool:
+            """Whether ``node`` may run the unit ``scope``: with a lane, the lane only the waiting modules'
+            units and the other workers only the rest (all of it once the lane is gone)."""
+            if self.lane is None or self.lane not in self.nodes:
+                return True
+            return (node is self.lane) == (Path(scope.split("::", 1)[0]).name in WAITING_MODULES)
+
+        def _assign_work_unit(self, node) -> None:
+            scope = next((s for s in self.workqueue if self._takes(node, s)), None)
+            if scope is None:
+                return
+            unit = self.workqueue.pop(scope)
+            self.assigned_work.setdefault(node, {})[scope] = unit
+            collected = self.registered_collections[node]
+            node.send_runtest_some([collected.index(nodeid) for nodeid, done in unit.items() if not done])
+
+        def _reschedule(self, node) -> None:
+            if node.shutting_down:
+                return
+            if not any(self._takes(node, s) for s in self.workqueue):
+                node.shutdown()  # it finishes what it holds, then stops
+                return
+            if self._pending_of(self.assigned_work[node]) <= 2:
+                self._assign_work_unit(node)
 
     return Units(config, log)
 

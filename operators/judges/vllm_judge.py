@@ -13,10 +13,12 @@ this process) or, with ``async_engine``, its async engine
 threads in flight at once, the engine core in a second process). Both answer the
 same calls with the same outputs.
 
-The judge tokenizes and detokenizes itself, with the tokenizer vLLM would load (vLLM's own ``get_tokenizer``), and
-gives the engine token ids (``skip_tokenizer_init``): it needs every prompt's length before sending it anyway, and
-vLLM 0.32 would load the tokenizer twice, copy it twice for its renderer's threads and load it once more looking
-for a chat template, about half of the CPU engine's start (BENCHMARKS.md §22).
+The judge tokenizes and detokenizes itself, with the tokenizer vLLM would load (vLLM's own ``get_tokenizer``; for
+the embedded default model the same tokenizer read straight from its ``tokenizer.json``,
+:mod:`~pairank.operators.judges.vllm_tokenizer`), and gives the engine token ids (``skip_tokenizer_init``): it needs
+every prompt's length before sending it anyway, and vLLM 0.32 would load the tokenizer twice, copy it twice for its
+renderer's threads and load it once more looking for a chat template, about half of the CPU engine's start
+(BENCHMARKS.md §22).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pairank.operators.judges.base import (
     single_token_forms,
 )
 from pairank.operators.judges.models import resolve_model
+from pairank.operators.judges.vllm_tokenizer import engine_tokenizer
 
 #: Set (unless the spec's judge.env sets them) before vLLM is imported: no telemetry,
 #: warnings only, and for a local folder nothing fetched from a hub and vLLM's
@@ -76,18 +79,6 @@ def label_token_ids(tokenizer, forms: list[str], label: str) -> list[int]:
             )
         ids.append(tokens[0])
     return ids
-
-
-def engine_tokenizer(engine_kwargs: dict[str, Any]) -> Any:
-    """The tokenizer vLLM would load for these ``vllm.LLM`` keywords, loaded once, by vLLM's own loader."""
-    from vllm.tokenizers import get_tokenizer
-
-    return get_tokenizer(
-        engine_kwargs.get("tokenizer") or engine_kwargs["model"],
-        tokenizer_mode=engine_kwargs.get("tokenizer_mode", "auto"),
-        trust_remote_code=engine_kwargs.get("trust_remote_code", False),
-        revision=engine_kwargs.get("tokenizer_revision") or engine_kwargs.get("revision"),
-    )
 
 
 #: vLLM's exceptions for an engine core that has died ("unrecoverable"; EngineGenerateError is not one).

@@ -112,9 +112,10 @@ def test_an_actor_killed_three_times_during_a_run_loses_nothing_and_stores_each_
     assert "engines lost: 3 (3 restarted, 0 dead)" in result.layout.report_md.read_text()
 
 
-@pytest.mark.ray
-def test_a_comparison_that_kills_its_engine_every_time_is_an_error_row_and_the_job_goes_on(ten_input, tmp_path):
-    """`pairank run` (its own local Ray): one comparison kills its engine every time it is judged. It becomes an
+def test_a_comparison_that_kills_its_engine_every_time_is_an_error_row_and_the_job_goes_on(
+    ten_input, tmp_path, ray_address
+):
+    """`pairank run` (joining the session's Ray): one comparison kills its engine every time it is judged. It becomes an
     error row naming the reason, every other comparison is judged, exit 3, in bounded time."""
     out = tmp_path / "out"
     cands = pq.read_table(Path(ten_input.path) / "candidates.parquet").to_pylist()
@@ -130,7 +131,7 @@ def test_a_comparison_that_kills_its_engine_every_time_is_an_error_row_and_the_j
     spec.write_text(yaml.safe_dump(data))
     started = time.monotonic()
     run = subprocess.run(
-        [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec)],
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec), f"--set=cluster.address={ray_address}"],
         capture_output=True,
         text=True,
         timeout=600,

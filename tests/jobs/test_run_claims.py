@@ -2,9 +2,9 @@
 (issue 30, item 6): the one that claims a comparison asks it, the other waits for its verdict; when the claimer
 is killed, the other asks what it left once its lease expires.
 
-Real parts: `pairank run` processes with their own local Ray and the SIMULATED judge (a delay per comparison, so
-the runs overlap), SIGKILLed for real. Every judgment the engines return is committed to the store, so the store's
-rows per key count the engine calls.
+Real parts: `pairank run` processes that join the session's Ray (as drivers join a cluster) with the SIMULATED
+judge (a delay per comparison, so the runs overlap), SIGKILLed for real (Ray then ends the killed driver's actors).
+Every judgment the engines return is committed to the store, so the store's rows per key count the engine calls.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ import yaml
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from tests.helpers import ROOT, spec_for, write_input
-
-pytestmark = pytest.mark.ray  # each `pairank run` starts a Ray of its own
 
 CONTEXTS, PER_CONTEXT = 4, 5
 COMPARISONS = CONTEXTS * PER_CONTEXT * (PER_CONTEXT - 1)  # full, one aspect
@@ -49,9 +47,9 @@ def spec_file(tmp_path, name: str, folder: Location, out, scheduler: str, second
     return str(path)
 
 
-def start(spec: str, ttl_s: str) -> subprocess.Popen:
+def start(spec: str, ttl_s: str, address: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec],
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec, "--set", f"cluster.address={address}"],
         cwd=ROOT,
         env={**os.environ, "PAIRANK_LEASE_TTL_S": ttl_s},
         stdout=subprocess.PIPE,
@@ -72,13 +70,13 @@ def claimers(out) -> set[str]:
 
 
 def two_runs(
-    tmp_path, summeval_tables, seconds: float, scheduler: str = "full", ttl_s: str = "20", out=None
+    tmp_path, summeval_tables, address: str, seconds: float, scheduler: str = "full", ttl_s: str = "20", out=None
 ) -> tuple[object, list[str], list[subprocess.Popen]]:
     folder = write_input(tmp_path / "input", summeval_tables, CONTEXTS, PER_CONTEXT)
     out = out or tmp_path / "store"
     names = ["left", "right"]
     specs = [spec_file(tmp_path, name, folder, out, scheduler, seconds) for name in names]
-    return out, names, [start(spec, ttl_s) for spec in specs]  # started together
+    return out, names, [start(spec, ttl_s, address) for spec in specs]  # started together
 
 
 def twice(out) -> str:
@@ -104,12 +102,14 @@ def finish(procs: list[subprocess.Popen]) -> list[tuple[int, str]]:
 @pytest.mark.parametrize(
     "scheduler, where", [("full", "local"), ("pairs_greedy", "local"), pytest.param("full", "s3", marks=pytest.mark.s3)]
 )
-def test_two_runs_started_together_ask_each_comparison_once(tmp_path, summeval_tables, scheduler, where, request):
+def test_two_runs_started_together_ask_each_comparison_once(
+    tmp_path, summeval_tables, ray_address, scheduler, where, request
+):
     out = None
     if where == "s3":  # the runs reach the S3 server through the AWS settings the fixture put in the environment
         request.getfixturevalue("s3_server")
         out = f"s3://pairank/claims-runs-{uuid.uuid4().hex[:8]}"
-    out, names, procs = two_runs(tmp_path, summeval_tables, seconds=0.25, scheduler=scheduler, out=out)
+    out, names, procs = two_runs(tmp_path, summeval_tables, ray_address, seconds=0.25, scheduler=scheduler, out=out)
     try:
         results = finish(procs)
     finally:
@@ -134,8 +134,10 @@ def test_two_runs_started_together_ask_each_comparison_once(tmp_path, summeval_t
         assert len(ranked) == CONTEXTS * PER_CONTEXT
 
 
-def test_a_killed_claimers_comparisons_are_asked_by_the_other_once_its_lease_expires(tmp_path, summeval_tables):
-    out, names, procs = two_runs(tmp_path, summeval_tables, seconds=0.5, ttl_s="6")
+def test_a_killed_claimers_comparisons_are_asked_by_the_other_once_its_lease_expires(
+    tmp_path, summeval_tables, ray_address
+):
+    out, names, procs = two_runs(tmp_path, summeval_tables, ray_address, seconds=0.25, ttl_s="6")
     by_name = dict(zip(names, procs))
     try:
         wait_for(lambda: (out / "claims").exists() and claimers(out), 600, "a claim")

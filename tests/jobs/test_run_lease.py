@@ -1,7 +1,8 @@
 """Two runs of one name on one root: the second is refused (exit 4) before it judges anything; a run killed
 mid-judging is flagged on the leaderboard until a later run of its name finishes it (issue 14, item 7).
 
-Real parts: `pairank run` processes with their own local Ray and the SIMULATED judge, SIGKILLed for real.
+Real parts: `pairank run` processes that join the session's Ray (as drivers join a cluster) with the SIMULATED
+judge, SIGKILLed for real.
 """
 
 from __future__ import annotations
@@ -14,15 +15,12 @@ import sys
 import time
 from collections import Counter
 
-import pytest
 import yaml
 
 from pairank.jobs.cli.main import main
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from tests.helpers import ROOT, spec_for, write_input
-
-pytestmark = pytest.mark.ray  # each test's `pairank run` starts a Ray of its own
 
 TTL_S = "4"
 
@@ -34,10 +32,10 @@ def spec_file(tmp_path, name: str, folder: Location, out, **over) -> str:
     return str(path)
 
 
-def start(spec: str) -> subprocess.Popen:
+def start(spec: str, address: str) -> subprocess.Popen:
     env = {**os.environ, "PAIRANK_LEASE_TTL_S": TTL_S}
     return subprocess.Popen(
-        [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec],
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec, "--set", f"cluster.address={address}"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -47,10 +45,10 @@ def start(spec: str) -> subprocess.Popen:
     )
 
 
-def run(spec: str) -> subprocess.CompletedProcess:
+def run(spec: str, address: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PAIRANK_LEASE_TTL_S": TTL_S}
     return subprocess.run(
-        [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec],
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec, "--set", f"cluster.address={address}"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -76,14 +74,14 @@ def stored_keys(out) -> Counter:
     return Counter(k for k in cache.rows().column("key").to_pylist())
 
 
-def test_a_second_run_of_a_name_is_refused_while_the_first_judges(tmp_path, summeval_tables):
+def test_a_second_run_of_a_name_is_refused_while_the_first_judges(tmp_path, summeval_tables, ray_address):
     folder = write_input(tmp_path / "input", summeval_tables, 3, 5)
     out = tmp_path / "store"
     spec = spec_file(tmp_path, "twice", folder, out, judge={"seconds_per_comparison": 0.05})
-    first = start(spec)
+    first = start(spec, ray_address)
     try:
         wait_for(lambda: (out / "leases" / "twice").exists(), 120, "the first run's lease")
-        second = run(spec)
+        second = run(spec, ray_address)
         assert second.returncode == 4, second.stderr[-2000:]
         said = [line for line in second.stderr.splitlines() if line.startswith("pairank: error: ")]
         assert len(said) == 1 and "run 'twice' under" in said[0] and "already running" in said[0]
@@ -98,14 +96,16 @@ def test_a_second_run_of_a_name_is_refused_while_the_first_judges(tmp_path, summ
     assert manifest_state(out, "twice") == "done"
 
 
-def test_a_killed_run_is_flagged_on_the_leaderboard_until_a_later_run_finishes_it(tmp_path, summeval_tables, capsys):
+def test_a_killed_run_is_flagged_on_the_leaderboard_until_a_later_run_finishes_it(
+    tmp_path, summeval_tables, capsys, ray_address
+):
     folder = write_input(tmp_path / "input", summeval_tables, 6, 5)
     out = tmp_path / "store"
-    done = run(spec_file(tmp_path, "small", folder, out, subset={"contexts": 2}))
+    done = run(spec_file(tmp_path, "small", folder, out, subset={"contexts": 2}), ray_address)
     assert done.returncode == 0, done.stderr[-2000:]
     small_keys = len(stored_keys(out))
     spec = spec_file(tmp_path, "big", folder, out, judge={"seconds_per_comparison": 0.1})
-    big = start(spec)
+    big = start(spec, ray_address)
     try:
         wait_for(
             lambda: manifest_state(out, "big") == "judging" and len(stored_keys(out)) > small_keys + 8,
@@ -133,7 +133,7 @@ def test_a_killed_run_is_flagged_on_the_leaderboard_until_a_later_run_finishes_i
     assert 'class="banner"' not in (out / "leaderboard" / "index.html").read_text()
 
     time.sleep(float(TTL_S))  # the killed run's lease runs out
-    again = run(spec)
+    again = run(spec, ray_address)
     assert again.returncode == 0, again.stderr[-2000:]
     assert set(stored_keys(out).values()) == {1}
     assert main(["leaderboard", "--root", str(out), "--n-boot", "0"]) == 0

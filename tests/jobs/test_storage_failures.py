@@ -115,8 +115,7 @@ def test_an_output_that_is_a_file_and_an_input_table_that_is_a_folder_are_exit_2
     assert f"{tmp_path / 'odd' / 'candidates.parquet'}: could not read it" in run.stderr
 
 
-@pytest.mark.ray
-def test_an_engine_that_fails_to_start_is_exit_5_and_the_manifest_says_failed(tmp_path, summeval_tables):
+def test_an_engine_that_fails_to_start_is_exit_5_and_the_manifest_says_failed(tmp_path, summeval_tables, ray_address):
     folder = write_input(tmp_path / "input", summeval_tables, 1, 3)
     (tmp_path / "q" / "quality.parquet").parent.mkdir()
     (tmp_path / "q" / "quality.parquet").write_bytes(b"garbage")
@@ -127,13 +126,14 @@ def test_an_engine_that_fails_to_start_is_exit_5_and_the_manifest_says_failed(tm
         scheduler={"name": "full"},
         judge={"quality": str(tmp_path / "q" / "quality.parquet")},
     )
-    run = cli(["run", spec_file(tmp_path, data)])
+    joining = ["--set", f"cluster.address={ray_address}"]  # the session's Ray: the run's own is not the point
+    run = cli(["run", spec_file(tmp_path, data), *joining])
     assert run.returncode == 5, run.stderr[-3000:]
     last = error_line(run.stderr)
     assert last.startswith("pairank: error: a judge engine failed to start: FileNotFoundError: simulated judge")
     manifest = Location.of(str(tmp_path / "out" / "runs" / "nostart" / "manifest.json")).read_json()
     assert manifest["state"] == "failed" and "failed to start" in manifest["error"]
-    verbose = cli(["-v", "run", spec_file(tmp_path, data)])
+    verbose = cli(["-v", "run", spec_file(tmp_path, data), *joining])
     assert verbose.returncode == 5 and "Traceback" in verbose.stderr
 
 

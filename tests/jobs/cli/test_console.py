@@ -1,7 +1,8 @@
 """A quiet console (issue 17, item 2, first part): `pairank run` shows pairank's own lines; what Ray and the
 libraries write goes to a log file under the run, whose path is printed once; `-v` shows it live.
 
-Real parts: `pairank run` processes with their own local Ray and the SIMULATED judge; the S3 case on the
+Real parts: `pairank run` processes with the SIMULATED judge, each with a local Ray of its own (a user's run) or
+joining the session's Ray (as a driver joins a cluster: the same console, a cheaper start); the S3 case on the
 session's SeaweedFS server.
 """
 
@@ -26,7 +27,12 @@ from tests.helpers import ROOT, spec_for, write_input
 RAY_WORDS = ("streaming_executor", "Dataset")
 
 
-def pairank_run(spec: dict, tmp_path, *flags: str, sets: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+def pairank_run(
+    spec: dict, tmp_path, *flags: str, sets: tuple[str, ...] = (), address: str | None = None
+) -> subprocess.CompletedProcess:
+    """``pairank run`` of ``spec``: on a local Ray of its own, or joining the Ray at ``address``."""
+    if address:
+        sets = (*sets, f"cluster.address={address}")
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     return subprocess.run(
@@ -59,32 +65,34 @@ def test_the_console_holds_pairank_lines_only_and_the_log_holds_the_rest(tmp_pat
     assert not (out / "runs" / "loud" / "logs").exists()
 
 
-@pytest.mark.ray
-def test_switching_the_scheduler_by_set_runs_and_says_once_what_it_dropped(tmp_path, summeval_tables):
+def test_switching_the_scheduler_by_set_runs_and_says_once_what_it_dropped(tmp_path, summeval_tables, ray_address):
     """Issue 27, item 3: the file's anchors settings belong to pairs_anchors; `--set scheduler.name=full` means
     the full scheduler instead, and the console names the dropped keys in one note."""
     folder = write_input(tmp_path / "input", summeval_tables, 2, 3)
     anchors = {"name": "pairs_anchors", "anchors": {"size": 2}, "symmetric": False}
     spec = spec_for(folder, tmp_path / "store", name="switch", scheduler=anchors)
-    run = pairank_run(spec, tmp_path, sets=("scheduler.name=full",))
+    run = pairank_run(spec, tmp_path, sets=("scheduler.name=full",), address=ray_address)
     assert run.returncode == 0, run.stderr[-3000:]
     notes = [line for line in run.stderr.splitlines() if line.startswith("[pairank] note: ")]
     assert len(notes) == 1 and "scheduler keys anchors, symmetric" in notes[0], notes
     report = (tmp_path / "store" / "runs" / "switch" / "report.md").read_text()
     assert "scheduler: full" in report
-    refused = pairank_run(spec, tmp_path, sets=("scheduler.name=full", "scheduler.anchors.size=4"))
+    refused = pairank_run(spec, tmp_path, sets=("scheduler.name=full", "scheduler.anchors.size=4"), address=ray_address)
     assert refused.returncode == 2 and "scheduler.anchors: unknown key for scheduler 'full'" in refused.stderr
 
 
-@pytest.mark.ray
-def test_the_console_speaks_while_the_engine_starts_and_before_the_first_batch_is_back(tmp_path, summeval_tables):
+def test_the_console_speaks_while_the_engine_starts_and_before_the_first_batch_is_back(
+    tmp_path, summeval_tables, ray_address
+):
     """Issue 27, item 2: a judge whose engine takes 25 s to start (SIMULATED, start_seconds) answers its first
     batch after 25 s; the console says what happens before that, at most every 10 s, and the plan line comes
     before the first judged numbers."""
     folder = write_input(tmp_path / "input", summeval_tables, 2, 3)
     slow = {"start_seconds": 25.0, "seconds_per_comparison": 0.1}
     run = pairank_run(
-        spec_for(folder, tmp_path / "store", name="slow", scheduler={"name": "full"}, judge=slow), tmp_path
+        spec_for(folder, tmp_path / "store", name="slow", scheduler={"name": "full"}, judge=slow),
+        tmp_path,
+        address=ray_address,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     lines = [line.removeprefix("[pairank] ") for line in run.stderr.splitlines()]
@@ -102,12 +110,11 @@ def test_the_console_speaks_while_the_engine_starts_and_before_the_first_batch_i
     assert "12 comparisons (0 cached, 12 to judge)" in before  # the plan line, before any judged numbers
 
 
-@pytest.mark.ray
-def test_a_failing_run_keeps_its_error_on_the_console(tmp_path, summeval_tables):
+def test_a_failing_run_keeps_its_error_on_the_console(tmp_path, summeval_tables, ray_address):
     folder = write_input(tmp_path / "input", summeval_tables, 1, 3)
     (tmp_path / "q.parquet").write_bytes(b"garbage")  # the simulated judge's constructor fails in its actor
     spec = spec_for(folder, tmp_path / "store", name="nostart", judge={"quality": str(tmp_path / "q.parquet")})
-    run = pairank_run(spec, tmp_path)
+    run = pairank_run(spec, tmp_path, address=ray_address)
     assert run.returncode == 5
     said = [line for line in run.stderr.splitlines() if line.startswith("pairank: error: ")]
     assert len(said) == 1 and "a judge engine failed to start" in said[0]
@@ -115,11 +122,12 @@ def test_a_failing_run_keeps_its_error_on_the_console(tmp_path, summeval_tables)
     assert "JudgeActor" in log.read_text()
 
 
-@pytest.mark.ray
-def test_the_log_of_a_run_on_s3_is_kept_under_the_run(s3_server, tmp_path, summeval_tables):
+def test_the_log_of_a_run_on_s3_is_kept_under_the_run(s3_server, tmp_path, summeval_tables, ray_address):
     folder = write_input("s3://pairank/console/input", summeval_tables, 2, 3)
     run = pairank_run(
-        spec_for(folder, "s3://pairank/console/store", name="quiet", scheduler={"name": "full"}), tmp_path
+        spec_for(folder, "s3://pairank/console/store", name="quiet", scheduler={"name": "full"}),
+        tmp_path,
+        address=ray_address,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     (log,) = Location.of("s3://pairank/console/store/runs/quiet/logs").files(".log")
@@ -186,14 +194,15 @@ def broken_input(folder, summeval_tables, fault: str):
     return loc
 
 
-@pytest.mark.ray  # its run starts a Ray of its own
-def test_nothing_reaches_the_console_after_pairank_error_line(tmp_path, summeval_tables):
+def test_nothing_reaches_the_console_after_pairank_error_line(tmp_path, summeval_tables, ray_address):
     """A bad input found by a Ray task (the candidates are read in one): Ray's traceback of the task, its INFO
     lines and its shutdown go to the run's log, before and after pairank's error line (issue 30, item 7)."""
     for fault, said in [("duplicate id", "expected a unique candidate id"), ("not utf-8", "expected UTF-8 text")]:
         folder = broken_input(tmp_path / fault.replace(" ", "-"), summeval_tables, fault)
         out = tmp_path / "store"
-        run = pairank_run(spec_for(folder, out, name="broken", scheduler={"name": "full"}), tmp_path)
+        run = pairank_run(
+            spec_for(folder, out, name="broken", scheduler={"name": "full"}), tmp_path, address=ray_address
+        )
         assert run.returncode == 2, run.stderr[-3000:]
         lines = run.stderr.splitlines()
         assert lines[-1].startswith("pairank: error: column `") and said in lines[-1], lines[-5:]
@@ -204,8 +213,7 @@ def test_nothing_reaches_the_console_after_pairank_error_line(tmp_path, summeval
         assert "read_blocks" in text and said in text  # Ray's report of the failed task, kept there
 
 
-@pytest.mark.ray  # its run starts a Ray of its own
-def test_two_runs_of_a_name_started_together_each_print_their_own_log(tmp_path, summeval_tables):
+def test_two_runs_of_a_name_started_together_each_print_their_own_log(tmp_path, summeval_tables, ray_address):
     """Started in the same second, one run holds the name and the other is refused (exit 4): each prints the
     path of its own log, and the refused run's log is not the other's (issue 30, item 7)."""
     folder = write_input(tmp_path / "input", summeval_tables, 2, 4)
@@ -214,7 +222,7 @@ def test_two_runs_of_a_name_started_together_each_print_their_own_log(tmp_path, 
     path.write_text(yaml.safe_dump(spec_for(folder, out, name="twice", judge={"seconds_per_comparison": 0.3})))
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(path)],
+            [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(path), f"--set=cluster.address={ray_address}"],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -233,7 +241,7 @@ def test_two_runs_of_a_name_started_together_each_print_their_own_log(tmp_path, 
     assert logs[0] != logs[4] and logs[0].exists() and logs[4].exists()
     assert "already running" in done[[p.returncode for p in procs].index(4)][1]
     assert all(word in logs[0].read_text() for word in RAY_WORDS)
-    assert not any(word in logs[4].read_text() for word in RAY_WORDS)  # the refused run started no Ray
+    assert not any(word in logs[4].read_text() for word in RAY_WORDS)  # the refused run joined no Ray
 
 
 def test_a_log_name_is_unique_to_its_process_and_call():

@@ -183,7 +183,7 @@ def write_spec(tmp_path: Path, input_folder, output: Path, **over) -> Path:
     return path
 
 
-def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_local, six_input, tmp_path):
+def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_address, six_input, tmp_path):
     slow = {
         "judge": {"engine": "simulated", "noise": 0.5, "seed": 3, "seconds_per_comparison": 0.05},
         "scheduler": {"name": "pairs_beam", "seed": 2},
@@ -192,7 +192,7 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_local, si
     log_path = tmp_path / "run1.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec)],
+            [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec), f"--set=cluster.address={ray_address}"],
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -214,7 +214,7 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_local, si
 
     time.sleep(LEASE_TTL_S)  # the killed run holds its name until its lease runs out
     second = subprocess.run(
-        [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec)],
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec), f"--set=cluster.address={ray_address}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
