@@ -142,6 +142,10 @@ def test_jobs_of_two_modes_share_a_warm_engine_and_a_restarted_one_judges_in_the
         assert all(r["p_a"] == pytest.approx(0.7) and r["label"] == "A" for r in rows_of(logprob))
         assert {(r["label"], r["p_a"]) for r in rows_of(generate)} == {("A", 1.0)}
         assert all(json.loads(r["sampling"])["mode"] == "generate" for r in rows_of(generate))
+        scope = warm_scope()
+        assert scope is not None
+        (kept,) = scope.kept  # renewed for the generate job: what its calls say, and its error rows' identity
+        assert kept.pool.mode.mode == "generate" and kept.pool.on_failure.args[1].mode == "generate"
 
         # the engine dies between jobs: Ray restarts its actor with the arguments it was built with (the logprob
         # job's), and the next job's calls still say generate
