@@ -290,7 +290,7 @@ class JudgePool:
         self.placement.release_all()
         if self.monitor is not None:
             self.monitor.drop()
-        self.actors, self.monitor, self.scaler = {}, None, None
+        self.actors, self.monitor, self.scaler, self.warm = {}, None, None, {}
 
     def info(self) -> list[dict]:
         """Per actor, live or stopped when idle (or dead for good, if it judged anything): its ``slot``, the pid
