@@ -175,10 +175,9 @@ OTHER_RAY_ENGINE_MODULES = (
     "test_fresh_clone.py",
     "test_submit.py",
 )
-#: Modules whose tests mostly wait: on leases and claims running out, SIMULATED judges' delays, a frozen or vanished
-#: S3, killed drivers (each measured alone: the pytest process and everything it started used 25-36% of one core).
-#: With three or more xdist workers the last one runs these and nothing else, beside the others (see
-#: :func:`pytest_xdist_make_scheduler`); with fewer they are units like any other.
+#: Modules whose tests wait a good part of their time: on leases and claims running out, SIMULATED judges' delays,
+#: a frozen or vanished S3, killed drivers. With three or more xdist workers the last one runs these and nothing
+#: else, beside the others (see :func:`pytest_xdist_make_scheduler`); with fewer they are units like any other.
 WAITING_MODULES = (
     "test_run_claims.py",
     "test_run_lease.py",
@@ -204,14 +203,19 @@ CPU_LOG_ENV = "PAIRANK_TEST_CPU_LOG"
 UNITS_ENV = "PAIRANK_TEST_UNITS"
 
 
+#: Modules of the fast tier that take long all the same (mypy over the package: about 50 s): handed out with the
+#: modules that start things, not among the short tests at the end, where one would run alone.
+LONG_FAST_MODULES = ("test_types.py",)
+
+
 def _rank(item) -> int:
     """In-process engine tests first (see IN_PROCESS_ENGINE_MODULES), then the other engine tests, then those that
-    start Ray, S3 or a browser, then the rest."""
+    start Ray, S3 or a browser (and :data:`LONG_FAST_MODULES`), then the rest."""
     if item.path.name in IN_PROCESS_ENGINE_MODULES:
         return 0
     if item.get_closest_marker("engine"):
         return 1
-    return 2 if any(map(item.get_closest_marker, STARTS)) else 3
+    return 2 if item.path.name in LONG_FAST_MODULES or any(map(item.get_closest_marker, STARTS)) else 3
 
 
 def pytest_itemcollected(item):
