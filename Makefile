@@ -81,8 +81,9 @@ typecheck: install-test
 
 # Tests in TEST_WORKERS processes (pytest-xdist); tests/conftest.py groups them: the engine tests are two units
 # handed out first (each one test after another in one worker), every module that starts Ray, S3 or a browser is
-# one unit, any other test its own; with three workers, the third runs only the modules whose tests mostly wait
-# (leases, SIMULATED delays, a frozen S3, killed drivers) beside the two that compute (docs/development.md, "Tests").
+# one unit, any other test its own; with three workers, the third runs only the modules whose tests wait a good
+# part of their time (leases, SIMULATED delays, a frozen S3, killed drivers) beside the two that take the rest, and
+# fills the seconds those leave idle (docs/development.md, "Tests").
 # The fast tier has no such modules: two workers.
 TEST_WORKERS ?= 3
 FAST_WORKERS ?= 2
