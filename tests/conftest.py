@@ -274,7 +274,7 @@ def pytest_xdist_make_scheduler(config, log):
 
         def schedule(self) -> None:
             if self.collection is None and len(self.nodes) >= 3:
-                self.lane = max(self.nodes, key=lambda node: node.gateway.id)  # gw0, gw1, ...: the last
+                self.lane = max(self.nodes, key=lambda node: int(node.gateway.id.removeprefix("gw")))  # the last
             super().schedule()
 
         def _takes(self, node, scope: str) -> bool:
