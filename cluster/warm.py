@@ -32,6 +32,9 @@ from pairank.cluster.scaling import room_for
 
 log = logging.getLogger(__name__)
 
+#: How long :meth:`WarmPools.make_room` waits for Ray's view of free resources to catch up before it stops a pool.
+ROOM_SETTLE_SECONDS = 3.0
+
 
 @dataclass
 class KeptPool:
@@ -71,23 +74,23 @@ class WarmPools:
         of engines the scope kept would wait for ever."""
         import ray
 
-        r = resources
-        free = ray.available_resources()
-        cpus, gpus = free.get("CPU", 0.0), free.get("GPU", 0.0)
+        # Ray's view of what is free lags what was given back: the last job's Ray Data tasks and a pool stopped a
+        # moment ago show as free only after the raylets report (a CI run stopped a kept pool the next job had room
+        # beside). Wait that moment out before stopping an engine that takes seconds to start again.
+        deadline = time.monotonic() + ROOM_SETTLE_SECONDS
+        while True:
+            free = ray.available_resources()
+            with self.lock:
+                stop = pools_to_stop(self.kept, free, resources)
+            if not stop or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
         with self.lock:
-            idle = sorted((k for k in self.kept if not k.busy), key=lambda k: k.since)
-            for k in idle:
-                # as a growing pool does, leave Ray Data its CPU (its tasks wait for one)
-                if room_for(
-                    {"CPU": cpus, "GPU": gpus}, r.min_size * r.num_cpus, r.min_size * r.num_gpus, ranks=r.ranks
-                ):
-                    break
-                r = k.pool.resources
-                cpus += len(k.pool.actors) * r.num_cpus
-                gpus += len(k.pool.actors) * r.num_gpus * r.ranks
-                self.kept.remove(k)
-                log.info("warm pools: stopping an idle kept pool to make room for a new one")
-                k.pool.stop()
+            for k in stop:
+                if k in self.kept and not k.busy:
+                    self.kept.remove(k)
+                    log.info("warm pools: stopping an idle kept pool to make room for a new one")
+                    k.pool.stop()
 
     def keep(self, key: Any, pool: JudgePool) -> None:
         """A pool started for a job of the scope, held by that job until :meth:`release`."""
@@ -163,3 +166,20 @@ def warm_pools() -> Iterator[WarmPools]:
         with _scope_lock:
             _scope = None
         scope.close()
+
+
+def pools_to_stop(kept: list[KeptPool], free: dict, resources: PoolResources) -> list[KeptPool]:
+    """The idle pools of ``kept`` to stop, longest idle first, so that ``free`` (Ray's free resources) plus what
+    they hold has room for ``min_size`` actors of ``resources`` and leaves Ray Data its CPU; all the idle ones if
+    even that is not enough (the new pool then waits for resources the scope does not hold)."""
+    r = resources
+    cpus, gpus = free.get("CPU", 0.0), free.get("GPU", 0.0)
+    stop: list[KeptPool] = []
+    for k in sorted((k for k in kept if not k.busy), key=lambda k: k.since):
+        if room_for({"CPU": cpus, "GPU": gpus}, r.min_size * r.num_cpus, r.min_size * r.num_gpus, ranks=r.ranks):
+            break
+        held = k.pool.resources
+        cpus += len(k.pool.actors) * held.num_cpus
+        gpus += len(k.pool.actors) * held.num_gpus * held.ranks
+        stop.append(k)
+    return stop

@@ -8,13 +8,15 @@ import json
 import os
 import signal
 import time
+from types import SimpleNamespace
 
 import pytest
 
 import pairank
 from pairank.cluster.metrics import Meter
 from pairank.cluster.pool_monitor import PoolMonitor
-from pairank.cluster.warm import warm_scope
+from pairank.cluster.pools import PoolResources
+from pairank.cluster.warm import KeptPool, pools_to_stop, warm_scope
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
 from pairank.operators.judges import register, unregister
@@ -131,6 +133,31 @@ def test_other_engine_settings_or_resources_get_a_pool_of_their_own(tiny_input, 
         ranged = pid("g", judge={"seed": 4}, pool={"size": "1..2", "idle_seconds": 1})
         assert ranged not in (b, e) and gone(ranged) and gone(b) and alive(e)
     assert gone(e)
+
+
+def kept(name: str, since: float, actors: int, busy: bool = False, **resources) -> KeptPool:
+    """A kept pool as :func:`pools_to_stop` sees it: its resources, its actors, when its last job ended."""
+    pool = SimpleNamespace(name=name, resources=PoolResources(**resources), actors=[object()] * actors)
+    return KeptPool(key=name, ray="r", pool=pool, busy=busy, since=since)  # type: ignore[arg-type]
+
+
+def test_room_is_made_by_the_longest_idle_pools_counting_what_each_of_them_holds():
+    old = kept("old", 1, actors=1, num_cpus=0.5)
+    big = kept("big", 2, actors=2, num_cpus=1)
+    held = kept("held", 0, actors=4, num_cpus=1, busy=True)  # a job runs on it: never stopped
+    gpu = kept("gpu", 3, actors=1, num_cpus=1, num_gpus=1)
+    pools = [gpu, big, held, old]
+
+    def names(free: dict, **new) -> list[str]:
+        return [k.pool.name for k in pools_to_stop(pools, free, PoolResources(**new))]
+
+    assert names({"CPU": 3.0}, num_cpus=2) == []  # room already, Ray Data's CPU left
+    assert names({"CPU": 2.0}, num_cpus=1.5) == ["old"]  # 2.5 free once the oldest goes
+    # the new pool's own size decides, not the size of the pool just stopped (0.5 CPU would fit after "old")
+    assert names({"CPU": 1.0}, num_cpus=2) == ["old", "big"]
+    assert names({"CPU": 1.0}, min_size=2, max_size=2, num_cpus=1) == ["old", "big"]
+    assert names({"CPU": 9.0, "GPU": 0.0}, num_gpus=1) == ["old", "big", "gpu"]  # only the GPU pool frees a GPU
+    assert names({"CPU": 0.0}, num_cpus=64) == ["old", "big", "gpu"]  # never enough: every idle pool
 
 
 def rows_of(result) -> list[dict]:
