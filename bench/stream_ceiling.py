@@ -238,7 +238,7 @@ def stage_cpu(spec, folder: Path) -> dict:
     if setup.cache.version() is None:  # stages only: the store gets the block's judgments here
         for table in judged:
             setup.cache.append(table)
-        full = full.next_pass(first=True)
+        full = full.next_sweep(first=True)
     part = pa.concat_tables(judged).slice(0, 4096)
     timed("commit of 4096 rows x 5", lambda: [empty.append(part) for _ in range(5)])
     out["commit of 4096 rows x 5"] *= n / (5 * 4096)

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,7 @@ from pairank.operators.judges import judge_identity, make_judge
 from pairank.operators.judges.simulated import (
     SimulatedJudge,
     latent_quality,
+    prompt_words,
     simulate_matrices,
     simulated_p_a,
 )
@@ -218,3 +220,18 @@ def test_length_bias_prefers_the_longer_text_by_the_log_length_ratio(tmp_path):
         SimulatedJudgeSpec(length_bias=1.0)
     with pytest.raises(ValueError, match="'ghost' is not in"):
         SimulatedJudge(spec).judge(requests([("d1", "ghost", "short")]))
+
+
+TEXT = st.text(alphabet=st.sampled_from(list("ab é漢\t\n\r\x0b\x0c\xa0\u2003\x85")), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), TEXT), max_size=12), st.integers(0, 3), st.integers(0, 3))
+def test_prompt_words_count_what_a_regex_for_non_spaces_counts(texts, cut_front, cut_back):
+    # a slice of a chunked column, with nulls: the counts are the regex's on the same strings (null: 0)
+    column = pa.chunked_array(
+        [pa.array(texts[: len(texts) // 2], pa.string()), pa.array(texts[len(texts) // 2 :], pa.string())]
+    )
+    column = column.slice(cut_front, max(0, len(texts) - cut_front - cut_back))
+    expected = pc.count_substring_regex(column, r"\S+").fill_null(0).to_pylist()
+    assert prompt_words(pa.table({"prompt": column})) == expected
