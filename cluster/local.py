@@ -416,23 +416,47 @@ class LocalCluster:
 
     def alive_nodes(self) -> list[dict] | None:
         """The nodes Ray counts alive (``NodeManagerAddress``, ``NodeID``, ``Resources``), or None when the head
-        does not answer."""
-        code = (
-            "import json, ray\n"
-            "from ray.util.state import list_nodes\n"
-            f"nodes = list_nodes(address={self.dashboard!r}, filters=[('state', '=', 'ALIVE')],"
-            " raise_on_missing_output=False)\n"
-            "print(json.dumps([{'NodeID': n.node_id, 'NodeManagerAddress': n.node_ip, 'is_head': n.is_head_node,"
-            " 'Resources': n.resources_total} for n in nodes]))\n"
+        does not answer. Asked of the head's state API over HTTP from this process (what ``ray.util.state``'s
+        ``list_nodes`` sends): the waits poll it every second, and a Python importing Ray per poll cost about a
+        CPU second each."""
+        import urllib.error
+        import urllib.parse
+        import urllib.request
+
+        query = urllib.parse.urlencode(
+            {
+                "limit": 1000,
+                "timeout": 30,
+                "detail": "false",
+                "filter_keys": "state",
+                "filter_predicates": "=",
+                "filter_values": "ALIVE",
+            }
         )
-        env = node_env(self.python, self.folder / "head" / "home", auth_token())
+        request = urllib.request.Request(f"{self.dashboard}/api/v0/nodes?{query}")
+        token = auth_token()
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
         try:
-            out = subprocess.run([str(self.python), "-c", code], capture_output=True, text=True, env=env, timeout=60)
-        except subprocess.TimeoutExpired:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                body = json.loads(response.read())
+        except (OSError, ValueError, urllib.error.URLError):
             return None
-        if out.returncode != 0:
+        data = body.get("data") if isinstance(body, dict) else None
+        listed = data.get("result") if isinstance(data, dict) else None
+        nodes = listed.get("result") if isinstance(listed, dict) else None
+        if not body.get("result") or not isinstance(nodes, list):
             return None
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        return [
+            {
+                "NodeID": n.get("node_id"),
+                "NodeManagerAddress": n.get("node_ip"),
+                "is_head": n.get("is_head_node"),
+                "Resources": n.get("resources_total") or {},
+            }
+            for n in nodes
+            if n.get("state") == "ALIVE"
+        ]
 
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)

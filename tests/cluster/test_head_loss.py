@@ -22,6 +22,7 @@ from pairank.storage.lease import is_held
 from tests.helpers import write_input
 from tests.multinode import (
     MARKERS,
+    NODE_LOSS,
     PAIRANK,
     audit,
     calls_by_pid,
@@ -38,7 +39,7 @@ from tests.multinode import (
 )
 from tests.multinode import simulated_spec as spec_on
 
-pytestmark = list(MARKERS)
+pytestmark = [*MARKERS, NODE_LOSS]
 
 cluster = multinode(workers=1, worker_cpus=2, head_cpus=1)
 

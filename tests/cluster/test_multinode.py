@@ -22,6 +22,7 @@ from pairank.storage.fs import Location
 from tests.helpers import write_input
 from tests.multinode import (
     MARKERS,
+    NODE_LOSS,
     PAIRANK,
     audit,
     driver_env,
@@ -137,6 +138,7 @@ def test_a_local_input_or_store_on_several_nodes_is_refused(cluster, tmp_path, s
     assert "use shared storage (s3://bucket/prefix)" in said
 
 
+@NODE_LOSS
 def test_a_static_run_outlives_each_worker_node(cluster, tmp_path, inputs):
     root = "s3://pairank/multinode/static"
     spec = spec_on(
@@ -161,6 +163,7 @@ def test_a_static_run_outlives_each_worker_node(cluster, tmp_path, inputs):
     settle(cluster)
 
 
+@NODE_LOSS
 def test_an_adaptive_run_outlives_each_worker_node(cluster, tmp_path, inputs):
     root = "s3://pairank/multinode/greedy"
     spec = spec_on(
@@ -183,6 +186,7 @@ def test_an_adaptive_run_outlives_each_worker_node(cluster, tmp_path, inputs):
     settle(cluster)
 
 
+@NODE_LOSS
 def test_a_night_on_s3_outlives_each_worker_node(cluster, tmp_path, inputs):
     root = "s3://pairank/multinode/nightly"
     spec = spec_on(
