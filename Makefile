@@ -92,7 +92,7 @@ FAST = not (ray or s3 or engine or browser)
 
 test: install-test browser lint
 	$(BYTECODE)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(XDIST) -m "not node_loss"
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(XDIST) -m "not cluster"
 
 # The multi-node tests (a Ray head and worker nodes on this machine, SeaweedFS S3, nodes killed mid-run): about
 # 12 minutes on 2 cores, one test after another (docs/development.md, "Tests").

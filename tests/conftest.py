@@ -176,9 +176,10 @@ OTHER_RAY_ENGINE_MODULES = (
     "test_submit.py",
 )
 #: Modules whose tests wait a good part of their time: on leases and claims running out, SIMULATED judges' delays,
-#: a frozen or vanished S3, killed drivers, the nodes of a cluster of several (tests/multinode.py: their tests not
-#: marked node_loss). With three or more xdist workers the last one runs these and nothing
-#: else, beside the others (see :func:`pytest_xdist_make_scheduler`); with fewer they are units like any other.
+#: a frozen or vanished S3, killed drivers, the nodes of a cluster of several (tests/multinode.py: `make test`
+#: leaves them out; a run that selects them puts them here). With three or more xdist workers the last one runs
+#: these and nothing else, beside the others (see :func:`pytest_xdist_make_scheduler`); with fewer they are units
+#: like any other.
 WAITING_MODULES = (
     "test_run_claims.py",
     "test_run_lease.py",

@@ -36,7 +36,7 @@ from tests.helpers import ROOT
 
 #: The markers of a test on the cluster (it starts Ray nodes, and its storage is the S3 server).
 MARKERS = (pytest.mark.ray, pytest.mark.s3, pytest.mark.cluster)
-#: A test that kills nodes mid-run (minutes each): `make test-cluster` only.
+#: A test that kills nodes mid-run, or the head (minutes each).
 NODE_LOSS = pytest.mark.node_loss
 #: Variables of the pytest process that the nodes keep: the test tiers' guard (tests/guard), when it is on.
 GUARD_ENV = ("PAIRANK_TEST_GUARD", "PYTHONPATH")
