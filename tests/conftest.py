@@ -176,10 +176,8 @@ OTHER_RAY_ENGINE_MODULES = (
     "test_submit.py",
 )
 #: Modules whose tests wait a good part of their time: on leases and claims running out, SIMULATED judges' delays,
-#: a frozen or vanished S3, killed drivers, the nodes of a cluster of several (tests/multinode.py: `make test`
-#: leaves them out; a run that selects them puts them here). With three or more xdist workers the last one runs
-#: these and nothing else, beside the others (see :func:`pytest_xdist_make_scheduler`); with fewer they are units
-#: like any other.
+#: a frozen or vanished S3, killed drivers. With three or more xdist workers the last one runs these and nothing
+#: else, beside the others (see :func:`pytest_xdist_make_scheduler`); with fewer they are units like any other.
 WAITING_MODULES = (
     "test_run_claims.py",
     "test_run_lease.py",
@@ -187,8 +185,6 @@ WAITING_MODULES = (
     "test_storage_failures.py",
     "test_lost_engines.py",
     "test_driver.py",
-    "test_multinode.py",
-    "test_gpu_placement.py",
 )
 #: What a fixture starts, as the markers of every test that uses it (directly or through another fixture): the
 #: session's fixtures here, and ``ray_head`` (tests/cluster/test_submit.py, a Ray head of its own).
