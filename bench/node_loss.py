@@ -30,11 +30,12 @@ Measured per run (times are this machine's clock: the benchmark's, the pool moni
 * the run exits 0, with one verdict per key in the store (checked; a run that does not stops the benchmark).
 
 Arms alternate (``replacement, room``, then ``room, replacement``, ...). Ray's node-death detection runs at Ray's
-defaults (no ``RAY_health_check_*`` variable is set: a health check every 3 s, a node dead after 5 failures).
+defaults (no ``RAY_health_check_*`` variable is set: a health check every 3 s, a node dead after 5 failures), or
+as ``--health-checks PERIOD_MS:FAILURES`` sets it on every node.
 
 Run from the repository root:  .venv/bin/python bench/node_loss.py
 Knobs: --repeats, --arms, --contexts, --candidates, --seconds, --kill-after, --start-seconds (the simulated engine's
-start, to mimic a model's load), --head-cpus, --tag. Writes bench/results/node_loss[-TAG].json.
+start, to mimic a model's load), --head-cpus, --health-checks, --tag. Writes bench/results/node_loss[-TAG].json.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C
+
+from pairank.cluster.local import health_checks_option
 
 NAME = "node_loss"
 #: Ports of this benchmark's own: the cluster head's (GCS, Jobs API) and the S3 server's.
@@ -306,6 +309,13 @@ def main() -> None:
     ap.add_argument(
         "--start-timeout", type=float, default=900, help="seconds the cluster's start may take (a loaded machine)"
     )
+    ap.add_argument(
+        "--health-checks",
+        type=health_checks_option,
+        default=None,
+        metavar="PERIOD_MS:FAILURES",
+        help="Ray's health checks of the nodes (pairank cluster up --health-checks); default: Ray's own (3000:5)",
+    )
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
     arms = args.arms.split(",")
@@ -332,6 +342,7 @@ def main() -> None:
                 worker_cpus=2,
                 port=port,
                 dashboard_port=dashboard,
+                health_checks=args.health_checks,
             )
             t = time.time()
             cluster.start(args.start_timeout)
@@ -375,7 +386,12 @@ def write(args, arms: list[str], comparisons: int, started: str, load_start: str
             "worker_cpus": 2,
         },
         "arms": {a: ARMS[a] for a in arms},
-        "ray_node_death_detection": "Ray's defaults: no RAY_health_check_* variable set",
+        "ray_node_death_detection": (
+            f"RAY_health_check_period_ms={args.health_checks[0]}, "
+            f"RAY_health_check_failure_threshold={args.health_checks[1]} on every node"
+            if args.health_checks
+            else "Ray's defaults: no RAY_health_check_* variable set"
+        ),
         "uptime_start": load_start,
         "uptime_end": C.uptime(),
         "machine": C.machine(),

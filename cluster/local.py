@@ -67,6 +67,30 @@ class ClusterError(ValueError):
     """The local cluster cannot start (or be found); the message says why."""
 
 
+def health_checks(value: str) -> tuple[int, int]:
+    """``PERIOD_MS:FAILURES`` (``pairank cluster up --health-checks``) as :attr:`LocalCluster.health_checks`."""
+    period, sep, failures = value.partition(":")
+    try:
+        checks = (int(period), int(failures))
+    except ValueError:
+        checks = (0, 0)
+    if not sep or min(checks) < 1:
+        raise ClusterError(
+            f"health checks {value!r}: expected PERIOD_MS:FAILURES, two whole numbers of at least 1 (e.g. 500:3)"
+        )
+    return checks
+
+
+def health_checks_option(value: str) -> tuple[int, int]:
+    """:func:`health_checks` as an argparse ``type`` (its message becomes the option's error)."""
+    import argparse
+
+    try:
+        return health_checks(value)
+    except ClusterError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def free_ports(count: int, avoid: set[int] | frozenset[int] = frozenset(), host: str = LOOPBACK) -> list[int]:
     """``count`` ports free now, none of ``avoid``: held open together while chosen, so no two are the same (ports
     found one at a time can repeat, and Ray refuses a node whose components are given one port twice)."""
@@ -212,7 +236,11 @@ class LocalCluster:
 
     ``head_cpus``/``worker_cpus``/``worker_gpus``: what each node declares (GPUs are declared resources only:
     Ray schedules on them, nothing checks a device). ``env``: more variables every node starts with. ``port`` and
-    ``dashboard_port``: the head's GCS and Jobs API ports (0: free ones found at start).
+    ``dashboard_port``: the head's GCS and Jobs API ports (0: free ones found at start). ``health_checks``: Ray's
+    checks of each node, ``(period_ms, failures)``: the head checks every node every ``period_ms`` and counts it
+    dead after ``failures`` failed checks in a row; None keeps Ray's (3,000 ms x 5: a lost node is marked dead
+    about 14 s later, BENCHMARKS.md §23). A node that is gone fails a check at once (its port refuses); a slow
+    one fails only by Ray's timeout of 10 s a check, so short periods still leave a loaded node its 10 s.
     """
 
     folder: Path
@@ -226,6 +254,7 @@ class LocalCluster:
     port: int = 0
     dashboard_port: int = 0
     killed: set[str] = field(default_factory=set)  # nodes lost on purpose (kill)
+    health_checks: tuple[int, int] | None = None
 
     # ---- addresses
     @property
@@ -293,7 +322,7 @@ class LocalCluster:
         for sub in ("home", "cwd"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
         node.ray_dir = str(ray_dir(folder))
-        env = node_env(self.python, folder / "home", auth_token(), self.env)
+        env = self._node_env(node)
         if imports_pairank(self.python, folder / "cwd", env):
             raise ClusterError(
                 f"{self.python} imports pairank without the job shipping it (is pairank installed into "
@@ -301,6 +330,14 @@ class LocalCluster:
             )
         self.nodes.append(node)
         self._launch(node, env)
+
+    def _node_env(self, node: Node) -> dict[str, str]:
+        """The whole environment of ``node``'s ``ray start`` (:func:`node_env`, with :attr:`health_checks`)."""
+        ray = {}
+        if self.health_checks:
+            period_ms, failures = self.health_checks
+            ray = {"RAY_health_check_period_ms": str(period_ms), "RAY_health_check_failure_threshold": str(failures)}
+        return node_env(self.python, Path(node.folder) / "home", auth_token(), {**ray, **self.env})
 
     def _launch(self, node: Node, env: dict[str, str]) -> None:
         """``ray start --block`` of ``node``, in a session of its own; its log is ``<node>/ray-start.log``."""
@@ -397,7 +434,7 @@ class LocalCluster:
             node.attempts += 1
             with open(Path(node.folder) / "ray-start.log", "a", encoding="utf-8") as log:
                 log.write(f"\n{RETRIED}: stopped pids {stopped}; start {node.attempts}\n")
-            self._launch(node, node_env(self.python, Path(node.folder) / "home", auth_token(), self.env))
+            self._launch(node, self._node_env(node))
 
     def _reap(self, node: Node) -> list[int]:
         """SIGKILL what is left of ``node`` (its process tree and its strays); returns their process ids."""
@@ -514,6 +551,7 @@ class LocalCluster:
             "dashboard": self.dashboard,
             "nodes": [asdict(n) for n in self.nodes],
             "killed": sorted(self.killed),
+            "health_checks": list(self.health_checks) if self.health_checks else None,
         }
         (self.folder / STATE).write_text(json.dumps(state, indent=1), encoding="utf-8")
 
@@ -531,6 +569,7 @@ class LocalCluster:
             port=state["port"],
             dashboard_port=state["dashboard_port"],
             killed=set(state.get("killed", [])),
+            health_checks=(int(checks[0]), int(checks[1])) if (checks := state.get("health_checks")) else None,
         )
 
 

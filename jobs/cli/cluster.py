@@ -19,6 +19,12 @@ def _nodes(cluster) -> None:
         print(f"{node.name}: {alive}, {node.cpus:g} CPUs{gpus}, {node.ip}, {node.folder}")
 
 
+def _health_checks(value: str) -> tuple[int, int]:
+    from pairank.cluster.local import health_checks_option  # imported when the option is given only
+
+    return health_checks_option(value)
+
+
 def cmd_cluster_up(args: argparse.Namespace) -> int:
     from pairank.cluster.local import LocalCluster
 
@@ -28,6 +34,7 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
         head_cpus=args.head_cpus,
         worker_cpus=args.worker_cpus,
         worker_gpus=args.worker_gpus,
+        health_checks=args.health_checks,
     )
     _say(f"starting a head and {args.workers} worker nodes under {args.dir}")
     cluster.start()
@@ -91,6 +98,14 @@ def add_parser(sub) -> None:
     up.add_argument("--head-cpus", type=float, default=0, help="CPUs the head declares (0: no judge actor there)")
     up.add_argument("--worker-cpus", type=float, default=2, help="CPUs each worker node declares")
     up.add_argument("--worker-gpus", type=float, default=0, help="GPUs each worker node declares (Ray resources only)")
+    up.add_argument(
+        "--health-checks",
+        type=_health_checks,
+        default=None,
+        metavar="PERIOD_MS:FAILURES",
+        help="Ray's checks of the nodes: every PERIOD_MS, a node dead after FAILURES failed in a row (default: "
+        "Ray's 3000:5, a lost node seen about 14 s later; 500:3 sees it in about 2 s)",
+    )
     up.set_defaults(fn=cmd_cluster_up)
     st = csub.add_parser("status", help="the nodes of the cluster in DIR")
     st.add_argument("dir")

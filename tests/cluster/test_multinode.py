@@ -21,6 +21,7 @@ import pytest
 from pairank.storage.fs import Location
 from tests.helpers import write_input
 from tests.multinode import (
+    HEALTH_CHECKS,
     MARKERS,
     NODE_LOSS,
     PAIRANK,
@@ -121,6 +122,9 @@ def test_the_nodes_share_nothing_with_the_driver(cluster):
             [str(cluster.python), "-c", "import pairank"], capture_output=True, env=env, cwd=raylet.cwd()
         )
         assert out.returncode == 1 and b"No module named 'pairank'" in out.stderr
+        # the tests' health checks (tests/multinode.py), as `pairank cluster up --health-checks` gives them
+        assert env["RAY_health_check_period_ms"] == str(HEALTH_CHECKS[0])
+        assert env["RAY_health_check_failure_threshold"] == str(HEALTH_CHECKS[1])
     status = subprocess.run([*PAIRANK, "cluster", "status", str(cluster.folder)], capture_output=True, text=True)
     assert status.returncode == 0, status.stderr
     assert f"address: {cluster.address}" in status.stdout and f"jobs api: {cluster.dashboard}" in status.stdout

@@ -1,0 +1,46 @@
+"""The local cluster's settings that start nothing: Ray's health checks given to its nodes (``pairank cluster up
+--health-checks``), kept in its state file for ``pairank cluster add``, and refused with a clear message when
+malformed. The nodes started with them are ``tests/cluster/test_multinode.py``'s."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from pairank.cluster.local import ClusterError, LocalCluster, Node, health_checks
+
+
+def test_a_cluster_s_health_checks_reach_every_node_s_environment_and_ray_s_own_stay_otherwise(tmp_path):
+    node = Node("worker-1", "127.0.0.1", str(tmp_path / "worker-1"))
+    fast = LocalCluster(tmp_path, health_checks=(500, 3))._node_env(node)
+    assert fast["RAY_health_check_period_ms"] == "500" and fast["RAY_health_check_failure_threshold"] == "3"
+    assert fast["HOME"] == f"{node.folder}/home"
+    default = LocalCluster(tmp_path)._node_env(node)
+    assert not [k for k in default if k.startswith("RAY_health_check")]
+
+
+def test_the_state_file_keeps_them_for_a_node_added_later(tmp_path):
+    LocalCluster(tmp_path, port=6390, dashboard_port=8266, health_checks=(250, 4)).save()
+    assert LocalCluster.load(tmp_path).health_checks == (250, 4)
+    LocalCluster(tmp_path, port=6390, dashboard_port=8266).save()
+    assert LocalCluster.load(tmp_path).health_checks is None
+
+
+@pytest.mark.parametrize("value", ["500", "500:", ":3", "0:3", "500:0", "half:3", "500:3:1", "-1:3"])
+def test_a_malformed_value_is_refused_naming_the_form(value):
+    with pytest.raises(ClusterError, match=r"expected PERIOD_MS:FAILURES, two whole numbers of at least 1"):
+        health_checks(value)
+
+
+def test_the_command_takes_period_and_failures_and_refuses_anything_else(tmp_path):
+    assert health_checks("500:3") == (500, 3)
+    out = subprocess.run(
+        [sys.executable, "-m", "pairank.jobs.cli.main", "cluster", "up", str(tmp_path), "--health-checks", "fast"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 2
+    assert "--health-checks: health checks 'fast': expected PERIOD_MS:FAILURES" in out.stderr
+    assert not (tmp_path / "cluster.json").exists()
