@@ -18,7 +18,7 @@ import pytest
 
 from pairank.storage.fs import Location
 from tests.helpers import write_input
-from tests.multinode import MARKERS, multinode, start_run, titles, wait_done, wait_for, write_spec
+from tests.multinode import MARKERS, audit, multinode, start_run, titles, wait_done, wait_for, write_spec
 from tests.multinode import simulated_spec as spec_on
 
 pytestmark = list(MARKERS)
@@ -95,7 +95,8 @@ def test_no_judge_actor_on_the_head_unless_asked(cluster, tmp_path, inputs):
 
 def test_a_range_pool_grows_onto_a_gpu_node_that_joins(cluster, tmp_path, inputs):
     """``pool.size: 1..4`` of one GPU each, on one node of 2 GPUs: the pool grows to 2 there; a second GPU node
-    joins during the run, and the pool grows onto it."""
+    joins during the run (a replacement or a scale-up: a node that joins mid-run), the pool grows onto it, and the
+    actors there judge."""
     _, before = nodes(cluster)
     spec = spec_on(
         "grows",
@@ -115,8 +116,13 @@ def test_a_range_pool_grows_onto_a_gpu_node_that_joins(cluster, tmp_path, inputs
     report = Location.of(f"{ROOT}/grows/store/runs/grows/report.json").read_json()
     on = Counter(a["node_id"] for a in report["pool"])
     assert on[new] >= 1, (joined.name, on)
+    # the actors on the node that joined took up work: they judged rows, each key is stored once, and nothing
+    # committed was sent to an engine again
+    assert sum(a["rows"] for a in report["pool"] if a["node_id"] == new) > 0, report["pool"]
     assert report["engines"]["actors_most"] >= 3 and report["counts"]["judged_now"] == 3840
     assert all(len(a["gpu_ids"]) == 1 for a in report["pool"])
+    a = audit(f"{ROOT}/grows/store/tables/judgments", f"{ROOT}/grows/calls/grows")
+    assert a.clean() and a.keys == 3840
 
 
 def test_tensor_parallel_engines_get_a_group_of_gpus_on_one_node(cluster, tmp_path, inputs):

@@ -1,15 +1,14 @@
-"""A cluster that changes under a run: a worker node that joins takes up work, and a lost head is come back from.
+"""A lost head is come back from.
 
 The cluster (``tests/multinode.py``): a head of 1 CPU and one worker node of 2 CPUs, which cannot import pairank
-or see the driver's HOME or environment; storage the session's S3 server. The tests run in order: the second
-loses the head twice (the cluster is started again after each loss).
+or see the driver's HOME or environment; storage the session's S3 server. The test loses the head twice (the
+cluster is started again after each loss). A worker node that joins mid-run and takes up work is
+``tests/cluster/test_gpu_placement.py``'s growth test.
 
-- A range pool (``pool.size: 1..2`` of 2-CPU actors) has its one actor on the worker node and no room for a
-  second; a worker node that joins mid-run gets the second actor, which judges comparisons.
-- Losing the head ends a driver that joined the cluster from outside (exit 5, naming the cluster), and a
-  ``pairank submit`` that follows a job on it (exit 5, naming its Jobs API); the submitted job's driver dies with
-  the head and holds the run's name until its lease expires. The same spec submitted to the cluster started
-  again then finishes: one verdict per key, and nothing committed before a loss is sent to an engine again.
+Losing the head ends a driver that joined the cluster from outside (exit 5, naming the cluster), and a ``pairank
+submit`` that follows a job on it (exit 5, naming its Jobs API); the submitted job's driver dies with the head and
+holds the run's name until its lease expires. The same spec submitted to the cluster started again then finishes:
+one verdict per key, and nothing committed before a loss is sent to an engine again.
 """
 
 from __future__ import annotations
@@ -25,11 +24,8 @@ from tests.multinode import (
     NODE_LOSS,
     PAIRANK,
     audit,
-    calls_by_pid,
     driver_env,
-    holding,
     multinode,
-    pids_of,
     start_run,
     titles,
     versions,
@@ -49,39 +45,6 @@ LEASE_TTL_S = "20"
 
 def report_of(root: str, run: str) -> dict:
     return Location.of(f"{root}/store/runs/{run}/report.json").read_json()
-
-
-def test_a_node_that_joins_mid_run_takes_up_work(cluster, tmp_path, summeval_tables):
-    """Its one 2-CPU actor on the worker node, the pool has no room for a second (the head's 1 CPU is Ray
-    Data's); a worker node that joins mid-run gets the second actor, which judges."""
-    root = "s3://pairank/joins"
-    uri = write_input(f"{root}/input", summeval_tables, 10, 16).uri  # 2,400 comparisons
-    pool = {"size": "1..2", "num_cpus": 2, "batch_size": 32, "idle_seconds": 120}
-    spec = spec_on("grow", uri, root, scheduler={"name": "full"}, judge={"seconds_per_comparison": 0.05}, pool=pool)
-    proc = start_run(cluster, write_spec(tmp_path, spec), tmp_path)
-    log = tmp_path / "grow.log"
-    wait_for("engine calls on the first actor", lambda: calls_by_pid(f"{root}/calls/grow"), proc, log, 240)
-    assert len(holding(cluster, "ray::JudgeActor")) == 1
-
-    joined = cluster.add_worker()  # registered with the head
-    node_id = joined.node_id()
-    pids = wait_for(
-        "a judge actor on the node that joined",
-        lambda: pids_of(joined, "ray::JudgeActor"),
-        proc,
-        log,
-        180,
-    )
-    assert wait_done(proc, log, 600) == 0, log.read_text()[-3000:]
-    calls = calls_by_pid(f"{root}/calls/grow")
-    assert sum(calls.get(pid, 0) for pid in pids) > 0, (pids, calls)
-    report = report_of(root, "grow")
-    on_new = [a for a in report["pool"] if a["node_id"] == node_id]
-    assert on_new and sum(a["rows"] for a in on_new) > 0, report["pool"]
-    assert report["engines"]["actors_most"] == 2
-    assert report["counts"]["judged_now"] == 2400
-    a = audit(f"{root}/store/tables/judgments", f"{root}/calls/grow")
-    assert a.clean() and a.keys == 2400
 
 
 def submit(cluster, spec: Path, folder: Path, wait: bool = True):
