@@ -190,14 +190,23 @@ def process_titles(under: int | None = None) -> dict[int, bytes]:
     return {pid: first for pid, first in titles.items() if under is None or descends(pid)}
 
 
-def write_input(folder: Path, tables, contexts: int, per_context: int):
-    """An input folder with the first ``contexts`` articles x ``per_context`` summaries and their human scores."""
+def write_input(folder: Path, tables, contexts: int, per_context: int, words: int | None = None):
+    """An input folder with the first ``contexts`` articles x ``per_context`` summaries and their human scores.
+
+    ``words``: each article and summary cut to its first ``words`` words, for the engine tests whose claims are
+    about what happens around the engine (a kill, a rerun), not about what it reads: a SummEval prompt of about
+    700 tokens costs the CPU judge about 0.45 CPU s; cut to 40 words of each, about a third of that."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     from pairank.jobs.pipeline.requests import subset
 
     candidates, human = tables
     small = subset(candidates, contexts, per_context)
+    if words is not None:
+        for name in ("context", "text"):
+            cut = [" ".join(t.split()[:words]) for t in small.column(name).to_pylist()]
+            small = small.set_column(small.schema.get_field_index(name), small.schema.field(name), pa.array(cut))
     human = human.filter(pc.is_in(human.column("candidate_id"), small.column("candidate_id")))
     out = Location.of(str(folder))
     out.join("candidates.parquet").write_parquet(small)

@@ -20,6 +20,9 @@ CONTEXTS = 3  # 68 comparisons left after the first stored part: the kill lands 
 #: The async engine, two batches in flight, judged the 72 comparisons of 3 articles before its first part was seen
 #: in a CI run (nothing left to lose when the test looked for its engine core): it gets twice as many.
 ASYNC_CONTEXTS = 6
+#: Articles and summaries cut to their first 40 words (``write_input``): what the engine reads is not the claim,
+#: and a third of the prompt is about a third of the engine's CPU.
+WORDS = 40
 
 
 def total(contexts: int) -> int:
@@ -27,12 +30,18 @@ def total(contexts: int) -> int:
 
 
 def run_engine_and_kill(
-    tmp_path, summeval_tables, victim, judge: dict | None = None, pool: dict | None = None, contexts: int = CONTEXTS
+    tmp_path,
+    summeval_tables,
+    victim,
+    judge: dict | None = None,
+    pool: dict | None = None,
+    contexts: int = CONTEXTS,
+    words: int | None = WORDS,
 ):
-    """`pairank run` of the CPU vLLM judge on ``contexts`` articles x 4 summaries (its own local Ray); once the first
-    judgment part is stored, ``victim(run pid)`` names the process to SIGKILL. Returns (killed pid, the judgments
-    cache, the report)."""
-    data = write_input(tmp_path / "input", summeval_tables, contexts, 4)
+    """`pairank run` of the CPU vLLM judge on ``contexts`` articles x 4 summaries (its own local Ray), cut to
+    ``words`` words each; once the first judgment part is stored, ``victim(run pid)`` names the process to SIGKILL.
+    Returns (killed pid, the judgments cache, the report)."""
+    data = write_input(tmp_path / "input", summeval_tables, contexts, 4, words=words)
     out = tmp_path / "out"
     spec = {
         "name": "engine-lost",
