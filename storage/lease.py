@@ -147,6 +147,32 @@ def is_held(root: Location, name: str) -> bool:
     return alive_for(newest(lease_folder(root, name))[1]) is not None
 
 
+#: The id of the process the user started for the run, when another one runs its driver (``pairank run`` joining a
+#: cluster runs it in a watched child, jobs/cli/supervise.py): the pid a lease names is the one to stop.
+RUN_PID_ENV = "PAIRANK_RUN_PID"
+
+
+def run_pid() -> int:
+    """The process that holds a run's name, as the user knows it (:data:`RUN_PID_ENV`, else this one)."""
+    given = os.environ.get(RUN_PID_ENV, "")
+    return int(given) if given.isdigit() else os.getpid()
+
+
+def release_left(root: Location, name: str, pid: int, host: str | None = None) -> bool:
+    """Give up the lease of ``name`` that process ``pid`` of ``host`` (this one by default) holds and can no longer
+    release: a driver ended from outside (``pairank run``'s watcher releases its child's, jobs/cli/supervise.py).
+    False when the newest record is another holder's, or free already."""
+    folder = lease_folder(root, name)
+    seq, record = newest(folder)
+    if record is None or record.get("released") or record.get("pid") != pid:
+        return False
+    if record.get("host") != (host or socket.gethostname()):
+        return False
+    record.update(released=True, renewed_at=_now().isoformat())
+    folder.join(f"{seq:06d}.json").write_bytes(_encode(record))
+    return True
+
+
 def take(root: Location, name: str, ttl: float | None = None) -> Lease:
     """Take the lease of ``name`` under ``root`` (renewed in the background), or raise :class:`LeaseHeld`."""
     folder = lease_folder(root, name)
@@ -158,7 +184,7 @@ def take(root: Location, name: str, ttl: float | None = None) -> Lease:
     mine = {
         "holder": uuid.uuid4().hex,
         "host": socket.gethostname(),
-        "pid": os.getpid(),
+        "pid": run_pid(),
         "taken_at": now,
         "renewed_at": now,
         "ttl_s": ttl or lease_ttl(),

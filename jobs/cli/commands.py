@@ -10,6 +10,8 @@ import json
 import sys
 from pathlib import Path
 
+from pairank.jobs.cli import supervise
+
 
 def _progress(msg: str) -> None:
     from pairank.jobs.cli.console import console
@@ -26,10 +28,42 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pairank.jobs.run import run
     from pairank.jobs.specs.job import load_spec
 
-    spec = load_spec(args.spec, args.set or [], note=_note)
+    notes: list[str] = []  # said by the process that runs the driver: a watched child says them itself
+    try:
+        spec = load_spec(args.spec, args.set or [], note=notes.append)
+    except Exception:
+        for note in notes:
+            _note(note)
+        raise
+    address = supervise.watched_address(spec.cluster.address)
+    if address is not None:  # a driver joining a cluster from outside: run in a watched child (jobs/cli/supervise)
+        return _watched(args, spec, address)
+    for note in notes:
+        _note(note)
     result = _quietly(args, spec, "", lambda: run(spec, progress=_progress))  # a nightly spec runs one night
     print(result.layout.report_md.uri, file=console.out)
     return 0 if result.errors == 0 else 3
+
+
+def _watched(args: argparse.Namespace, spec, address: tuple[str, int]) -> int:
+    import os
+
+    from pairank.jobs.cli.console import console
+    from pairank.jobs.cli.errors import head_lost
+    from pairank.storage.fs import Location
+    from pairank.storage.lease import release_left
+
+    def say(msg: str) -> None:
+        print(f"pairank: error: {msg}", file=console.err, flush=True)
+
+    command = [sys.executable, "-m", "pairank.jobs.cli.main", *args.argv]
+    return supervise.supervise(
+        command,
+        address,
+        say,
+        lambda where: head_lost(where, "the driver ended with it"),
+        left=lambda: release_left(Location.of(spec.output), spec.name, os.getpid()),
+    )
 
 
 def _quietly(args: argparse.Namespace, spec, prefix: str, work):
@@ -39,6 +73,7 @@ def _quietly(args: argparse.Namespace, spec, prefix: str, work):
     if args.verbose:
         return work()
     written, kept = run_log_file(spec.output, spec.name, prefix=prefix)
+    supervise.tell(log=str(written), kept=kept.uri)  # a watched driver's log, kept by its watcher if Ray ends it
     log_file = console.quiet(written)  # until the process ends: Ray's late output goes there too
     if log_file is not None:
         _progress(f"Ray, engine and library output: {kept.uri} (-v shows it here)")

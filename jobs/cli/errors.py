@@ -23,6 +23,14 @@ AFTER_HEAD_LOSS = (
 MAX_MESSAGE = 800
 
 
+def head_lost(where: str, seen: str = "") -> str:
+    """What a driver that lost its cluster's head says (``seen``: what it met, e.g. an error's name)."""
+    return (
+        f"lost the Ray cluster at {where}: its head node is gone (its GCS accepts no connection), and a job "
+        f"cannot outlive its head{f' ({seen})' if seen else ''}. {AFTER_HEAD_LOSS}"
+    )
+
+
 def explain(exc: BaseException) -> tuple[int, str]:
     """The exit code and one-paragraph message for an error that ended a command."""
     from pairank.cluster.pools import EngineStartError
@@ -50,10 +58,7 @@ def explain(exc: BaseException) -> tuple[int, str]:
     if jobs_api is not None and isinstance(exc, jobs_api.JobsApiLost):
         return 5, f"{exc}. {AFTER_HEAD_LOSS}"
     if (is_ray_error(exc) or isinstance(exc, ConnectionError)) and (lost := lost_cluster()):
-        return 5, (
-            f"lost the Ray cluster at {lost}: its head node is gone (its GCS accepts no connection), and a job "
-            f"cannot outlive its head ({type(exc).__name__}). {AFTER_HEAD_LOSS}"
-        )
+        return 5, head_lost(lost, type(exc).__name__)
     if is_ray_error(exc) or isinstance(exc, ConnectionError):
         text = " ".join(str(exc).split())
         if len(text) > MAX_MESSAGE:

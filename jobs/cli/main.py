@@ -12,13 +12,22 @@ import logging
 import sys
 import traceback
 
+from pairank.jobs.cli import supervise
 from pairank.jobs.cli.errors import explain
 from pairank.jobs.cli.parser import parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # a watched driver runs the same command (supervise)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    supervise.become_child()
+    code = _run(args)
+    supervise.tell(exit=code)  # a watched driver's word said (supervise)
+    return code
+
+
+def _run(args) -> int:
     try:
         return args.fn(args)
     except KeyboardInterrupt:

@@ -11,7 +11,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from pairank.storage.fs import Location
-from pairank.storage.lease import LeaseHeld, is_held, lease_folder, newest, take
+from pairank.storage.lease import LeaseHeld, is_held, lease_folder, newest, release_left, take
 
 
 def test_a_held_name_is_refused_and_a_released_one_taken_again(tmp_path):
@@ -92,3 +92,23 @@ def test_a_folder_created_while_it_is_listed_is_listed_not_an_error(tmp_path, mo
     folder = Location(fs, str(tmp_path / "race"), str(tmp_path / "race"))  # type: ignore[arg-type]
     monkeypatch.setattr(Location, "is_local", property(lambda self: True))
     assert [f.path.rsplit("/", 1)[-1] for f in folder.files(".json")] == ["000001.json"] and fs.raised == 1
+
+
+def test_a_lease_its_holder_cannot_release_is_given_up_by_the_process_that_started_it(tmp_path, monkeypatch):
+    """``pairank run``'s watcher (jobs/cli/supervise.py) gives up the name of a driver Ray ended: the lease names
+    the watcher's pid (PAIRANK_RUN_PID), and only a lease of that pid on this host is released."""
+    import os
+    import socket
+
+    root = Location.of(str(tmp_path))
+    monkeypatch.setenv("PAIRANK_RUN_PID", "4242")
+    lease = take(root, "night", ttl=60)
+    lease._stop.set()  # its holder gone: no renewal, no release
+    assert newest(lease_folder(root, "night"))[1]["pid"] == 4242 and is_held(root, "night")
+    assert not release_left(root, "night", os.getpid())  # another process's
+    assert not release_left(root, "night", 4242, host=f"not-{socket.gethostname()}")
+    assert is_held(root, "night")
+    assert release_left(root, "night", 4242)
+    assert not is_held(root, "night")
+    assert not release_left(root, "night", 4242)  # free already
+    take(root, "night", ttl=60).release()  # the name is taken again at once

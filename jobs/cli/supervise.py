@@ -1,0 +1,168 @@
+"""A driver that joined a Ray cluster from outside, watched by the ``pairank`` process that started it.
+
+Ray ends a driver process on its own when the Ray node it is attached to dies: its core worker exits with code 1
+("the local Raylet is dead") at its next call to that node, and no Python code of the process runs again (no
+``finally``, no ``atexit``). A driver that joins a cluster from this machine attaches to the head when the head
+runs here, so losing the head ended ``pairank run --set cluster.address=HOST:PORT`` either with pairank's own
+exit 5 and its advice (when pairank met a Ray error first) or with a bare exit 1 and no run log kept (when Ray's
+exit came first): a race that went either way, about half the time each on the tests' local cluster.
+
+So ``pairank run`` with ``cluster.address: HOST:PORT`` runs the driver in a child process (the same command) and
+waits for it. The child says how it ended in a small file (:data:`STATUS_ENV`): its exit code once it has said its
+word, and beforehand where its run log is written and kept. A child that ends without a word was ended from
+outside pairank's code: if the cluster's GCS no longer accepts connections, the head is gone and the watcher says
+so (exit 5, as pairank would have); otherwise it names the exit. Either way the run log is copied to where the run
+keeps it, and the run's name given up (its lease names the watcher's pid), as the child would have at its end.
+
+The child dies with the watcher (``PR_SET_PDEATHSIG`` on Linux), so SIGKILL of the ``pairank`` process ends the
+run as before; SIGTERM and SIGHUP are passed on, and SIGINT from a terminal reaches both (one process group): the
+watcher ignores it and waits for the child's own answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+#: The variable that makes a ``pairank`` process the watched child, naming its status file.
+STATUS_ENV = "PAIRANK_DRIVER_STATUS"
+#: Seconds the watcher gives the GCS to accept a connection before it counts the head gone.
+PROBE_SECONDS = 3.0
+PR_SET_PDEATHSIG = 1
+
+
+#: In the watched child: its status file (taken out of the environment, so nothing it starts inherits it).
+_status: str | None = None
+
+
+def watched_address(address: str | None) -> tuple[str, int] | None:
+    """The ``(host, port)`` of a ``cluster.address`` the driver joins from outside (``HOST:PORT``), when this process
+    is not already the watched child; None otherwise (a local Ray, ``auto``, or Ray Client's ``ray://``)."""
+    if not address or _status or os.environ.get(STATUS_ENV) or "://" in address:
+        return None
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    return host, int(port)
+
+
+def accepts(host: str, port: int, timeout: float = PROBE_SECONDS) -> bool:
+    """Whether ``host:port`` accepts a TCP connection."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+# ---- in the child
+def become_child() -> None:
+    """In a process started by :func:`supervise` (its environment names a status file): keep that file's name
+    (and take it out of the environment), and end when the watcher ends. Nothing in any other process."""
+    global _status
+    _status = os.environ.pop(STATUS_ENV, None) or _status
+    if _status:
+        die_with_parent()
+
+
+def die_with_parent() -> None:
+    """End (SIGKILL) when the parent process does, on Linux; nothing elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() == 1:  # the watcher was gone before the line above
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def tell(**record: str | int) -> None:
+    """In the watched child: append ``record`` (one JSON line) to the status file; nothing in another process."""
+    if _status:
+        with open(_status, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def told(path: Path) -> dict:
+    """What the child told, merged (later lines win); {} when it told nothing."""
+    said: dict = {}
+    with contextlib.suppress(OSError):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                said.update(json.loads(line))
+    return said
+
+
+# ---- in the watcher
+def supervise(
+    command: Sequence[str],
+    address: tuple[str, int],
+    say: Callable[[str], None],
+    head_lost: Callable[[str], str],
+    left: Callable[[], None] = lambda: None,
+) -> int:
+    """Run ``command`` (the same ``pairank`` command) as the watched child; its exit code, or 5 when it ended
+    without a word while the GCS at ``address`` accepts no connection (``say(head_lost(HOST:PORT))``). ``left()``
+    gives up what a child ended without a word could not (the run's lease)."""
+    with tempfile.TemporaryDirectory(prefix="pairank-driver-") as tmp:
+        status = Path(tmp) / "status.jsonl"
+        status.touch()
+        from pairank.storage.lease import RUN_PID_ENV
+
+        env = {**os.environ, STATUS_ENV: str(status), RUN_PID_ENV: str(os.getpid())}  # its lease names this process
+        child = subprocess.Popen(list(command), env=env)
+        passed_on = {}
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            passed_on[sig] = signal.signal(sig, lambda s, _f: child.send_signal(s))
+        passed_on[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's reaches the child
+        try:
+            code = child.wait()
+        finally:
+            for sig, handler in passed_on.items():
+                signal.signal(sig, handler)
+        said = told(status)
+        if "exit" in said:
+            return int(said["exit"])
+        _keep_log(said, say)
+        try:
+            left()
+        except Exception as exc:  # storage gone too: the lease expires on its own
+            say(
+                f"could not give up the run's name ({type(exc).__name__}: {exc}): it is free again once its lease "
+                "expires"
+            )
+        where = f"{address[0]}:{address[1]}"
+        if not accepts(*address):
+            say(head_lost(where))
+            return 5
+        how = f"signal {-code}" if code < 0 else f"exit {code}"
+        say(
+            f"the driver process ended without a word ({how}) while the Ray cluster at {where} still answers: Ray "
+            "or the system ended it (its run log, if it started one, says more)"
+        )
+        return 128 - code if code < 0 else code or 1
+
+
+def _keep_log(said: dict, say: Callable[[str], None]) -> None:
+    """Copy the child's run log to where the run keeps it (what the child does at its end), when they differ."""
+    written, kept = said.get("log"), said.get("kept")
+    if not written or not kept or not Path(written).is_file():
+        return
+    from pairank.storage.fs import Location
+
+    where = Location.of(kept)
+    if where.is_local and Path(where.path) == Path(written):
+        return
+    try:
+        where.write_bytes(Path(written).read_bytes())
+    except Exception as exc:
+        say(f"could not copy the run log to {kept} ({exc}); it is at {written}")
