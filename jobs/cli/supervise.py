@@ -108,7 +108,7 @@ def supervise(
     address: tuple[str, int],
     say: Callable[[str], None],
     head_lost: Callable[[str], str],
-    left: Callable[[], None] = lambda: None,
+    left: Callable[[], object] = lambda: None,
 ) -> int:
     """Run ``command`` (the same ``pairank`` command) as the watched child; its exit code, or 5 when it ended
     without a word while the GCS at ``address`` accepts no connection (``say(head_lost(HOST:PORT))``). ``left()``
