@@ -68,7 +68,7 @@ def _watched(args: argparse.Namespace, spec, address: tuple[str, int]) -> int:
 
 def _quietly(args: argparse.Namespace, spec, prefix: str, work):
     """``work()`` with Ray's, the engine's and the libraries' output in a log file under the run (not with -v)."""
-    from pairank.jobs.cli.console import console, run_log_file
+    from pairank.jobs.cli.console import console, keep_log, run_log_file
 
     if args.verbose:
         return work()
@@ -80,16 +80,8 @@ def _quietly(args: argparse.Namespace, spec, prefix: str, work):
     try:
         return work()
     finally:
-        if log_file is not None and kept.path != str(log_file):
-            _keep_log(log_file, kept)
-
-
-def _keep_log(written, kept) -> None:
-    """Copy a run's log written locally to its place under an object-store root (best effort)."""
-    try:
-        kept.write_bytes(written.read_bytes())
-    except Exception as exc:
-        _progress(f"could not copy the log to {kept.uri} ({exc}); it is at {written}")
+        if log_file is not None:
+            keep_log(log_file, kept, _progress)
 
 
 def cmd_import(args: argparse.Namespace) -> int:

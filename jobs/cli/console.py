@@ -140,3 +140,14 @@ def run_log_file(output: str, name: str, now: dt.datetime | None = None, prefix:
         return Path(kept.path), kept
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pairank" / "logs" / name
     return cache / f"{stamp}.log", kept
+
+
+def keep_log(written: Path, kept: Location, say) -> None:
+    """Copy a run's log written locally (``written``) to where the run keeps it (``kept``), when the two differ
+    (:func:`run_log_file`), best effort: a failure is ``say``-ed, naming both."""
+    if kept.is_local and Path(kept.path) == Path(written):
+        return
+    try:
+        kept.write_bytes(Path(written).read_bytes())
+    except Exception as exc:
+        say(f"could not copy the log to {kept.uri} ({exc}); it is at {written}")

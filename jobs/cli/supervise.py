@@ -153,16 +153,11 @@ def supervise(
 
 
 def _keep_log(said: dict, say: Callable[[str], None]) -> None:
-    """Copy the child's run log to where the run keeps it (what the child does at its end), when they differ."""
+    """Copy the child's run log to where the run keeps it, as the child does at its end (``console.keep_log``)."""
     written, kept = said.get("log"), said.get("kept")
     if not written or not kept or not Path(written).is_file():
         return
+    from pairank.jobs.cli.console import keep_log
     from pairank.storage.fs import Location
 
-    where = Location.of(kept)
-    if where.is_local and Path(where.path) == Path(written):
-        return
-    try:
-        where.write_bytes(Path(written).read_bytes())
-    except Exception as exc:
-        say(f"could not copy the run log to {kept} ({exc}); it is at {written}")
+    keep_log(Path(written), Location.of(kept), say)
