@@ -25,7 +25,6 @@ def _note(msg: str) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from pairank.jobs.cli.console import console
-    from pairank.jobs.run import run
     from pairank.jobs.specs.job import load_spec
 
     notes: list[str] = []  # said by the process that runs the driver: a watched child says them itself
@@ -38,6 +37,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     address = supervise.watched_address(spec.cluster.address)
     if address is not None:  # a driver joining a cluster from outside: run in a watched child (jobs/cli/supervise)
         return _watched(args, spec, address)
+    from pairank.jobs.run import run  # not in a watcher, which only waits: the pipeline's imports are a second
+
     for note in notes:
         _note(note)
     result = _quietly(args, spec, "", lambda: run(spec, progress=_progress))  # a nightly spec runs one night
