@@ -43,6 +43,7 @@ from typing import Any, Generic, TypeVar
 import pyarrow as pa
 
 from pairank.cluster.bookkeeping import Kept, keep
+from pairank.cluster.ray_shim import arrow_dataset, block_metadata
 from pairank.cluster.runtime import raised_in_task
 
 S = TypeVar("S")
@@ -75,6 +76,8 @@ class Handle:
     """A value in Ray's object store (an ``ObjectRef``); picklable, so a stage's settings can carry it."""
 
     ref: Any
+    #: Ray Data's metadata of the table behind ``ref`` (:func:`put_blocks`), so that a stream over it starts no task.
+    meta: Any = field(default=None, compare=False, repr=False)
 
     @property
     def id(self) -> str:
@@ -97,8 +100,23 @@ def put(value: Any) -> Handle:
 
 
 def put_blocks(tables: Iterable[pa.Table]) -> list[Handle]:
-    """Each table as a block in Ray's object store."""
-    return [put(t) for t in tables]
+    """Each table as a block in Ray's object store, with its metadata for a stream over it (:func:`stream`)."""
+    import ray
+
+    return [Handle(ray.put(t), block_metadata(t)) for t in tables]
+
+
+def arrow_blocks(blocks: Sequence[Handle] | Sequence[pa.Table]) -> Any:
+    """A Ray Data dataset of ``blocks`` (handles of :func:`put_blocks`, or tables the caller holds), one block
+    each. Unlike ``ray.data.from_arrow``, it starts no task for the blocks' metadata: those ask for a whole CPU
+    each, and waited for ever where the judge actors held every node's CPUs but half of one (``ray_shim``)."""
+    import ray
+
+    handles = [b for b in blocks if isinstance(b, Handle)] or put_blocks(b for b in blocks if isinstance(b, pa.Table))
+    missing = [h.ref for h in handles if h.meta is None]  # handles made elsewhere: read in tasks that reserve no CPU
+    read = ray.remote(block_metadata).options(num_cpus=0)
+    found = dict(zip(missing, ray.get([read.remote(ref) for ref in missing]), strict=True)) if missing else {}
+    return arrow_dataset([h.ref for h in handles], [found[h.ref] if h.meta is None else h.meta for h in handles])
 
 
 def get(handles: Handle | Sequence[Handle]) -> Any:
@@ -193,13 +211,7 @@ def _map(dataset: Any, stage: Stage[Any], blocks: int, extra: dict[str, Any]) ->
 def stream(blocks: Sequence[Handle] | Sequence[pa.Table], stage: Stage[Any], **extra: Any) -> Stream:
     """``stage`` over ``blocks`` (handles of tables in the object store, or tables the caller holds), one block per
     call of ``stage.fn(block, stage.settings, **extra)``; lazy."""
-    import ray
-
-    if blocks and isinstance(blocks[0], Handle):
-        dataset = ray.data.from_arrow_refs([b.ref for b in blocks if isinstance(b, Handle)])
-    else:
-        dataset = ray.data.from_arrow(list(blocks))
-    return Stream(_map(dataset, stage, len(blocks), extra))
+    return Stream(_map(arrow_blocks(blocks), stage, len(blocks), extra))
 
 
 class Shared:

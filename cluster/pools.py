@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from pairank.cluster.bookkeeping import keep
-from pairank.cluster.executor import Stream
+from pairank.cluster.executor import Stream, arrow_blocks
 from pairank.cluster.forwarding import SLOT, deal_blocks, forward
 from pairank.cluster.judge_actor import JudgeActor, Runner
 from pairank.cluster.metrics import Meter
@@ -353,7 +353,7 @@ class JudgePool:
                 requests.slice(off, length).append_column(SLOT, pa.array([live[actor]] * length, pa.int64()))
                 for off, length, actor in deal_blocks(requests.num_rows, self.resources.batch_size, len(live))
             ]
-            ds, tasks = ray.data.from_arrow(blocks), min(in_flight, len(blocks))
+            ds, tasks = arrow_blocks(blocks), min(in_flight, len(blocks))
         else:
             # one block per batch, one batch per forwarding task (which gives each context its actor: see
             # context_slots): a task's results would otherwise reach the driver as one block, and a kill would

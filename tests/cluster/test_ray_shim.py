@@ -37,3 +37,44 @@ def test_the_head_resource_is_rays_own_and_marks_the_head_of_the_sessions_ray(ra
     assert head_node_id(nodes) == ray.get_runtime_context().get_node_id()  # a local Ray is its own head
     free = free_per_node()
     assert set(free) == {n["NodeID"] for n in nodes} and all("CPU" in r or r == {} for r in free.values())
+
+
+def test_a_stream_over_blocks_starts_while_actors_hold_every_cpu(ray_local):
+    """``ray.data.from_arrow`` reads each block's metadata in a task that asks for a whole CPU: with the judge actors
+    holding every CPU (three runs on one cluster left half a CPU on each node) it waited for ever. A stream over
+    the driver's tables, over blocks put with their metadata, or over handles without it, starts no such task."""
+    import threading
+
+    import ray
+
+    from pairank.cluster.executor import Handle, Resources, Stage, put_blocks, stream
+
+    tables = [pa.table({"x": list(range(5))}), pa.table({"x": list(range(5, 12))})]
+
+    @ray.remote
+    class Holder:
+        def ready(self) -> bool:
+            return True
+
+    holder = Holder.options(num_cpus=ray.available_resources().get("CPU", 0)).remote()  # every CPU free now
+    try:
+        ray.get(holder.ready.remote(), timeout=60)
+        assert ray.available_resources().get("CPU", 0) < 1  # a task asking for a CPU is placed nowhere
+        handles = put_blocks(tables)
+        bare = [Handle(h.ref) for h in handles]  # handles made elsewhere: their metadata read without a CPU
+        for blocks in (tables, handles, bare):
+            got: list[int] = []
+            out = stream(blocks, Stage(_doubled, None, Resources(num_cpus=0)))
+            reader = threading.Thread(
+                target=lambda o=out, g=got: g.extend(x for t in o.tables() for x in t["x"].to_pylist())
+            )
+            reader.start()
+            reader.join(120)
+            assert not reader.is_alive(), f"a stream over {type(blocks[0]).__name__}s waited for a CPU"
+            assert sorted(got) == [2 * x for x in range(12)]
+    finally:
+        ray.kill(holder)
+
+
+def _doubled(block: pa.Table, _settings) -> pa.Table:
+    return pa.table({"x": pa.compute.multiply(block.column("x"), 2)})
