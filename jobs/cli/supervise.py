@@ -13,6 +13,9 @@ word, and beforehand where its run log is written and kept. A child that ends wi
 outside pairank's code: if the cluster's GCS no longer accepts connections, the head is gone and the watcher says
 so (exit 5, as pairank would have); otherwise it names the exit. Either way the run log is copied to where the run
 keeps it, and the run's name given up (its lease names the watcher's pid), as the child would have at its end.
+The watcher does not wait for Ray to end the child: while it runs, the watcher looks at the GCS every few seconds,
+and once it has accepted no connection for :data:`HEAD_GONE_S` the child is ended and the lost head told (a driver
+Ray ends waits 60 s for its GCS first).
 
 The child dies with the watcher (``PR_SET_PDEATHSIG`` on Linux), so SIGKILL of the ``pairank`` process ends the
 run as before; SIGTERM and SIGHUP are passed on, and SIGINT from a terminal reaches both (one process group): the
@@ -29,6 +32,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -36,6 +40,14 @@ from pathlib import Path
 STATUS_ENV = "PAIRANK_DRIVER_STATUS"
 #: Seconds the watcher gives the GCS to accept a connection before it counts the head gone.
 PROBE_SECONDS = 3.0
+#: Seconds the GCS may accept no connection while the child runs before the watcher ends the child as a driver whose
+#: head is gone. Ray's driver waits 60 s for its GCS (``gcs_rpc_server_reconnect_timeout_s``) before it ends
+#: itself, which was most of a head loss's minute on the tests' cluster.
+HEAD_GONE_S = 15.0
+#: Seconds between the watcher's looks at the GCS while the child runs.
+LOOK_S = 2.0
+#: Seconds a child ended by its watcher has to end on SIGTERM (say its word, flush) before SIGKILL.
+GRACE_S = 10.0
 PR_SET_PDEATHSIG = 1
 
 
@@ -109,10 +121,16 @@ def supervise(
     say: Callable[[str], None],
     head_lost: Callable[[str], str],
     left: Callable[[], object] = lambda: None,
+    gone_after: float = HEAD_GONE_S,
+    look_every: float = LOOK_S,
 ) -> int:
     """Run ``command`` (the same ``pairank`` command) as the watched child; its exit code, or 5 when it ended
     without a word while the GCS at ``address`` accepts no connection (``say(head_lost(HOST:PORT))``). ``left()``
-    gives up what a child ended without a word could not (the run's lease)."""
+    gives up what a child ended without a word could not (the run's lease).
+
+    While the child runs, the watcher looks at the GCS every ``look_every`` seconds; once it has accepted no
+    connection for ``gone_after`` seconds the head is gone, and the watcher ends the child (SIGTERM, then SIGKILL
+    after :data:`GRACE_S`) and tells the lost head, instead of waiting out Ray's minute."""
     with tempfile.TemporaryDirectory(prefix="pairank-driver-") as tmp:
         status = Path(tmp) / "status.jsonl"
         status.touch()
@@ -125,12 +143,12 @@ def supervise(
             passed_on[sig] = signal.signal(sig, lambda s, _f: child.send_signal(s))
         passed_on[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's reaches the child
         try:
-            code = child.wait()
+            code, ended = _wait(child, address, gone_after, look_every)
         finally:
             for sig, handler in passed_on.items():
                 signal.signal(sig, handler)
         said = told(status)
-        if "exit" in said:
+        if "exit" in said and not (ended and said["exit"] != 5):  # ended here: the lost head, whatever it said
             return int(said["exit"])
         _keep_log(said, say)
         try:
@@ -150,6 +168,27 @@ def supervise(
             "or the system ended it (its run log, if it started one, says more)"
         )
         return 128 - code if code < 0 else code or 1
+
+
+def _wait(child: subprocess.Popen, address: tuple[str, int], gone_after: float, look_every: float) -> tuple[int, bool]:
+    """The child's exit code, and whether the watcher ended it: when the GCS at ``address`` has accepted no
+    connection for ``gone_after`` seconds (each look waits at most ``look_every`` seconds for it)."""
+    refused_since: float | None = None
+    while True:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return child.wait(timeout=look_every), False
+        if accepts(*address, timeout=min(PROBE_SECONDS, look_every)):
+            refused_since = None
+            continue
+        now = time.monotonic()
+        refused_since = now if refused_since is None else refused_since
+        if now - refused_since >= gone_after:
+            child.terminate()
+            try:
+                return child.wait(timeout=GRACE_S), True
+            except subprocess.TimeoutExpired:
+                child.kill()
+                return child.wait(), True
 
 
 def _keep_log(said: dict, say: Callable[[str], None]) -> None:

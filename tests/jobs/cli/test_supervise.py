@@ -150,3 +150,40 @@ def test_sigterm_to_the_watcher_reaches_the_child_and_its_answer_is_the_watcher_
     )
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 143
+
+
+def test_a_child_whose_cluster_stops_answering_is_ended_and_told_as_a_lost_head(tmp_path):
+    """Ray ends a driver whose GCS is gone only after a minute; the watcher, looking at the GCS while the child
+    runs, ends the child once the GCS has refused connections for ``gone_after`` seconds, and says the head is lost.
+    A child that answers SIGTERM with a word of its own other than 5 (stopped) is still the lost head."""
+    address, said = closed_port(), []
+    started = time.monotonic()
+    code = supervise(
+        child("""
+            signal.signal(signal.SIGTERM, lambda *_: (sv.tell(exit=143), os._exit(143)))
+            time.sleep(60)  # a driver waiting on a Ray whose head is gone
+        """),
+        address,
+        said.append,
+        lambda where: f"head lost at {where}",
+        gone_after=1.0,
+        look_every=0.2,
+    )
+    assert code == 5 and said == [f"head lost at {address[0]}:{address[1]}"]
+    assert time.monotonic() - started < 30
+
+
+def test_a_child_whose_cluster_answers_is_not_ended():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        said: list[str] = []
+        code = supervise(
+            child("time.sleep(2); sv.tell(exit=0)"),
+            server.getsockname(),
+            said.append,
+            lambda where: f"head lost at {where}",
+            gone_after=0.5,
+            look_every=0.2,
+        )
+    assert code == 0 and said == []
