@@ -95,7 +95,7 @@ test: install-test browser lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(XDIST) -m "not cluster"
 
 # The multi-node tests (a Ray head and worker nodes on this machine, SeaweedFS S3, nodes killed mid-run): about
-# 12 minutes on 2 cores, one test after another (docs/development.md, "Tests").
+# 8 to 11 minutes on 2 cores, one test after another (docs/development.md, "Tests").
 test-cluster: install-test
 	$(BYTECODE)
 	$(BIN)/python -m pytest -p no:xdist -m cluster
