@@ -185,12 +185,19 @@ def lost_cluster() -> str | None:
         host, port = gcs.rsplit(":", 1)
     except Exception:
         return None
+    if accepts(host, int(port)):
+        return None
+    named = _joined if _joined not in (None, "auto") else None
+    return f"{named} (GCS {gcs})" if named and named != gcs else gcs
+
+
+def accepts(host: str, port: int, timeout: float = GCS_PROBE_SECONDS) -> bool:
+    """Whether ``host:port`` accepts a TCP connection (a GCS that does not is a head that is gone)."""
     try:
-        with socket.create_connection((host, int(port)), timeout=GCS_PROBE_SECONDS):
-            return None
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
     except OSError:
-        named = _joined if _joined not in (None, "auto") else None
-        return f"{named} (GCS {gcs})" if named and named != gcs else gcs
+        return False
 
 
 def is_ray_error(exc: BaseException) -> bool:

@@ -28,7 +28,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,10 +35,10 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from pairank.cluster.runtime import GCS_PROBE_SECONDS, accepts
+
 #: The variable that makes a ``pairank`` process the watched child, naming its status file.
 STATUS_ENV = "PAIRANK_DRIVER_STATUS"
-#: Seconds the watcher gives the GCS to accept a connection before it counts the head gone.
-PROBE_SECONDS = 3.0
 #: Seconds the GCS may accept no connection while the child runs before the watcher ends the child as a driver whose
 #: head is gone. Ray's driver waits 60 s for its GCS (``gcs_rpc_server_reconnect_timeout_s``) before it ends
 #: itself, which was most of a head loss's minute on the tests' cluster.
@@ -64,15 +63,6 @@ def watched_address(address: str | None) -> tuple[str, int] | None:
     if not sep or not host or not port.isdigit():
         return None
     return host, int(port)
-
-
-def accepts(host: str, port: int, timeout: float = PROBE_SECONDS) -> bool:
-    """Whether ``host:port`` accepts a TCP connection."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 # ---- in the child
@@ -177,7 +167,7 @@ def _wait(child: subprocess.Popen, address: tuple[str, int], gone_after: float, 
     while True:
         with contextlib.suppress(subprocess.TimeoutExpired):
             return child.wait(timeout=look_every), False
-        if accepts(*address, timeout=min(PROBE_SECONDS, look_every)):
+        if accepts(*address, timeout=min(GCS_PROBE_SECONDS, look_every)):
             refused_since = None
             continue
         now = time.monotonic()
