@@ -114,8 +114,10 @@ def arrow_blocks(blocks: Sequence[Handle] | Sequence[pa.Table]) -> Any:
 
     handles = [b for b in blocks if isinstance(b, Handle)] or put_blocks(b for b in blocks if isinstance(b, pa.Table))
     missing = [h.ref for h in handles if h.meta is None]  # handles made elsewhere: read in tasks that reserve no CPU
-    read = ray.remote(block_metadata).options(num_cpus=0)
-    found = dict(zip(missing, ray.get([read.remote(ref) for ref in missing]), strict=True)) if missing else {}
+    found = {}
+    if missing:
+        read = ray.remote(block_metadata).options(num_cpus=0)
+        found = dict(zip(missing, ray.get([read.remote(ref) for ref in missing]), strict=True))
     return arrow_dataset([h.ref for h in handles], [found[h.ref] if h.meta is None else h.meta for h in handles])
 
 
