@@ -196,7 +196,6 @@ def write_input(folder: Path, tables, contexts: int, per_context: int, words: in
     ``words``: each article and summary cut to its first ``words`` words, for the engine tests whose claims are
     about what happens around the engine (a kill, a rerun), not about what it reads: a SummEval prompt of about
     700 tokens costs the CPU judge about 0.45 CPU s; cut to 40 words of each, about a third of that."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     from pairank.jobs.pipeline.requests import subset
@@ -204,14 +203,21 @@ def write_input(folder: Path, tables, contexts: int, per_context: int, words: in
     candidates, human = tables
     small = subset(candidates, contexts, per_context)
     if words is not None:
-        for name in ("context", "text"):
-            cut = [" ".join(t.split()[:words]) for t in small.column(name).to_pylist()]
-            small = small.set_column(small.schema.get_field_index(name), small.schema.field(name), pa.array(cut))
+        small = cut_words(small, words)
     human = human.filter(pc.is_in(human.column("candidate_id"), small.column("candidate_id")))
     out = Location.of(str(folder))
     out.join("candidates.parquet").write_parquet(small)
     out.join("human_scores.parquet").write_parquet(human)
     return out
+
+
+def cut_words(candidates, words: int):
+    """``candidates`` with each article and output cut to its first ``words`` words (see :func:`write_input`)."""
+    for name in ("context", "text"):
+        cut = [" ".join(t.split()[:words]) for t in candidates.column(name).to_pylist()]
+        field = candidates.schema.field(name)
+        candidates = candidates.set_column(candidates.schema.get_field_index(name), field, pa.array(cut, field.type))
+    return candidates
 
 
 def cands(n: int) -> list[str]:

@@ -5,8 +5,8 @@
   annotations are read and checked, unannotated functions' bodies are not.
 
 One run, not two: a run spends most of its time reading what the package imports (Ray's types; the other
-libraries are skipped, pyproject.toml says why), and a second run read it all again. ``--strict`` applies to every module of a
-run, so the strict modules get its flags one by one, in a section of their own of a configuration
+libraries are skipped, pyproject.toml says why), and a second run read it all again. ``--strict`` applies to
+every module of a run, so the strict modules get its flags one by one, in a section of their own of a configuration
 written from pyproject.toml's ``[tool.mypy]`` (:func:`config`); the one flag mypy allows only for
 a whole run (redundant casts) is on for all.
 

@@ -124,8 +124,5 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice(s3_server, defau
     ]
     text = log.read_text()
     assert "vllm" in text.lower() and "JudgeActor" in text and "ray" in text.lower()
-
-    third = subprocess.run([*PAIRANK, "run", str(spec)], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert third.returncode == 0, third.stderr[-3000:]
-    assert "(72 cached, 0 to judge)" in third.stderr
-    assert len(all_rows()) == TOTAL
+    # A third run would find everything cached and start no engine: test_static_stream.py's rerun shows that (on
+    # the session's Ray), where it costs no Ray of its own.
