@@ -41,6 +41,10 @@ cluster = multinode(workers=1, worker_cpus=2, head_cpus=1)
 
 #: Seconds a lost driver holds the run's name: short, so that the test need not wait a minute.
 LEASE_TTL_S = "20"
+#: 10 SummEval articles x 16 summaries: each run commits its first 256 comparisons within seconds, and the 2,400
+#: leave both losses well inside a run (at 0.01 s a comparison, on one actor, a run would take 24 s).
+ARTICLES = 10
+COMPARISONS = ARTICLES * 16 * 15
 
 
 def report_of(root: str, run: str) -> dict:
@@ -71,7 +75,7 @@ def lose_the_head(cluster) -> None:
 def test_after_losing_the_head_the_same_spec_resumes_from_the_store(cluster, tmp_path, summeval_tables):
     root = "s3://pairank/headloss"
     store, table, calls = Location.of(f"{root}/store"), f"{root}/store/tables/judgments", f"{root}/calls/again"
-    uri = write_input(f"{root}/input", summeval_tables, 20, 16).uri  # 4,800 comparisons
+    uri = write_input(f"{root}/input", summeval_tables, ARTICLES, 16).uri
     spec = spec_on(
         "again",
         uri,
@@ -115,9 +119,9 @@ def test_after_losing_the_head_the_same_spec_resumes_from_the_store(cluster, tmp
     out = submit(cluster, path, tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     counts = report_of(root, "again")["counts"]
-    assert counts["requests"] == 4800 and 0 < counts["judged_now"] < 4800
-    assert counts["cached"] + counts["judged_now"] == 4800
+    assert counts["requests"] == COMPARISONS and 0 < counts["judged_now"] < COMPARISONS
+    assert counts["cached"] + counts["judged_now"] == COMPARISONS
     a = audit(table, calls)
     assert not a.duplicated, f"keys with more than one row: {list(a.duplicated.items())[:5]}"
     assert not a.asked_again, f"committed, then sent to an engine again: {list(a.asked_again)[:5]}"
-    assert a.keys == 4800
+    assert a.keys == COMPARISONS
