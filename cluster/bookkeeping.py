@@ -9,7 +9,13 @@ an object under a name of its own and returns a :class:`Kept` handle, called as 
 would be (``kept.method.remote(*args)``, awaited with ``ray.get``), and :meth:`Kept.drop` removes it.
 
 Where: the driver's node, like the objects' own actors before. The job cannot outlive that node, and there its
-bookkeeping outlives the loss of any other node. Calls run one at a time, in the order each caller sent them.
+bookkeeping outlives the loss of any other node.
+
+Calls run one at a time (one thread), in the order they arrive, not the order each caller sent them: a caller
+that needs one call's effect seen by the next waits for the first (``ray.get``). Ray's in-order queue waits at
+most 30 s for a call a caller numbered but that has not arrived, then cancels every call queued from that caller
+(ActorUnavailableError, "Timed out waiting for seq_no"). A forwarder of a test run met that on a loaded 2-core
+machine, and the job failed for a call that held nothing but a count.
 """
 
 from __future__ import annotations
@@ -96,7 +102,8 @@ def bookkeeper() -> Any:
     job = driver_job()
     if job not in _bookkeepers:
         _bookkeepers.clear()  # a bookkeeper of an earlier Ray or job is gone with it
-        _bookkeepers[job] = ray.remote(Bookkeeper).options(num_cpus=0, **driver_node()).remote()
+        options = {"num_cpus": 0, "allow_out_of_order_execution": True, **driver_node()}
+        _bookkeepers[job] = ray.remote(Bookkeeper).options(**options).remote()
     return _bookkeepers[job]
 
 

@@ -230,7 +230,7 @@ class Shared:
         return ray.get(getattr(self.kept, method).remote(*args))
 
     def tell(self, method: str, *args: Any) -> None:
-        """Call ``method`` without waiting (calls from one caller run in order)."""
+        """Call ``method`` without waiting (it may run before or after this caller's other calls)."""
         getattr(self.kept, method).remote(*args)
 
     def stop(self) -> None:

@@ -90,9 +90,10 @@ def forward(
             rows, cost = ray.get(ref)
         except RayActorError as exc:
             running = ray.get(monitor.was_running.remote(call.slot, call.id))
-            monitor.forget.remote(call.slot, call.id)
+            told = [monitor.forget.remote(call.slot, call.id)]
             if isinstance(exc, ActorDiedError):
-                monitor.mark_dead.remote(call.slot)  # before the call is routed again (one caller: in order)
+                told.append(monitor.mark_dead.remote(call.slot))
+            ray.get(told)  # done before the call is routed again (the monitor runs calls in the order they arrive)
             call.deaths += int(running)
             if call.deaths < retries:
                 if running:

@@ -67,3 +67,31 @@ def test_a_pool_and_a_plan_counter_start_no_bookkeeping_actor_of_their_own(ray_l
     titles = process_titles(os.getpid()).values()
     assert not any(t.startswith((b"ray::PoolMonitor", b"ray::PlanCounter")) for t in titles)
     assert bookkeepers() == before or (not before and len(bookkeepers()) == 1)
+
+
+def test_a_call_that_cannot_start_holds_back_no_later_call_of_the_same_caller(ray_local):
+    """The bookkeeper runs calls as they can start, not in each caller's order: a call waiting for its argument
+    (here a task that sleeps) does not hold back the next one. In Ray's in-order queue it would, and a call that
+    never arrives holds the caller's later calls for 30 s, then cancels them (the job fails)."""
+    import time
+
+    import ray
+
+    @ray.remote(num_cpus=0)
+    def later() -> tuple:
+        time.sleep(60)
+        return ()
+
+    counter = keep(PlanCounter, 2)
+    keeper = bookkeeper()
+    sleeper = later.remote()
+    try:
+        waiting = keeper.call.remote(counter.name, "totals", sleeper)  # starts once the sleeper's result exists
+        started = time.monotonic()
+        assert ray.get(keeper.held.remote(), timeout=30) >= 1
+        assert time.monotonic() - started < 30
+        ready, _ = ray.wait([waiting], timeout=0)
+        assert not ready  # the first call still waits for its argument
+    finally:
+        ray.cancel(sleeper, force=True)
+        counter.drop()
