@@ -190,12 +190,16 @@ def process_titles(under: int | None = None) -> dict[int, bytes]:
     return {pid: first for pid, first in titles.items() if under is None or descends(pid)}
 
 
+#: Words the engine tests cut each SummEval article and summary to (:func:`cut_words`), where the claim is what happens
+#: around the engine (a kill, a rerun, a night, a judging mode's path), not what it reads: a SummEval prompt of about
+#: 700 tokens costs the CPU judge about 0.45 CPU s; cut to 40 words of each, about a third of that.
+SHORT_TEXT_WORDS = 40
+
+
 def write_input(folder: Path, tables, contexts: int, per_context: int, words: int | None = None):
     """An input folder with the first ``contexts`` articles x ``per_context`` summaries and their human scores.
 
-    ``words``: each article and summary cut to its first ``words`` words, for the engine tests whose claims are
-    about what happens around the engine (a kill, a rerun), not about what it reads: a SummEval prompt of about
-    700 tokens costs the CPU judge about 0.45 CPU s; cut to 40 words of each, about a third of that."""
+    ``words``: each article and summary cut to its first ``words`` words (:data:`SHORT_TEXT_WORDS`)."""
     import pyarrow.compute as pc
 
     from pairank.jobs.pipeline.requests import subset
@@ -212,7 +216,7 @@ def write_input(folder: Path, tables, contexts: int, per_context: int, words: in
 
 
 def cut_words(candidates, words: int):
-    """``candidates`` with each article and output cut to its first ``words`` words (see :func:`write_input`)."""
+    """``candidates`` with each article and output cut to its first ``words`` words (:data:`SHORT_TEXT_WORDS`)."""
     for name in ("context", "text"):
         cut = [" ".join(t.split()[:words]) for t in candidates.column(name).to_pylist()]
         field = candidates.schema.field(name)

@@ -13,16 +13,22 @@ import pytest
 
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import CPU_ENGINE_ENV, ROOT, judge_actor_pids, process_titles, run_and_kill, titled_pids, write_input
+from tests.helpers import (
+    CPU_ENGINE_ENV,
+    ROOT,
+    SHORT_TEXT_WORDS,
+    judge_actor_pids,
+    process_titles,
+    run_and_kill,
+    titled_pids,
+    write_input,
+)
 
 pytestmark = [pytest.mark.engine, pytest.mark.ray]  # each run starts a Ray of its own
 CONTEXTS = 3  # 68 comparisons left after the first stored part: the kill lands mid-run on a loaded CI machine
 #: The async engine, two batches in flight, judged the 72 comparisons of 3 articles before its first part was seen
 #: in a CI run (nothing left to lose when the test looked for its engine core): it gets twice as many.
 ASYNC_CONTEXTS = 6
-#: Articles and summaries cut to their first 40 words (``write_input``): what the engine reads is not the claim,
-#: and a third of the prompt is about a third of the engine's CPU.
-WORDS = 40
 
 
 def total(contexts: int) -> int:
@@ -36,7 +42,7 @@ def run_engine_and_kill(
     judge: dict | None = None,
     pool: dict | None = None,
     contexts: int = CONTEXTS,
-    words: int | None = WORDS,
+    words: int | None = SHORT_TEXT_WORDS,
 ):
     """`pairank run` of the CPU vLLM judge on ``contexts`` articles x 4 summaries (its own local Ray), cut to
     ``words`` words each; once the first judgment part is stored, ``victim(run pid)`` names the process to SIGKILL.

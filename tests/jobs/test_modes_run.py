@@ -21,7 +21,7 @@ from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.keys import sampling_mode
 from pairank.storage.schemas import PASSES
-from tests.helpers import CPU_ENGINE_ENV, ROOT, cut_words
+from tests.helpers import CPU_ENGINE_ENV, ROOT, SHORT_TEXT_WORDS, cut_words
 
 pytestmark = pytest.mark.engine
 
@@ -38,10 +38,10 @@ def warm_engine():
 
 @pytest.fixture(scope="module")
 def small_input(summeval_tables, tmp_path_factory):
-    """2 SummEval articles x 3 summaries cut to 40 words each (the modes' paths are the claim, not what the engine
-    reads), plus an article whose second summary is too long to analyse."""
+    """2 SummEval articles x 3 summaries, cut short (the modes' paths are the claim, not what the engine reads),
+    plus an article whose second summary is too long to analyse."""
     candidates, human = summeval_tables
-    small = cut_words(subset(candidates, 2, 3), 40)
+    small = cut_words(subset(candidates, 2, 3), SHORT_TEXT_WORDS)
     article = small.column("context")[0].as_py()
     extra = pa.table(
         {

@@ -21,7 +21,7 @@ from pairank.operators.leaderboard import OVERALL
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from tests.browser import check_screenshot, render
-from tests.helpers import CPU_ENGINE_ENV, ROOT, cut_words
+from tests.helpers import CPU_ENGINE_ENV, ROOT, SHORT_TEXT_WORDS, cut_words
 
 pytestmark = [pytest.mark.engine, pytest.mark.s3, pytest.mark.browser]
 
@@ -29,9 +29,6 @@ PREFIX = "s3://pairank/nightly-accept/inputs"
 ROOT_URI = "s3://pairank/nightly-accept/store"
 S1_S4 = ["M0", "M1", "M10", "M11"]
 S5 = "M12"
-#: Articles and summaries cut to their first 40 words: the claim is the nights' path, not what the engine reads
-#: (a full SummEval prompt costs the CPU judge about three times as much).
-WORDS = 40
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -48,7 +45,7 @@ def drop(name, tables, contexts, systems) -> set[str]:
         pc.is_in(candidates.column("context_id"), pa.array(contexts)),
         pc.is_in(candidates.column("system"), pa.array(systems)),
     )
-    small = cut_words(candidates.filter(mask), WORDS)
+    small = cut_words(candidates.filter(mask), SHORT_TEXT_WORDS)
     folder = Location.of(PREFIX).join(name)
     folder.join("candidates.parquet").write_parquet(small)
     folder.join("human_scores.parquet").write_parquet(

@@ -17,7 +17,7 @@ import yaml
 
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import CPU_ENGINE_ENV, ROOT, write_input
+from tests.helpers import CPU_ENGINE_ENV, ROOT, SHORT_TEXT_WORDS, write_input
 
 PAIRANK = [sys.executable, "-m", "pairank.jobs.cli.main"]
 TOTAL = 3 * (4 * 3) * 2  # contexts x ordered pairs of 4 candidates x aspects
@@ -74,8 +74,8 @@ def test_import_to_s3_with_the_cli(s3_server, shared_data):
 @pytest.mark.ray
 def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice(s3_server, default_model, tmp_path, summeval_tables):
     assert parts_on_s3(s3_server) == []
-    # the shipped SummEval on S3, each text cut to 40 words: the claim is the kill and the reruns, not the reading
-    write_input("s3://pairank/killed-input", summeval_tables, 3, 4, words=40)
+    # the shipped SummEval on S3, each text cut short: the claim is the kill and the rerun, not the reading
+    write_input("s3://pairank/killed-input", summeval_tables, 3, 4, words=SHORT_TEXT_WORDS)
     spec = write_spec(tmp_path)
     log = open(tmp_path / "run1.log", "wb")  # noqa: SIM115 - a server's log, open for its life
     proc = subprocess.Popen(
