@@ -229,10 +229,6 @@ class Shared:
 
         return ray.get(getattr(self.kept, method).remote(*args))
 
-    def tell(self, method: str, *args: Any) -> None:
-        """Call ``method`` without waiting (it may run before or after this caller's other calls)."""
-        getattr(self.kept, method).remote(*args)
-
     def stop(self) -> None:
         self.kept.drop()
 

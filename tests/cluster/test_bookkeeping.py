@@ -87,9 +87,7 @@ def test_a_call_that_cannot_start_holds_back_no_later_call_of_the_same_caller(ra
     sleeper = later.remote()
     try:
         waiting = keeper.call.remote(counter.name, "totals", sleeper)  # starts once the sleeper's result exists
-        started = time.monotonic()
-        assert ray.get(keeper.held.remote(), timeout=30) >= 1
-        assert time.monotonic() - started < 30
+        assert ray.get(keeper.held.remote(), timeout=30) >= 1  # GetTimeoutError if held back behind ``waiting``
         ready, _ = ray.wait([waiting], timeout=0)
         assert not ready  # the first call still waits for its argument
     finally:
