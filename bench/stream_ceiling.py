@@ -12,7 +12,7 @@ to the judgment store, not any engine:
 * the run: ``pairank.jobs.run.run_job`` on a fresh store (nothing cached), a local
   Ray started by the run, ``pool.size`` actors of ``pool.num_cpus`` 1: planning tasks
   key and render the requests block by block (:mod:`pairank.jobs.pipeline.static_stream`),
-  the pool's forwarders send them to the actors, the driver commits them to the
+  the pool's forwarders (driver threads) send them to the actors, the driver commits them to the
   Delta table every ``flush_rows`` and prints progress, then scores and reports.
 
 Measured per case (each case in a fresh process; ``--code REV`` runs a case on the code of a git revision
@@ -322,7 +322,6 @@ KINDS = (
     ("Bookkeeper", "bookkeeper"),
     ("PoolMonitor", "pool monitor"),
     ("PlanCounter", "plan counter"),
-    ("cheap_repartition", "repartition"),
     ("SplitCoordinator", "ray data coordinator"),
 )
 

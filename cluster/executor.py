@@ -30,8 +30,11 @@ executors run its steps):
   outlives the loss of any worker node.
 
 Tasks reserve no CPU unless a stage asks: the judge actors hold the nodes' CPUs,
-and a task that waited for one would wait for ever. Tasks lost with their node are
-run again by Ray (``max_retries``).
+and a task that waited for one would wait for ever. On a cluster of several nodes
+they keep off the head, as the judge actors do (:func:`off_head`): it holds the
+driver and the job's bookkeeping, and a task that reserves no CPU would otherwise
+take the CPU of a head started with none. Tasks lost with their node are run again
+by Ray (``max_retries``).
 """
 
 from __future__ import annotations
@@ -92,6 +95,14 @@ def unwrap(exc: BaseException) -> BaseException:
     return raised_in_task(exc)
 
 
+def off_head() -> dict[str, Any]:
+    """The Ray option that keeps a task off the head of a cluster of several nodes (none on one node)."""
+    from pairank.cluster.placement import NODE_ID_LABEL, avoided_head
+
+    head = avoided_head(False)
+    return {"label_selector": {NODE_ID_LABEL: f"!{head}"}} if head else {}
+
+
 def put(value: Any) -> Handle:
     """``value`` in Ray's object store (the caller's copy stays with the caller)."""
     import ray
@@ -116,7 +127,7 @@ def arrow_blocks(blocks: Sequence[Handle] | Sequence[pa.Table]) -> Any:
     missing = [h.ref for h in handles if h.meta is None]  # handles made elsewhere: read in tasks that reserve no CPU
     found = {}
     if missing:
-        read = ray.remote(block_metadata).options(num_cpus=0)
+        read = ray.remote(block_metadata).options(num_cpus=0, **off_head())
         found = dict(zip(missing, ray.get([read.remote(ref) for ref in missing]), strict=True))
     return arrow_dataset([h.ref for h in handles], [found[h.ref] if h.meta is None else h.meta for h in handles])
 
@@ -141,7 +152,8 @@ def task(fn: Callable[..., Any], *args: Any, returns: int = 1, resources: Resour
     import ray
 
     r = resources or Resources()
-    remote = ray.remote(fn).options(num_cpus=r.num_cpus, num_returns=returns, max_retries=r.max_retries)
+    options = {"num_cpus": r.num_cpus, "num_returns": returns, "max_retries": r.max_retries, **off_head()}
+    remote = ray.remote(fn).options(**options)
     out = remote.remote(*args)
     return [Handle(ref) for ref in (out if returns > 1 else [out])]
 
@@ -152,7 +164,7 @@ def run_each(stage: Stage[Any], blocks: Sequence[Handle]) -> list[Any]:
     import ray
 
     r = stage.resources
-    remote = ray.remote(stage.fn).options(num_cpus=r.num_cpus, max_retries=r.max_retries)
+    remote = ray.remote(stage.fn).options(num_cpus=r.num_cpus, max_retries=r.max_retries, **off_head())
     pending = list(enumerate(blocks))
     done: dict[int, Any] = {}
     running: dict[Any, int] = {}
@@ -179,10 +191,11 @@ class Stream:
         except Exception as exc:
             raise _unwrapped(exc) from None
 
-    def tables(self) -> Iterator[pa.Table]:
-        """The stream's output blocks as they come; a stage's own error is raised, not Ray's wrapper."""
+    def tables(self, rows: int | None = None) -> Iterator[pa.Table]:
+        """The stream's output as it comes: its blocks, or batches of ``rows`` rows (the last one fewer); a stage's
+        own error is raised, not Ray's wrapper."""
         try:
-            yield from self.dataset.iter_batches(batch_size=None, batch_format="pyarrow")
+            yield from self.dataset.iter_batches(batch_size=rows, batch_format="pyarrow")
         except Exception as exc:
             raise _unwrapped(exc) from None
 
@@ -207,6 +220,7 @@ def _map(dataset: Any, stage: Stage[Any], blocks: int, extra: dict[str, Any]) ->
         num_cpus=r.num_cpus,
         concurrency=max(1, min(r.concurrency, blocks)),
         max_retries=r.max_retries,
+        **off_head(),
     )
 
 

@@ -1,11 +1,13 @@
-"""The pool's Ray Data map stage: each row group forwarded to the actor its slot names, and a lost
-engine borne there (see :mod:`pairank.cluster.pools`)."""
+"""The pool's forwarding: each row group sent to the actor its slot names, and a lost engine borne there
+(:func:`forward`), from the driver's threads (:func:`forward_all`; see :mod:`pairank.cluster.pools`)."""
 
 from __future__ import annotations
 
+import queue
+import threading
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,8 +38,8 @@ def forward(
     on_failure: Callable[[str, pa.Table, str], pa.Table] | None = None,
     mode: Any = None,
 ) -> pa.Table:
-    """Ray Data map stage: send each row group to the actor the monitor routes its slot to, in the job's ``mode``
-    (what the actor's engine runs: the job's judging settings), wait, concatenate.
+    """Send each row group of ``batch`` to the actor the monitor routes its slot to, in the job's ``mode`` (what
+    the actor's engine runs: the job's judging settings), wait, concatenate.
 
     A lost engine is borne here: a call whose engine died while running it is sent
     again (Ray restarts the actor), ``retries`` times in all; then its rows go one by
@@ -52,7 +54,7 @@ def forward(
     import ray
     from ray.exceptions import ActorDiedError, RayActorError
 
-    if SLOT not in batch.column_names:  # a dataset made elsewhere: each context to the actor its id hashes to
+    if SLOT not in batch.column_names:  # a stream's batch: each context to the actor its id hashes to
         batch = context_slots(batch, ray.get(monitor.slots.remote()) or [0])
     slots = batch.column(SLOT)
     out: list[pa.Table] = []
@@ -115,6 +117,42 @@ def forward(
         out.append(rows)
         done(call)
     return pa.concat_tables(out)
+
+
+def forward_all(batches: Iterable[pa.Table], at_once: int, **kwargs: Any) -> Iterator[pa.Table]:
+    """:func:`forward` each of ``batches`` (with ``kwargs``), ``at_once`` of them at a time, each in a thread of
+    this process (a forwarder only waits on actors); each result is yielded as soon as it is back, in the order
+    they come back. The next batch is taken from ``batches`` only when a forwarder is free, so a stream behind it
+    runs no further ahead than its own buffers.
+
+    The threads are daemons: a driver that fails or is stopped mid-run does not wait for the calls in flight
+    (they were not committed, and are asked again by the next run). Closing the iterator early sends no more."""
+    results: queue.Queue[tuple[pa.Table | None, BaseException | None]] = queue.Queue()
+
+    def run(batch: pa.Table) -> None:
+        try:
+            results.put((forward(batch, **kwargs), None))
+        except BaseException as exc:  # told to the generator, which raises it in the driver
+            results.put((None, exc))
+
+    pending = iter(batches)
+    running, more = 0, True
+    while True:
+        while more and running < max(1, at_once):
+            batch = next(pending, None)
+            if batch is None:
+                more = False
+            elif batch.num_rows:
+                threading.Thread(target=run, args=(batch,), name="pairank-forward", daemon=True).start()
+                running += 1
+        if not running:
+            return
+        table, exc = results.get()
+        running -= 1
+        if exc is not None:
+            raise exc
+        assert table is not None
+        yield table
 
 
 def deal_blocks(n_rows: int, batch_size: int, size: int) -> list[tuple[int, int, int]]:

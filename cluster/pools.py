@@ -4,16 +4,26 @@ A judge engine is slow to start (about 20 s for the CPU build of vLLM, minutes
 for a large model on GPUs), and adaptive schedulers judge in many short rounds.
 So the engines live in long-lived Ray actors (:class:`JudgeActor`), a fixed set
 or between a least and a most number (:mod:`pairank.cluster.scaling`), and each
-round streams its requests through a Ray Data pipeline whose map stage only
-forwards batches to those actors, the way Ray Data LLM forwards batches to a
-Serve deployment. Rebuilding the pipeline per round costs about a second;
-rebuilding engines would cost a start each.
+round's requests (a Ray Data stream made or rendered in the cluster's tasks, or a
+table the driver holds) are forwarded to those actors in batches by threads of the
+driver (:func:`~pairank.cluster.forwarding.forward_all`). Rebuilding engines would
+cost a start each.
+
+Forwarding from the driver, not in a Ray Data map stage after the stream (as Ray
+Data LLM forwards batches to a Serve deployment, and as pairank did until
+2026-11-27): a forwarder only waits on actors, and as Ray Data tasks the
+forwarders were a worker process each, ``(batches_in_flight + 1) x max_size`` per
+job and on every node the stream reached, started again each round where idle
+workers are ended within a second (a head of no CPUs); a node lost with them
+also lost the calls they held. The driver already takes every result (it commits
+them), so a batch now crosses the object store as often as before.
 
 Routing: the round's requests arrive in prefix order (all pairs of a context
 together), are cut into blocks of ``pool.batch_size`` and the blocks are dealt
 to the live actors in contiguous runs (block i of n goes to actor ``i * size // n``),
 so each engine sees whole contexts and its prefix cache stays warm, and every
-actor gets the same number of blocks, give or take one. The forwarders ask the
+actor gets the same number of blocks, give or take one. A stream's batches of
+``pool.batch_size`` go to the actor their context's id hashes to. The forwarders ask the
 :class:`PoolMonitor` for each call's actor: in a pool that grows, a call whose
 actor is full goes to a less busy one (a new actor takes over part of the work).
 
@@ -22,9 +32,6 @@ Several batches in flight: an actor runs up to ``batches_in_flight`` calls at on
 several threads and keeps them in flight together (vLLM's async engine), so it
 never waits for the driver or for Ray Data between batches; the forwarders keep
 one more call per actor queued behind them.
-
-The forwarding tasks reserve no CPU (``num_cpus=0``): the actors hold the
-node's CPUs, and a forwarder that waited for a CPU would wait for ever.
 
 The pool knows nothing of judges: it receives what to run as a factory (a
 picklable callable that builds, in the actor, an object with ``run(judging_pass, batch)``
@@ -37,7 +44,7 @@ and metrics, and counts what it does from 0.
 
 Lost engines. The actors are Ray actors with ``max_restarts``: when an engine's
 process dies (SIGKILL, out of memory, a lost node, or an engine that ends its own
-process because it is unusable), Ray starts a new one, and the forwarding task sends
+process because it is unusable), Ray starts a new one, and the forwarder sends
 again what that engine was judging (:func:`forward`; :class:`PoolMonitor` tells a
 call that was running from one that only waited). A call sent again after its engine
 died under it runs alone in the engine (the actor lets the calls in flight finish
@@ -52,7 +59,6 @@ from __future__ import annotations
 import logging
 import re
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -60,13 +66,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from pairank.cluster.bookkeeping import keep
-from pairank.cluster.executor import Stream, arrow_blocks
-from pairank.cluster.forwarding import SLOT, deal_blocks, forward
+from pairank.cluster.executor import Stream
+from pairank.cluster.forwarding import SLOT, deal_blocks, forward_all
 from pairank.cluster.judge_actor import JudgeActor, Runner
 from pairank.cluster.metrics import Meter
 from pairank.cluster.placement import Placement, avoided_head
 from pairank.cluster.pool_monitor import PoolMonitor
-from pairank.cluster.ray_shim import cheap_repartition
 
 if TYPE_CHECKING:
     from ray import ObjectRef
@@ -74,10 +79,6 @@ if TYPE_CHECKING:
     from pairank.cluster.scaling import Scaler
 
 log = logging.getLogger(__name__)
-
-
-# A dataset made elsewhere may bring fewer blocks than the forwarding tasks allowed; Ray Data warns each time.
-warnings.filterwarnings("ignore", message="The maximum number of concurrent tasks", category=UserWarning)
 
 
 class EngineStartError(RuntimeError):
@@ -345,7 +346,6 @@ class JudgePool:
             "on_failure": self.on_failure,
             "mode": self.mode,
         }
-        ds: ray.data.Dataset
         if isinstance(requests, pa.Table):
             if requests.num_rows == 0:
                 return
@@ -353,24 +353,10 @@ class JudgePool:
                 requests.slice(off, length).append_column(SLOT, pa.array([live[actor]] * length, pa.int64()))
                 for off, length, actor in deal_blocks(requests.num_rows, self.resources.batch_size, len(live))
             ]
-            ds, tasks = arrow_blocks(blocks), min(in_flight, len(blocks))
-        else:
-            # one block per batch, one batch per forwarding task (which gives each context its actor: see
-            # context_slots): a task's results would otherwise reach the driver as one block, and a kill would
-            # lose more than the batch in flight. The repartition's tasks reserve no CPU (the actors hold them)
-            # and run one at a time (slicing is cheap), which also keeps them from fusing with the stages before
-            # and after (a fused forwarder would hand on a whole planned block at once)
-            dataset = requests.dataset if isinstance(requests, Stream) else requests
-            ds = cheap_repartition(dataset, self.resources.batch_size)
-            tasks = in_flight
-        ds = ds.map_batches(
-            forward,  # type: ignore[arg-type]  # Ray's stub wants fn(batch): forward's other arguments are fn_kwargs
-            fn_kwargs=kwargs,
-            batch_size=None,
-            batch_format="pyarrow",
-            zero_copy_batch=True,
-            num_cpus=0,
-            concurrency=tasks,
-        )
-        # prefetch_batches=0: hand each batch over as soon as it is judged, so a kill loses the least.
-        yield from ds.iter_batches(batch_format="pyarrow", batch_size=None, prefetch_batches=0)
+            yield from forward_all(blocks, min(in_flight, len(blocks)), **kwargs)
+            return
+        # a stream, cut into batches of batch_size rows as it comes (each context to the actor its id hashes to:
+        # see context_slots); the driver's threads forward them, so nothing of the forwarding is lost with a
+        # worker node but the calls in flight, which forward() sends again
+        stream = requests if isinstance(requests, Stream) else Stream(requests)
+        yield from forward_all(stream.tables(self.resources.batch_size), in_flight, **kwargs)

@@ -3,10 +3,6 @@
 Ray's public API has no way to say two things pairank needs, so it reaches into
 Ray's internals for them:
 
-- a repartition's tasks that reserve no CPU and run one at a time
-  (:func:`cheap_repartition`): Ray Data gives no arguments for a repartition's
-  resources, and its tasks would otherwise wait for a CPU that the judge actors
-  hold;
 - a dataset of Arrow blocks whose metadata the driver already has
   (:func:`arrow_dataset`): ``ray.data.from_arrow`` and ``from_arrow_refs`` read
   each block's metadata in a task that asks for a whole CPU (Ray's default), and
@@ -43,23 +39,6 @@ def ray_version() -> str:
     import ray
 
     return str(ray.__version__)
-
-
-def cheap_repartition(ds: Any, rows_per_block: int) -> Any:
-    """``ds`` repartitioned into blocks of ``rows_per_block`` rows by tasks that reserve no CPU, one at a time.
-
-    One at a time also keeps the repartition from fusing with the operators
-    before and after it. Ray 2.60: the repartition is the dataset's last logical
-    operator (``ds._logical_plan.dag``); its ``ray_remote_args`` and its
-    ``compute`` (a frozen dataclass field) are read when the plan executes.
-    """
-    import ray
-
-    out = ds.repartition(target_num_rows_per_block=rows_per_block)
-    repartition = out._logical_plan.dag
-    repartition.ray_remote_args["num_cpus"] = 0
-    object.__setattr__(repartition, "compute", ray.data.TaskPoolStrategy(size=1))
-    return out
 
 
 def block_metadata(table: Any) -> Any:

@@ -25,8 +25,9 @@ log = logging.getLogger(__name__)
 LOOPBACK = "127.0.0.1"
 #: Logical CPUs a local Ray gets beyond the cores it is given. A CPU judge pool
 #: reserves every core (the engine binds them all), and Ray Data's streaming
-#: executor starts nothing while less than one whole CPU is free, even for the
-#: pool's zero-CPU forwarding tasks (measured with Ray 2.60: a round hangs with
+#: executor starts nothing while less than one whole CPU is free, even for
+#: pairank's zero-CPU planning and rendering tasks (measured with Ray 2.60, when the
+#: pool's forwarders were zero-CPU tasks too: a round hangs with
 #: 1.5 of 2 CPUs reserved and runs with 1). The extra CPU is for Ray Data's own
 #: bookkeeping, which mostly waits; the cores stay the engines'.
 RAY_DATA_CPUS = 1

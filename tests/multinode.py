@@ -16,6 +16,7 @@ Tests that use it are marked ``ray`` and ``s3`` by hand (``pytestmark``).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -141,6 +142,41 @@ def titles(node: Node) -> list[str]:
 def pids_of(node: Node, title: str) -> list[int]:
     """The ids of the node's worker processes whose Ray title starts with ``title``."""
     return [pid for pid, first in first_args(node) if first.startswith(title)]
+
+
+#: The names Ray gives the tasks of a job's Ray Data work (a stage's map tasks, reading blocks and their metadata).
+DATA_TASK_NAMES = ("MapBatches(", "Map(", "ReadBlocks", "read_blocks", "block_metadata")
+
+
+def worker_logs(cluster: LocalCluster) -> dict[Path, int]:
+    """Every worker log of every node of the cluster, with its size now: what :func:`ran` reads on from."""
+    logs = {}
+    for node in cluster.nodes:
+        for path in Path(node.ray_dir).glob("session_*/logs/worker-*.out"):
+            with contextlib.suppress(OSError):  # gone meanwhile
+                logs[path] = path.stat().st_size
+    return logs
+
+
+def ran(cluster: LocalCluster, names: tuple[str, ...], since: dict[Path, int]) -> list[Node]:
+    """The live worker nodes whose workers began a task named with one of ``names`` after ``since`` (the sizes of
+    :func:`worker_logs` then). Ray writes ``:task_name:NAME`` to a worker's log as each task begins; a task's
+    process shows its title only while it runs, and a job's Ray Data tasks can be over long before its end."""
+    found = []
+    for node in cluster.nodes:
+        if node.head or node.name in cluster.killed:
+            continue
+        for path in Path(node.ray_dir).glob("session_*/logs/worker-*.out"):
+            try:
+                with path.open("rb") as f:
+                    f.seek(since.get(path, 0))
+                    said = f.read().decode(errors="replace")
+            except OSError:
+                continue
+            if any(f":task_name:{name}" in said for name in names):
+                found.append(node)
+                break
+    return found
 
 
 def holding(cluster: LocalCluster, title: str | tuple[str, ...], workers_only: bool = True) -> list[Node]:

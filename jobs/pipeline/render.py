@@ -18,9 +18,8 @@ Ray Data stage before the pool's forwarding stage renders them:
    prompt for prompt what :meth:`pairank.jobs.pipeline.requests.RequestMaker.table` renders, in
    the block's order. A worker process builds its
    :class:`~pairank.jobs.pipeline.requests.RequestMaker` from the texts once and keeps it for
-   the job's later rounds (:func:`maker_of`). The tasks reserve no CPU, like the pool's
-   forwarders: the judge actors hold the CPUs, and a task that waited for one would
-   wait for ever.
+   the job's later rounds (:func:`maker_of`). The tasks reserve no CPU: the judge
+   actors hold the CPUs, and a task that waited for one would wait for ever.
 
 The pool then sends each context to the actor its id hashes to
 (:meth:`pairank.cluster.pools.JudgePool.judge` given a dataset), so an engine still sees

@@ -19,8 +19,8 @@ made by Ray Data tasks, block by block, and stream straight into the judge pool:
    their keys per prompt variant, then a join with the store: the keys that
    already have a verdict in the block's buckets of the store (their partitions
    read, no shuffle) are dropped. The rest are rendered into REQUESTS rows, in prefix order,
-   and yielded in slices to the pool's forwarding stage (:meth:`pairank.cluster.pools.JudgePool.judge`,
-   which sends each context to one engine). Each task reports how many comparisons
+   and yielded in slices to the pool (:meth:`pairank.cluster.pools.JudgePool.judge`, whose
+   forwarders on the driver send each context to one engine). Each task reports how many comparisons
    its block wants and how many were cached to a small counter actor.
 3. **Score** (a second set of tasks, :mod:`pairank.jobs.pipeline.block_scores`): once
    judging is done, each block reads back from the store one row per key of its

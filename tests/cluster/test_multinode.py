@@ -4,10 +4,12 @@ The cluster (``tests/multinode.py``): a head that declares no CPU (the driver's 
 there) and two worker nodes of 2 CPUs, none able to import pairank or seeing the driver's HOME or environment.
 The driver is a ``pairank run --set cluster.address=...`` on this machine, storage the session's S3 server.
 
-Each run loses, one after the other, the worker node holding a judge actor and the worker node running the job's
-Ray Data tasks (planning, rendering, forwarding), each with every process it has, and a new worker node joins
-after each loss. Every run exits 0 with one verdict per key, and no comparison committed before a loss is sent
-to an engine again (the SIMULATED judge's ``calls_log`` against the store's commits).
+Each run loses, one after the other, a worker node that ran the job's Ray Data tasks (planning, rendering,
+reading: what they made is in its object store until the driver takes it; pairank keeps them off the head) and the
+worker node holding a judge actor, each with every process it has, and a new worker node joins after each loss.
+The forwarding is the driver's (threads on the head), so no worker node holds it. Every run exits 0 with one
+verdict per key, and no comparison committed before a loss is sent to an engine again (the SIMULATED judge's
+``calls_log`` against the store's commits).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pytest
 from pairank.storage.fs import Location
 from tests.helpers import write_input
 from tests.multinode import (
+    DATA_TASK_NAMES,
     HEALTH_CHECKS,
     MARKERS,
     NODE_LOSS,
@@ -29,10 +32,12 @@ from tests.multinode import (
     driver_env,
     holding,
     multinode,
+    ran,
     start_run,
     versions,
     wait_done,
     wait_for,
+    worker_logs,
     write_spec,
 )
 from tests.multinode import (
@@ -44,8 +49,6 @@ pytestmark = list(MARKERS)
 cluster = multinode(workers=2, worker_cpus=2, head_cpus=0)
 
 JUDGE = ("ray::JudgeActor",)
-#: The titles of the job's Ray Data tasks (planning, rendering, forwarding, re-batching, reading the input).
-DATA_TASKS = ("ray::MapBatches", "ray::StreamingRepartition", "ray::Map", "ray::read_blocks", "ray::ReadBlocks")
 #: The job's bookkeeping actor (the pool's monitor, the plan's counter), which must live on the head (the driver's
 #: node).
 BOOKKEEPING = ("ray::Bookkeeper",)
@@ -68,20 +71,24 @@ def inputs(s3_server, summeval_tables):
     return {"full": full, "nights": prefix.uri}
 
 
-def kill_in_turn(cluster, proc, log, table: str, roles: list[tuple[str, tuple[str, ...]]]) -> list[str]:
-    """For each ``(what, titles)``: once the run has committed once more, SIGKILL the worker node that holds a
-    process of those titles, then start a new worker node, and wait until the head has registered it (a start
+def kill_in_turn(cluster, proc, log, table: str) -> list[str]:
+    """Once the run has committed, SIGKILL a worker node that ran one of the job's Ray Data tasks (what they made and
+    the driver has not taken is lost with it); then, once the run has committed again, the worker node that holds a
+    judge actor. After each kill start a new worker node, and wait until the head has registered it (a start
     that timed out on a loaded machine is tried again) before the next kill: a kill while the replacement is not
     up would leave the run no worker node. Returns the nodes killed. Before each kill the job's bookkeeping is on
     the head, and on no worker node."""
+    since = worker_logs(cluster)  # the run's tasks are those begun from here on
+    roles = [
+        ("the job's Ray Data blocks", lambda: ran(cluster, DATA_TASK_NAMES, since)),
+        ("a judge actor", lambda: holding(cluster, JUDGE)),
+    ]
     killed = []
-    for what, titles in roles:
+    for what, nodes in roles:
         committed = versions(table) if Location.of(table).exists() else 0
         wait_for(f"a commit before losing {what}", lambda n=committed: versions(table) > n, proc, log, timeout=300)
 
-        node = wait_for(
-            f"a worker node holding {what}", lambda t=titles: next(iter(holding(cluster, t)), None), proc, log, 180
-        )
+        node = wait_for(f"a worker node holding {what}", lambda f=nodes: next(iter(f()), None), proc, log, 180)
         kept = [n.name for n in holding(cluster, BOOKKEEPING, workers_only=False)]
         assert kept == ["head"], f"the pool's bookkeeping is on {kept}, not on the head"
         assert not any(holding(cluster, t) for t in BOOKKEEPING), "bookkeeping on a worker node"
@@ -157,7 +164,7 @@ def test_a_static_run_outlives_each_worker_node(cluster, tmp_path, inputs):
     proc = start_run(cluster, write_spec(tmp_path, spec), tmp_path)
     log = tmp_path / "static.log"
     table = f"{root}/store/tables/judgments"
-    killed = kill_in_turn(cluster, proc, log, table, [("a judge actor", JUDGE), ("Ray Data tasks", DATA_TASKS)])
+    killed = kill_in_turn(cluster, proc, log, table)
     assert wait_done(proc, log, 600) == 0, log.read_text()[-3000:]
     assert len(set(killed)) == 2
     report = report_of(root, "static")
@@ -182,7 +189,7 @@ def test_an_adaptive_run_outlives_each_worker_node(cluster, tmp_path, inputs):
     proc = start_run(cluster, write_spec(tmp_path, spec), tmp_path)
     log = tmp_path / "greedy.log"
     table = f"{root}/store/tables/judgments"
-    kill_in_turn(cluster, proc, log, table, [("a judge actor", JUDGE), ("Ray Data tasks", DATA_TASKS)])
+    kill_in_turn(cluster, proc, log, table)
     assert wait_done(proc, log, 600) == 0, log.read_text()[-3000:]
     report = report_of(root, "greedy")
     assert report["counts"]["requests"] == report["counts"]["judged_now"] > 0
@@ -206,7 +213,7 @@ def test_a_night_on_s3_outlives_each_worker_node(cluster, tmp_path, inputs):
     proc = start_run(cluster, write_spec(tmp_path, spec), tmp_path)
     log = tmp_path / "board.log"
     table = f"{root}/store/tables/judgments"
-    kill_in_turn(cluster, proc, log, table, [("a judge actor", JUDGE), ("Ray Data tasks", DATA_TASKS)])
+    kill_in_turn(cluster, proc, log, table)
     assert wait_done(proc, log, 600) == 0, log.read_text()[-3000:]
     from pairank.storage.commits import CommitLog, NightlyLayout
 
