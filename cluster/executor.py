@@ -18,6 +18,9 @@ executors run its steps):
   which :meth:`Stream.tables` reads back;
 - :func:`run_each`: a stage run as one task per block, at most its concurrency at
   once, results in block order;
+- :func:`each`: the same, lazy, for a judge pool to take as :func:`stream`'s
+  pipeline (:class:`Tasks`): for the few blocks of a round, where a Ray Data
+  execution would cost more to start than the round's work;
 - :func:`put`, :func:`put_blocks`, :func:`get`: values and blocks in Ray's object
   store, held by :class:`Handle`; :func:`get` works in the driver and inside a
   stage, and re-raises pairank's own error from a failed task (a bad input table's
@@ -222,6 +225,49 @@ def _map(dataset: Any, stage: Stage[Any], blocks: int, extra: dict[str, Any]) ->
         max_retries=r.max_retries,
         **off_head(),
     )
+
+
+@dataclass
+class Tasks:
+    """A stage over blocks as one task per block, at most its concurrency at once: lazy, nothing runs until a judge
+    pool or :meth:`tables` reads it.
+
+    What a :class:`Stream` does for a few blocks, without a Ray Data execution: measured with Ray 2.60 on this
+    machine, a stream of one block of 500 rows cost its driver and Ray about 0.09 CPU s and 0.18 s to run, a task
+    0.01 CPU s and 0.01 s, and an adaptive run has a round per step of its schedule. A task lost with its node runs
+    again (``max_retries``), and a result lost with one is made again from its lineage, as Ray Data's would be."""
+
+    blocks: Sequence[pa.Table]
+    stage: Stage[Any]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def tables(self, rows: int | None = None) -> Iterator[pa.Table]:
+        """Each block's result in block order, as they come (or cut into batches of at most ``rows`` rows; a batch
+        holds rows of one block); a stage's own error is raised, not Ray's wrapper."""
+        import ray
+
+        r = self.stage.resources
+        remote = ray.remote(self.stage.fn).options(num_cpus=r.num_cpus, max_retries=r.max_retries, **off_head())
+        pending = list(self.blocks)
+        running: list[Any] = []
+        while pending or running:
+            while pending and len(running) < max(1, r.concurrency):
+                running.append(remote.remote(pending.pop(0), self.stage.settings, **self.extra))
+            table = get(Handle(running.pop(0)))
+            if rows is None:
+                yield table
+            else:
+                for offset in range(0, table.num_rows, rows):
+                    yield table.slice(offset, rows)
+
+    def any(self) -> bool:
+        """Whether the stages yield any row (runs them)."""
+        return any(t.num_rows for t in self.tables())
+
+
+def each(blocks: Sequence[pa.Table], stage: Stage[Any], **extra: Any) -> Tasks:
+    """``stage`` over ``blocks``, one task per block (:class:`Tasks`); lazy."""
+    return Tasks(list(blocks), stage, extra)
 
 
 def stream(blocks: Sequence[Handle] | Sequence[pa.Table], stage: Stage[Any], **extra: Any) -> Stream:

@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from pairank.cluster.bookkeeping import keep
-from pairank.cluster.executor import Stream
+from pairank.cluster.executor import Stream, Tasks
 from pairank.cluster.forwarding import SLOT, deal_blocks, forward_all
 from pairank.cluster.judge_actor import JudgeActor, Runner
 from pairank.cluster.metrics import Meter
@@ -330,7 +330,8 @@ class JudgePool:
 
     def judge(self, requests, judging_pass: str = "pairwise") -> Iterator[pa.Table]:
         """Judge ``requests``: a table the driver holds (dealt to the live actors in contiguous runs of blocks), or
-        a Ray Data dataset made elsewhere in the cluster (each context's rows go to the actor its id hashes to, so
+        rows made elsewhere in the cluster, a Ray Data dataset or :class:`~pairank.cluster.executor.Stream` or the
+        tasks of :func:`~pairank.cluster.executor.each` (each context's rows go to the actor its id hashes to, so
         an engine still sees whole contexts); result batches are yielded as the actors finish them."""
         import ray
 
@@ -358,5 +359,5 @@ class JudgePool:
         # a stream, cut into batches of batch_size rows as it comes (each context to the actor its id hashes to:
         # see context_slots); the driver's threads forward them, so nothing of the forwarding is lost with a
         # worker node but the calls in flight, which forward() sends again
-        stream = requests if isinstance(requests, Stream) else Stream(requests)
+        stream = requests if isinstance(requests, (Stream, Tasks)) else Stream(requests)
         yield from forward_all(stream.tables(self.resources.batch_size), in_flight, **kwargs)

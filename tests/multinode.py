@@ -144,8 +144,17 @@ def pids_of(node: Node, title: str) -> list[int]:
     return [pid for pid, first in first_args(node) if first.startswith(title)]
 
 
-#: The names Ray gives the tasks of a job's Ray Data work (a stage's map tasks, reading blocks and their metadata).
-DATA_TASK_NAMES = ("MapBatches(", "Map(", "ReadBlocks", "read_blocks", "block_metadata")
+#: The names Ray gives the tasks of a job's work in the cluster: Ray Data's (a stage's map tasks, reading blocks and
+#: their metadata) and the render tasks of its rounds.
+DATA_TASK_NAMES = (
+    "MapBatches(",
+    "Map(",
+    "ReadBlocks",
+    "read_blocks",
+    "block_metadata",
+    "render_requests",
+    "render_passes",
+)
 
 
 def worker_logs(cluster: LocalCluster) -> dict[Path, int]:

@@ -25,8 +25,9 @@ SUBMIT = frozenset({"cluster/ray_jobs.py", "cluster/runtime.py", "jobs/submit.py
 ALLOWED: dict[str, frozenset[str]] = {
     # the executor's pipeline stage, imported wherever stages are declared
     "Stage": ANYWHERE,
-    # a parameter or variable holding a Stage: in the executor, and in render.py's `rendered(ids, stage)`
-    "stage": frozenset({"cluster/executor.py", "jobs/pipeline/render.py"}),
+    # a parameter or variable holding a Stage: in the executor, render.py's `rendered(ids, stage)`, and the render
+    # tasks' stage that test_render.py reads
+    "stage": frozenset({"cluster/executor.py", "jobs/pipeline/render.py", "tests/jobs/pipeline/test_render.py"}),
     # `pairank submit` stages a spec copy and the package for upload (to stage: to put in place for a later step)
     "STAGED_SPECS": SUBMIT,
     "staged": SUBMIT,

@@ -34,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 
 from pairank.cluster import executor
-from pairank.cluster.executor import Handle, Stage, Stream
+from pairank.cluster.executor import Handle, Stage, Tasks
 from pairank.cluster.metrics import Meter
 from pairank.cluster.pools import JudgePool
 from pairank.jobs.pipeline.progress import PassProgress, Progress
@@ -77,11 +77,11 @@ def judge_into_cache(
     flush_rows: int,
     progress: Callable[[str], None],
     judging_pass: str = "pairwise",
-    render: Callable[[pa.Table], Stream] | None = None,
+    render: Callable[[pa.Table], Tasks] | None = None,
 ) -> pa.Table:
     """Judge ``todo`` in the pool's ``judging_pass``, appending a cache part every ``flush_rows``; returns the rows.
 
-    ``render``: ``todo`` holds request identities, and ``render(todo)`` is the Ray Data dataset of their
+    ``render``: ``todo`` holds request identities, and ``render(todo)`` is the render tasks of their
     requests (:func:`pairank.jobs.pipeline.render.rendered`); without it, ``todo`` holds the requests.
 
     (A stream of requests made in Ray Data tasks uses :class:`CacheWriter` directly:
@@ -288,8 +288,8 @@ class Judging:
         judging_pass: str = "pairwise",
         analyses: Handle | None = None,
     ) -> pa.Table:
-        """Judge REQUEST_IDS (PASS_IDS) rows on ``pool``, their prompts rendered by a Ray Data stage in front of
-        the pool's; appended to ``cache`` as they come."""
+        """Judge REQUEST_IDS (PASS_IDS) rows on ``pool``, their prompts rendered by tasks in the cluster in front of
+        the pool's forwarders; appended to ``cache`` as they come."""
         if self._texts is None or self._texts_pool is None or self._texts_pool() is not pool:
             self._texts, self._texts_pool = put_texts(self.maker), weakref.ref(pool)
         texts = self._texts

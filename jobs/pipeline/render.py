@@ -3,8 +3,8 @@
 A request's prompt holds its context and both candidates' texts (and, for a verdict of a
 multi-pass mode, both analyses): it is by far the biggest part of a request, and an
 adaptive round or a pass of a multi-pass mode knows its requests by far less. So
-:class:`pairank.jobs.pipeline.passes.Judging` hands the pool a small Arrow table of identities and a
-Ray Data stage before the pool's forwarding stage renders them:
+:class:`pairank.jobs.pipeline.passes.Judging` hands the pool a small Arrow table of identities, and
+tasks in the cluster render them before the pool's forwarders send them on:
 
 1. **Identities** (made on the driver, in prefix order: :func:`request_ids`,
    :data:`REQUEST_IDS`; first passes :data:`PASS_IDS`): the key, aspect, context,
@@ -13,19 +13,20 @@ Ray Data stage before the pool's forwarding stage renders them:
 2. **Texts** (:func:`put_texts`): the job's candidate texts and contexts go to Ray's
    object store once per judge pool, not per round; a verdict pass's analyses (the texts its
    verdicts name) once per call.
-3. **Render** (a Ray Data map task per block of :data:`ROWS_PER_TASK` identities,
-   :func:`render_requests` and :func:`render_passes`): REQUESTS (PASS_REQUESTS) rows,
-   prompt for prompt what :meth:`pairank.jobs.pipeline.requests.RequestMaker.table` renders, in
-   the block's order. A worker process builds its
+3. **Render** (a Ray task per block of :data:`ROWS_PER_TASK` identities,
+   :func:`render_requests` and :func:`render_passes`, run by :func:`pairank.cluster.executor.each`:
+   a round is a few blocks, for which a Ray Data execution cost more to start than the tasks):
+   REQUESTS (PASS_REQUESTS) rows, prompt for prompt what
+   :meth:`pairank.jobs.pipeline.requests.RequestMaker.table` renders, in the block's order.
+   A worker process builds its
    :class:`~pairank.jobs.pipeline.requests.RequestMaker` from the texts once and keeps it for
    the job's later rounds (:func:`maker_of`). The tasks reserve no CPU: the judge
    actors hold the CPUs, and a task that waited for one would wait for ever.
 
 The pool then sends each context to the actor its id hashes to
-(:meth:`pairank.cluster.pools.JudgePool.judge` given a dataset), so an engine still sees
+(:meth:`pairank.cluster.pools.JudgePool.judge` given the tasks), so an engine still sees
 a context's requests together, in prefix order. A round of a few requests goes the same
-way (one render task): one path, which costs a small round about 0.02 s more than
-rendering on the driver did (docs/limits.md).
+way (one render task): one path.
 
 Static single-pass runs make their requests, keys included, in planning tasks instead
 (:mod:`pairank.jobs.pipeline.static_stream`).
@@ -176,8 +177,8 @@ def render_passes(batch: pa.Table, texts: Texts) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=PASS_REQUESTS)
 
 
-def rendered(ids: pa.Table, stage: Stage[Texts], **extra: Any) -> executor.Stream:
+def rendered(ids: pa.Table, stage: Stage[Texts], **extra: Any) -> executor.Tasks:
     """``ids`` (blocks of :data:`ROWS_PER_TASK`, in order) through a render ``stage`` (:func:`render_requests` or
-    :func:`render_passes` over the job's :class:`Texts`); lazy, for the pool to take."""
+    :func:`render_passes` over the job's :class:`Texts`), a task per block; lazy, for the pool to take."""
     blocks = [ids.slice(off, ROWS_PER_TASK) for off in range(0, ids.num_rows, ROWS_PER_TASK)]
-    return executor.stream(blocks, stage, **extra)
+    return executor.each(blocks, stage, **extra)

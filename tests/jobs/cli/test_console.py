@@ -24,6 +24,8 @@ from pairank.storage.fs import Location
 from tests.helpers import ROOT, spec_for, write_input
 
 #: What Ray writes on every run with a judge pool (its Data executor and its own start-up).
+#: What Ray Data says in the log of a run that plans in Ray Data tasks (a static schedule's runs; an adaptive run
+#: renders its rounds in plain tasks and may start no Ray Data execution).
 RAY_WORDS = ("streaming_executor", "Dataset")
 
 
@@ -219,7 +221,8 @@ def test_two_runs_of_a_name_started_together_each_print_their_own_log(tmp_path, 
     folder = write_input(tmp_path / "input", summeval_tables, 2, 4)
     out = tmp_path / "store"
     path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec_for(folder, out, name="twice", judge={"seconds_per_comparison": 0.3})))
+    spec = spec_for(folder, out, name="twice", scheduler={"name": "full"}, judge={"seconds_per_comparison": 0.3})
+    path.write_text(yaml.safe_dump(spec))
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(path), f"--set=cluster.address={ray_address}"],
@@ -241,7 +244,7 @@ def test_two_runs_of_a_name_started_together_each_print_their_own_log(tmp_path, 
     assert logs[0] != logs[4] and logs[0].exists() and logs[4].exists()
     assert "already running" in done[[p.returncode for p in procs].index(4)][1]
     assert all(word in logs[0].read_text() for word in RAY_WORDS)
-    assert not any(word in logs[4].read_text() for word in RAY_WORDS)  # the refused run joined no Ray
+    assert not any(word in logs[4].read_text() for word in RAY_WORDS)  # the refused run started no Ray work
 
 
 def test_a_log_name_is_unique_to_its_process_and_call():
