@@ -4,9 +4,9 @@ A judge engine is slow to start (about 20 s for the CPU build of vLLM, minutes
 for a large model on GPUs), and adaptive schedulers judge in many short rounds.
 So the engines live in long-lived Ray actors (:class:`JudgeActor`), a fixed set
 or between a least and a most number (:mod:`pairank.cluster.scaling`), and each
-round's requests (a Ray Data stream made or rendered in the cluster's tasks, or a
-table the driver holds) are forwarded to those actors in batches by threads of the
-driver (:func:`~pairank.cluster.forwarding.forward_all`). Rebuilding engines would
+round's requests (a static run's Ray Data stream, a round's render tasks in the
+cluster, or a table the driver holds) are forwarded to those actors in batches by
+threads of the driver (:func:`~pairank.cluster.forwarding.forward_all`). Rebuilding engines would
 cost a start each.
 
 Forwarding from the driver, not in a Ray Data map stage after the stream (as Ray

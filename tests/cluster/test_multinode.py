@@ -4,12 +4,12 @@ The cluster (``tests/multinode.py``): a head that declares no CPU (the driver's 
 there) and two worker nodes of 2 CPUs, none able to import pairank or seeing the driver's HOME or environment.
 The driver is a ``pairank run --set cluster.address=...`` on this machine, storage the session's S3 server.
 
-Each run loses, one after the other, a worker node that ran the job's Ray Data tasks (planning, rendering,
-reading: what they made is in its object store until the driver takes it; pairank keeps them off the head) and the
-worker node holding a judge actor, each with every process it has, and a new worker node joins after each loss.
-The forwarding is the driver's (threads on the head), so no worker node holds it. Every run exits 0 with one
-verdict per key, and no comparison committed before a loss is sent to an engine again (the SIMULATED judge's
-``calls_log`` against the store's commits).
+Each run loses, one after the other, a worker node that ran the job's tasks (Ray Data's planning and reading, the
+rounds' rendering: what they made is in its object store until the driver takes it; pairank keeps them off the
+head) and the worker node holding a judge actor, each with every process it has, and a new worker node joins
+after each loss. The forwarding is the driver's (threads on the head), so no worker node holds it. Every run exits
+0 with one verdict per key, and no comparison committed before a loss is sent to an engine again (the SIMULATED
+judge's ``calls_log`` against the store's commits).
 """
 
 from __future__ import annotations
@@ -72,15 +72,15 @@ def inputs(s3_server, summeval_tables):
 
 
 def kill_in_turn(cluster, proc, log, table: str) -> list[str]:
-    """Once the run has committed, SIGKILL a worker node that ran one of the job's Ray Data tasks (what they made and
-    the driver has not taken is lost with it); then, once the run has committed again, the worker node that holds a
+    """Once the run has committed, SIGKILL a worker node that ran one of the job's tasks (what they made and the
+    driver has not taken is lost with it); then, once the run has committed again, the worker node that holds a
     judge actor. After each kill start a new worker node, and wait until the head has registered it (a start
     that timed out on a loaded machine is tried again) before the next kill: a kill while the replacement is not
     up would leave the run no worker node. Returns the nodes killed. Before each kill the job's bookkeeping is on
     the head, and on no worker node."""
     since = worker_logs(cluster)  # the run's tasks are those begun from here on
     roles = [
-        ("the job's Ray Data blocks", lambda: ran(cluster, DATA_TASK_NAMES, since)),
+        ("the job's blocks", lambda: ran(cluster, DATA_TASK_NAMES, since)),
         ("a judge actor", lambda: holding(cluster, JUDGE)),
     ]
     killed = []
