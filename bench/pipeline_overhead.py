@@ -6,8 +6,9 @@ settings and the same batch size; each arm runs in its own process, one after th
 other (one engine at a time), with a cold prefix cache:
 
 * ``pipeline``: ``jobs.run.run_job`` on the spec (a fresh temporary output root, so
-  nothing is cached): local Ray start, the judge pool's actors (JudgeActor), Ray Data
-  map_batches forwarding to them, judgments committed every ``flush_rows`` rows, then the report.
+  nothing is cached): local Ray start, the judge pool's actors (JudgeActor), the plan
+  streamed by Ray Data, the driver's forwarders sending its batches to the actors,
+  judgments committed every ``flush_rows`` rows, then the report.
 * ``bare``: ``VllmJudge.score`` in a loop over the same prompts in batches of
   ``pool.batch_size``; no Ray, no storage.
 
