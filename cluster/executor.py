@@ -260,10 +260,6 @@ class Tasks:
                 for offset in range(0, table.num_rows, rows):
                     yield table.slice(offset, rows)
 
-    def any(self) -> bool:
-        """Whether the stages yield any row (runs them)."""
-        return any(t.num_rows for t in self.tables())
-
 
 def each(blocks: Sequence[pa.Table], stage: Stage[Any], **extra: Any) -> Tasks:
     """``stage`` over ``blocks``, one task per block (:class:`Tasks`); lazy."""

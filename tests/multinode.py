@@ -157,11 +157,16 @@ DATA_TASK_NAMES = (
 )
 
 
+def worker_log_paths(node: Node) -> list[Path]:
+    """The logs of the node's Ray workers (each worker's standard output)."""
+    return list(Path(node.ray_dir).glob("session_*/logs/worker-*.out"))
+
+
 def worker_logs(cluster: LocalCluster) -> dict[Path, int]:
     """Every worker log of every node of the cluster, with its size now: what :func:`ran` reads on from."""
     logs = {}
     for node in cluster.nodes:
-        for path in Path(node.ray_dir).glob("session_*/logs/worker-*.out"):
+        for path in worker_log_paths(node):
             with contextlib.suppress(OSError):  # gone meanwhile
                 logs[path] = path.stat().st_size
     return logs
@@ -175,7 +180,7 @@ def ran(cluster: LocalCluster, names: tuple[str, ...], since: dict[Path, int]) -
     for node in cluster.nodes:
         if node.head or node.name in cluster.killed:
             continue
-        for path in Path(node.ray_dir).glob("session_*/logs/worker-*.out"):
+        for path in worker_log_paths(node):
             try:
                 with path.open("rb") as f:
                     f.seek(since.get(path, 0))
