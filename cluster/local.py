@@ -45,7 +45,7 @@ import venv
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pairank.cluster.runtime import NODE_START_TIMEOUT
+from pairank.cluster.runtime import NODE_START_TIMEOUT, workers_kept
 
 #: The file in the cluster's folder that says what runs (read by ``pairank cluster down``).
 STATE = "cluster.json"
@@ -333,10 +333,10 @@ class LocalCluster:
 
     def _node_env(self, node: Node) -> dict[str, str]:
         """The whole environment of ``node``'s ``ray start`` (:func:`node_env`, with :attr:`health_checks`)."""
-        ray = {}
+        ray = {f"RAY_{k}": str(v) for k, v in workers_kept(node.cpus).items()}
         if self.health_checks:
             period_ms, failures = self.health_checks
-            ray = {"RAY_health_check_period_ms": str(period_ms), "RAY_health_check_failure_threshold": str(failures)}
+            ray |= {"RAY_health_check_period_ms": str(period_ms), "RAY_health_check_failure_threshold": str(failures)}
         return node_env(self.python, Path(node.folder) / "home", auth_token(), {**ray, **self.env})
 
     def _launch(self, node: Node, env: dict[str, str]) -> None:

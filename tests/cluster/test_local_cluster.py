@@ -44,3 +44,15 @@ def test_the_command_takes_period_and_failures_and_refuses_anything_else(tmp_pat
     assert out.returncode == 2
     assert "--health-checks: health checks 'fast': expected PERIOD_MS:FAILURES" in out.stderr
     assert not (tmp_path / "cluster.json").exists()
+
+
+def test_each_node_keeps_idle_workers_beyond_one_per_cpu(tmp_path):
+    """A node of the local cluster keeps :data:`~pairank.cluster.runtime.KEPT_WORKERS` worker processes beyond its
+    CPUs before Ray ends idle ones, as a local Ray does (``tests/cluster/test_runtime.py``)."""
+    from pairank.cluster.runtime import KEPT_WORKERS
+
+    cluster = LocalCluster(tmp_path)
+    worker = cluster._node_env(Node("worker-1", "127.0.0.1", str(tmp_path / "w"), cpus=2))
+    head = cluster._node_env(Node("head", "127.0.0.1", str(tmp_path / "h"), cpus=0))
+    assert worker["RAY_num_workers_soft_limit"] == str(2 + KEPT_WORKERS)
+    assert head["RAY_num_workers_soft_limit"] == str(KEPT_WORKERS)

@@ -4,17 +4,20 @@ The cluster (``tests/multinode.py``): a head that declares no CPU (the driver's 
 there) and two worker nodes of 2 CPUs, none able to import pairank or seeing the driver's HOME or environment.
 The driver is a ``pairank run --set cluster.address=...`` on this machine, storage the session's S3 server.
 
-Each run loses, one after the other, a worker node that ran the job's tasks (Ray Data's planning and reading, the
-rounds' rendering: what they made is in its object store until the driver takes it; pairank keeps them off the
-head) and the worker node holding a judge actor, each with every process it has, and a new worker node joins
-after each loss. The forwarding is the driver's (threads on the head), so no worker node holds it. Every run exits
-0 with one verdict per key, and no comparison committed before a loss is sent to an engine again (the SIMULATED
-judge's ``calls_log`` against the store's commits).
+Three jobs run at once, a static one, an adaptive one and a night, and lose, one after the other, each worker
+node the cluster had when they began, with every process it has: first one that ran the jobs' tasks (Ray Data's
+planning and reading, the rounds' rendering: what they made is in its object store until a driver takes it;
+pairank keeps them off the head), then the other. A new worker node joins after each loss.
+The forwarding is the drivers' (threads on the head), so no worker node holds it. Every run exits 0 with one
+verdict per key, and no comparison committed before a loss is sent to an engine again (the SIMULATED judge's
+``calls_log`` against the store's commits). One set of losses for the three runs: each loss and replacement costs
+the tier's time, and the runs' claims do not depend on which ran alone.
 """
 
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,9 +32,11 @@ from tests.multinode import (
     NODE_LOSS,
     PAIRANK,
     audit,
+    calls_by_pid,
     driver_env,
     holding,
     multinode,
+    pids_of,
     ran,
     start_run,
     versions,
@@ -52,7 +57,8 @@ JUDGE = ("ray::JudgeActor",)
 #: The job's bookkeeping actor (the pool's monitor, the plan's counter), which must live on the head (the driver's
 #: node).
 BOOKKEEPING = ("ray::Bookkeeper",)
-POOL = {"size": 2, "num_cpus": 1, "batch_size": 64}
+#: Two judge actors of half a CPU: the three node-loss runs at once hold 3 of the worker nodes' 4 CPUs.
+POOL = {"size": 2, "num_cpus": 0.5, "batch_size": 64}
 
 
 @pytest.fixture(scope="module")
@@ -71,31 +77,37 @@ def inputs(s3_server, summeval_tables):
     return {"full": full, "nights": prefix.uri}
 
 
-def kill_in_turn(cluster, proc, log, table: str) -> list[str]:
-    """Once the run has committed, SIGKILL a worker node that ran one of the job's tasks (what they made and the
-    driver has not taken is lost with it); then, once the run has committed again, the worker node that holds a
-    judge actor. After each kill start a new worker node, and wait until the head has registered it (a start
-    that timed out on a loaded machine is tried again) before the next kill: a kill while the replacement is not
-    up would leave the run no worker node. Returns the nodes killed. Before each kill the job's bookkeeping is on
-    the head, and on no worker node."""
-    since = worker_logs(cluster)  # the run's tasks are those begun from here on
-    roles = [
-        ("the job's blocks", lambda: ran(cluster, DATA_TASK_NAMES, since)),
-        ("a judge actor", lambda: holding(cluster, JUDGE)),
-    ]
-    killed = []
-    for what, nodes in roles:
-        committed = versions(table) if Location.of(table).exists() else 0
-        wait_for(f"a commit before losing {what}", lambda n=committed: versions(table) > n, proc, log, timeout=300)
-
-        node = wait_for(f"a worker node holding {what}", lambda f=nodes: next(iter(f()), None), proc, log, 180)
+def lose_each_worker_node(cluster, runs: dict[str, tuple[subprocess.Popen, Path, str]], since) -> dict[str, list[int]]:
+    """SIGKILL, in turn, each worker node the cluster had when the ``runs`` (name: process, log, judgments table)
+    began, once every run has committed since the last loss: first one that ran the jobs' tasks (what they made and
+    a driver has not taken is lost with it), then the other. A new worker node joins after each loss, and the head
+    registers it (a start that timed out on a loaded machine is tried again) before the next: a loss while the
+    replacement is not up would leave the runs no worker node. Before each loss the jobs' bookkeeping is on the
+    head, and on no worker node. Returns each killed node's judge actors (their process ids), by node name."""
+    first = [n for n in cluster.nodes if not n.head and n.name not in cluster.killed]
+    committed = dict.fromkeys(runs, 0)
+    judges: dict[str, list[int]] = {}
+    while first:
+        for name, (proc, log, table) in runs.items():
+            n = committed[name]
+            wait_for(f"a commit of {name} before a loss", lambda t=table, n=n: versions(t) > n, proc, log, 300)
+            committed[name] = versions(table)
+        if judges:
+            node = first[0]
+        else:  # the first loss: a node that ran the jobs' tasks
+            node = wait_for("a worker node that ran the jobs' tasks", lambda: _ran_of(cluster, first, since), None)
         kept = [n.name for n in holding(cluster, BOOKKEEPING, workers_only=False)]
-        assert kept == ["head"], f"the pool's bookkeeping is on {kept}, not on the head"
-        assert not any(holding(cluster, t) for t in BOOKKEEPING), "bookkeeping on a worker node"
+        assert kept == ["head"], f"the jobs' bookkeeping is on {kept}, not on the head"
+        judges[node.name] = pids_of(node, JUDGE[0])
         assert cluster.kill(node), node.name
-        killed.append(node.name)
-        cluster.add_worker()  # a replacement joins while the job goes on
-    return killed
+        first.remove(node)
+        cluster.add_worker()  # a replacement joins while the jobs go on
+    return judges
+
+
+def _ran_of(cluster, nodes: list, since) -> object:
+    """The first of ``nodes`` whose workers began one of the jobs' tasks after ``since``, or None."""
+    return next((n for n in ran(cluster, DATA_TASK_NAMES, since) if n in nodes), None)
 
 
 def settle(cluster) -> None:
@@ -150,77 +162,77 @@ def test_a_local_input_or_store_on_several_nodes_is_refused(cluster, tmp_path, s
 
 
 @NODE_LOSS
-def test_a_static_run_outlives_each_worker_node(cluster, tmp_path, inputs):
-    root = "s3://pairank/multinode/static"
-    spec = spec_on(
-        "static",
-        inputs["full"],
-        root,
-        scheduler={"name": "full"},
-        judge={"seconds_per_comparison": 0.004},
-        pool=POOL,
-        flush_rows=256,
-    )
-    proc = start_run(cluster, write_spec(tmp_path, spec), tmp_path)
-    log = tmp_path / "static.log"
-    table = f"{root}/store/tables/judgments"
-    killed = kill_in_turn(cluster, proc, log, table)
-    assert wait_done(proc, log, 600) == 0, log.read_text()[-3000:]
-    assert len(set(killed)) == 2
-    report = report_of(root, "static")
+def test_a_static_an_adaptive_and_a_nightly_run_outlive_each_worker_node(cluster, tmp_path, inputs):
+    """Three jobs at once, each on a store of its own: a full matrix (static), ``pairs_greedy`` (adaptive rounds)
+    and a night of ``pairs_anchors``. Each worker node the cluster had when they began is lost in turn while all
+    three run. Each exits 0 with one verdict per key, none committed was sent to an engine again, and each lost a
+    judge actor that had judged for it."""
+    base = "s3://pairank/multinode"
+    specs = {
+        "static": spec_on(
+            "static",
+            inputs["full"],
+            f"{base}/static",
+            scheduler={"name": "full"},
+            judge={"seconds_per_comparison": 0.01},
+            pool=POOL,
+            flush_rows=256,
+        ),
+        "greedy": spec_on(
+            "greedy",
+            inputs["full"],
+            f"{base}/greedy",
+            scheduler={"name": "pairs_greedy"},
+            judge={"seconds_per_comparison": 0.02},
+            pool=POOL,
+            flush_rows=64,
+        ),
+        "board": spec_on(
+            "board",
+            inputs["nights"],
+            f"{base}/nightly",
+            scheduler={"name": "pairs_anchors"},
+            judge={"seconds_per_comparison": 0.02},
+            pool=POOL,
+            flush_rows=64,
+            nightly={"night": "n1", "n_boot": 10},
+        ),
+    }
+    roots = {"static": f"{base}/static", "greedy": f"{base}/greedy", "board": f"{base}/nightly"}
+    since = worker_logs(cluster)  # the jobs' tasks are those begun from here on
+    runs = {
+        name: (
+            start_run(cluster, write_spec(tmp_path, spec), tmp_path),
+            tmp_path / f"{name}.log",
+            f"{roots[name]}/store/tables/judgments",
+        )
+        for name, spec in specs.items()
+    }
+    judges = lose_each_worker_node(cluster, runs, since)
+    for name, (proc, log, _) in runs.items():
+        assert wait_done(proc, log, 600) == 0, f"{name}:\n" + log.read_text()[-3000:]
+    assert len(judges) == 2
+
+    report = report_of(roots["static"], "static")
     assert report["counts"]["requests"] == report["counts"]["judged_now"] == 4800
     assert report["engines"]["lost"] >= 1 and report["engines"]["dead"] == []
-    assert_clean(root, "static", 4800)
-    settle(cluster)
+    assert_clean(roots["static"], "static", 4800)
 
-
-@NODE_LOSS
-def test_an_adaptive_run_outlives_each_worker_node(cluster, tmp_path, inputs):
-    root = "s3://pairank/multinode/greedy"
-    spec = spec_on(
-        "greedy",
-        inputs["full"],
-        root,
-        scheduler={"name": "pairs_greedy"},
-        judge={"seconds_per_comparison": 0.02},
-        pool=POOL,
-        flush_rows=64,
-    )
-    proc = start_run(cluster, write_spec(tmp_path, spec), tmp_path)
-    log = tmp_path / "greedy.log"
-    table = f"{root}/store/tables/judgments"
-    kill_in_turn(cluster, proc, log, table)
-    assert wait_done(proc, log, 600) == 0, log.read_text()[-3000:]
-    report = report_of(root, "greedy")
+    report = report_of(roots["greedy"], "greedy")
     assert report["counts"]["requests"] == report["counts"]["judged_now"] > 0
-    assert_clean(root, "greedy", report["counts"]["requests"])
-    settle(cluster)
+    assert_clean(roots["greedy"], "greedy", report["counts"]["requests"])
 
-
-@NODE_LOSS
-def test_a_night_on_s3_outlives_each_worker_node(cluster, tmp_path, inputs):
-    root = "s3://pairank/multinode/nightly"
-    spec = spec_on(
-        "board",
-        inputs["nights"],
-        root,
-        scheduler={"name": "pairs_anchors"},
-        judge={"seconds_per_comparison": 0.02},
-        pool=POOL,
-        flush_rows=64,
-        nightly={"night": "n1", "n_boot": 10},
-    )
-    proc = start_run(cluster, write_spec(tmp_path, spec), tmp_path)
-    log = tmp_path / "board.log"
-    table = f"{root}/store/tables/judgments"
-    kill_in_turn(cluster, proc, log, table)
-    assert wait_done(proc, log, 600) == 0, log.read_text()[-3000:]
     from pairank.storage.commits import CommitLog, NightlyLayout
 
-    (commit,) = CommitLog(NightlyLayout(Location.of(f"{root}/store"), "board")).commits()
+    (commit,) = CommitLog(NightlyLayout(Location.of(f"{roots['board']}/store"), "board")).commits()
     counts = commit.record["counts"]
     assert commit.record["night"] == "n1" and counts["requests"] == counts["judged_now"] > 0
-    assert_clean(root, "board", counts["requests"])
+    assert_clean(roots["board"], "board", counts["requests"])
+
+    lost = {pid for pids in judges.values() for pid in pids}
+    for name in specs:  # each run lost a judge actor that had judged for it
+        judged_by = set(calls_by_pid(f"{roots[name]}/calls/{name}"))
+        assert judged_by & lost, (name, sorted(judged_by), judges)
     settle(cluster)
 
 
