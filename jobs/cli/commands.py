@@ -64,6 +64,7 @@ def _watched(args: argparse.Namespace, spec, address: tuple[str, int]) -> int:
         say,
         lambda where: head_lost(where, "the driver ended with it"),
         left=lambda: release_left(Location.of(spec.output), spec.name, os.getpid()),
+        gone_after=supervise.head_gone_s(),
     )
 
 

@@ -14,8 +14,8 @@ outside pairank's code: if the cluster's GCS no longer accepts connections, the 
 so (exit 5, as pairank would have); otherwise it names the exit. Either way the run log is copied to where the run
 keeps it, and the run's name given up (its lease names the watcher's pid), as the child would have at its end.
 The watcher does not wait for Ray to end the child: while it runs, the watcher looks at the GCS every few seconds,
-and once it has accepted no connection for :data:`HEAD_GONE_S` the child is ended and the lost head told (a driver
-Ray ends waits 60 s for its GCS first).
+and once it has accepted no connection for :data:`HEAD_GONE_S` (:data:`HEAD_GONE_ENV`) the child is ended and the
+lost head told (a driver Ray ends waits 60 s for its GCS first).
 
 The child dies with the watcher (``PR_SET_PDEATHSIG`` on Linux), so SIGKILL of the ``pairank`` process ends the
 run as before; SIGTERM and SIGHUP are passed on, and SIGINT from a terminal reaches both (one process group): the
@@ -43,6 +43,9 @@ STATUS_ENV = "PAIRANK_DRIVER_STATUS"
 #: head is gone. Ray's driver waits 60 s for its GCS (``gcs_rpc_server_reconnect_timeout_s``) before it ends
 #: itself, which was most of a head loss's minute on the tests' cluster.
 HEAD_GONE_S = 15.0
+#: The variable that sets it instead (seconds): longer where the head's GCS restarts in place and a driver may wait
+#: for it (KubeRay's GCS fault tolerance), shorter to be told sooner.
+HEAD_GONE_ENV = "PAIRANK_HEAD_GONE_S"
 #: Seconds between the watcher's looks at the GCS while the child runs.
 LOOK_S = 2.0
 #: Seconds a child ended by its watcher has to end on SIGTERM (say its word, flush) before SIGKILL.
@@ -52,6 +55,21 @@ PR_SET_PDEATHSIG = 1
 
 #: In the watched child: its status file (taken out of the environment, so nothing it starts inherits it).
 _status: str | None = None
+
+
+def head_gone_s() -> float:
+    """Seconds the GCS may refuse connections before the watcher ends the child (:data:`HEAD_GONE_ENV`, default
+    :data:`HEAD_GONE_S`)."""
+    raw = os.environ.get(HEAD_GONE_ENV)
+    if raw is None:
+        return HEAD_GONE_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"{HEAD_GONE_ENV}={raw!r}: expected a positive number of seconds")
+    return seconds
 
 
 def watched_address(address: str | None) -> tuple[str, int] | None:

@@ -41,6 +41,9 @@ cluster = multinode(workers=1, worker_cpus=2, head_cpus=1)
 
 #: Seconds a lost driver holds the run's name: short, so that the test need not wait a minute.
 LEASE_TTL_S = "20"
+#: Seconds the GCS refuses connections before the driver's watcher ends it as a driver whose head is gone (15 by
+#: default): a driver on a lost head spins in Ray's threads meanwhile, about a core.
+HEAD_GONE_S = "4"
 #: 10 SummEval articles x 16 summaries: each run commits its first 256 comparisons within seconds, and the 2,400
 #: leave both losses well inside a run (at 0.01 s a comparison, on one actor, a run would take 24 s).
 ARTICLES = 10
@@ -88,7 +91,8 @@ def test_after_losing_the_head_the_same_spec_resumes_from_the_store(cluster, tmp
     path = write_spec(tmp_path, spec)
 
     # 1. a driver that joined from outside: it ends with exit 5 naming the cluster, and gives the name up
-    proc = start_run(cluster, path, tmp_path, env=driver_env(PAIRANK_LEASE_TTL_S=LEASE_TTL_S))
+    env = driver_env(PAIRANK_LEASE_TTL_S=LEASE_TTL_S, PAIRANK_HEAD_GONE_S=HEAD_GONE_S)
+    proc = start_run(cluster, path, tmp_path, env=env)
     log = tmp_path / "again.log"
     wait_for("a commit", lambda: store.join("tables/judgments").exists() and versions(table) > 0, proc, log, 300)
     address = cluster.address

@@ -1,5 +1,6 @@
 """The `pairank` command end to end on real parts: SummEval imported to a SeaweedFS S3
-server, judged by the real vLLM CPU engine in a Ray actor, killed midway and re-run."""
+server, judged by the real vLLM CPU engine in a Ray actor, killed midway and re-run; the rerun's engine is
+SIGKILLed in turn, and Ray restarts it."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import yaml
 
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import CPU_ENGINE_ENV, ROOT, SHORT_TEXT_WORDS, write_input
+from tests.helpers import CPU_ENGINE_ENV, ROOT, SHORT_TEXT_WORDS, judge_actor_pids, write_input
 
 PAIRANK = [sys.executable, "-m", "pairank.jobs.cli.main"]
 TOTAL = 3 * (4 * 3) * 2  # contexts x ordered pairs of 4 candidates x aspects
@@ -72,7 +73,9 @@ def test_import_to_s3_with_the_cli(s3_server, shared_data):
 
 
 @pytest.mark.ray
-def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice(s3_server, default_model, tmp_path, summeval_tables):
+def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice_though_its_engine_is_killed(
+    s3_server, default_model, tmp_path, summeval_tables
+):
     assert parts_on_s3(s3_server) == []
     # the shipped SummEval on S3, each text cut short: the claim is the kill and the rerun, not the reading
     write_input("s3://pairank/killed-input", summeval_tables, 3, 4, words=SHORT_TEXT_WORDS)
@@ -104,8 +107,28 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice(s3_server, defau
     assert 0 < len(before) < TOTAL, f"kill came too late to test anything ({len(before)} of {TOTAL} judged)"
     assert len(before) % 4 == 0  # whole parts only: nothing half-written is visible
 
-    second = subprocess.run([*PAIRANK, "run", str(spec)], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert second.returncode == 0, second.stderr[-3000:]
+    # the rerun, whose engine is SIGKILLed once it has stored a part of its own: Ray restarts the actor, the batch
+    # it held is judged again on the new engine, and the run ends as if nothing happened
+    committed = commits_on_s3(s3_server)
+    err = tmp_path / "run2.err"
+    with open(err, "wb") as stderr:
+        second = subprocess.Popen(
+            [*PAIRANK, "run", str(spec)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True
+        )
+        try:
+            deadline = time.monotonic() + 400
+            while commits_on_s3(s3_server) <= committed:
+                assert second.poll() is None, err.read_text()[-3000:]
+                assert time.monotonic() < deadline, "the rerun stored nothing in time"
+                time.sleep(0.1)
+            (engine,) = judge_actor_pids(under=second.pid)
+            os.kill(engine, signal.SIGKILL)
+            assert second.wait(timeout=600) == 0, err.read_text()[-3000:]
+        finally:
+            if second.poll() is None:
+                os.killpg(second.pid, signal.SIGKILL)
+                second.wait()
+    assert engine not in judge_actor_pids()
     assert set(parts_before) <= set(parts_on_s3(s3_server))  # every written part is still there
     rows = all_rows()
     counts = Counter(r["key"] for r in rows)
@@ -115,9 +138,14 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice(s3_server, defau
     report = Location.of("s3://pairank/killstore/runs/killed/report.json").read_json()
     assert report["counts"]["cached"] == len(before)
     assert report["counts"]["judged_now"] == TOTAL - len(before)
-    assert report["counts"]["with_verdict"] == TOTAL
+    assert report["counts"]["with_verdict"] == TOTAL and report["counts"]["errors_now"] == 0
+    assert report["engines"]["lost"] == 1 and report["engines"]["restarted"] == 1
+    assert (
+        "engines lost: 1 (1 restarted, 0 dead)"
+        in Location.of("s3://pairank/killstore/runs/killed/report.md").read_text()
+    )
     # A quiet console (issue 17): the engine's and Ray's lines are in the run's log on S3, not on the console.
-    lines = second.stderr.splitlines()
+    lines = err.read_text().splitlines()
     assert lines and all(line.startswith("[pairank] ") for line in lines), [x for x in lines if "[pairank]" not in x]
     (log,) = [
         loc for loc in Location.of("s3://pairank/killstore/runs/killed/logs").files(".log") if loc.uri in lines[0]

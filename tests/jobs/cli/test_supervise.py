@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pairank.jobs.cli.supervise import STATUS_ENV, supervise, watched_address
+from pairank.jobs.cli.supervise import HEAD_GONE_ENV, HEAD_GONE_S, STATUS_ENV, head_gone_s, supervise, watched_address
 from tests.helpers import ROOT
 
 
@@ -187,3 +187,29 @@ def test_a_child_whose_cluster_answers_is_not_ended():
             look_every=0.2,
         )
     assert code == 0 and said == []
+
+
+def test_the_wait_for_a_lost_head_is_15_s_or_the_variable_s(monkeypatch):
+    monkeypatch.delenv(HEAD_GONE_ENV, raising=False)
+    assert head_gone_s() == HEAD_GONE_S == 15
+    monkeypatch.setenv(HEAD_GONE_ENV, "60")
+    assert head_gone_s() == 60
+    for bad in ["0", "-1", "soon", "", "inf", "nan"]:
+        monkeypatch.setenv(HEAD_GONE_ENV, bad)
+        with pytest.raises(ValueError, match=rf"^PAIRANK_HEAD_GONE_S='{bad}': expected a positive number of seconds$"):
+            head_gone_s()
+
+
+def test_a_driver_joining_a_cluster_refuses_a_malformed_wait_before_it_starts(tmp_path):
+    env = {**os.environ, HEAD_GONE_ENV: "soon"}
+    out = subprocess.run(
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(ROOT / "configs/simulated.yaml")]
+        + ["--set", "cluster.address=127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "PAIRANK_HEAD_GONE_S='soon': expected a positive number of seconds" in out.stderr
