@@ -30,10 +30,10 @@ ROOT = "s3://pairank/gpus"
 
 @pytest.fixture(scope="module")
 def inputs(s3_server, summeval_tables):
-    """3 SummEval articles x 6 summaries (90 ordered pairs) and 16 x 16 (3,840) on S3."""
+    """3 SummEval articles x 6 summaries (90 ordered pairs) and 8 x 16 (1,920) on S3."""
     return {
         "small": write_input(f"{ROOT}/small", summeval_tables, 3, 6).uri,
-        "large": write_input(f"{ROOT}/large", summeval_tables, 16, 16).uri,
+        "large": write_input(f"{ROOT}/large", summeval_tables, 8, 16).uri,
     }
 
 
@@ -103,7 +103,7 @@ def test_a_range_pool_grows_onto_a_gpu_node_that_joins(cluster, tmp_path, inputs
         inputs["large"],
         f"{ROOT}/grows",
         scheduler={"name": "full"},
-        judge={"seconds_per_comparison": 0.05},
+        judge={"seconds_per_comparison": 0.1},  # few and slow: the run outlasts the join at little CPU
         pool={"size": "1..4", "num_gpus": 1, "num_cpus": 0.25, "batch_size": 32},
     )
     proc = start_run(cluster, write_spec(tmp_path, spec), tmp_path)
@@ -119,10 +119,10 @@ def test_a_range_pool_grows_onto_a_gpu_node_that_joins(cluster, tmp_path, inputs
     # the actors on the node that joined took up work: they judged rows, each key is stored once, and nothing
     # committed was sent to an engine again
     assert sum(a["rows"] for a in report["pool"] if a["node_id"] == new) > 0, report["pool"]
-    assert report["engines"]["actors_most"] >= 3 and report["counts"]["judged_now"] == 3840
+    assert report["engines"]["actors_most"] >= 3 and report["counts"]["judged_now"] == 1920
     assert all(len(a["gpu_ids"]) == 1 for a in report["pool"])
     a = audit(f"{ROOT}/grows/store/tables/judgments", f"{ROOT}/grows/calls/grows")
-    assert a.clean() and a.keys == 3840
+    assert a.clean() and a.keys == 1920
 
 
 def test_tensor_parallel_engines_get_a_group_of_gpus_on_one_node(cluster, tmp_path, inputs):

@@ -59,14 +59,19 @@ JUDGE = ("ray::JudgeActor",)
 BOOKKEEPING = ("ray::Bookkeeper",)
 #: Two judge actors of half a CPU: the three node-loss runs at once hold 3 of the worker nodes' 4 CPUs.
 POOL = {"size": 2, "num_cpus": 0.5, "batch_size": 64}
+#: The node-loss runs' articles (of 16 summaries each: 240 ordered pairs) and the SIMULATED judge's seconds per
+#: comparison: few comparisons, each slow, so that the runs outlast both losses at little CPU (a comparison's cost is
+#: the driver's, the store's and S3's; the judge's wait costs none).
+ARTICLES = 10
+COMPARISONS = ARTICLES * 16 * 15
 
 
 @pytest.fixture(scope="module")
 def inputs(s3_server, summeval_tables):
-    """20 SummEval articles x 16 summaries on S3 (4,800 ordered pairs), and 12 articles x 14 systems as a night."""
-    full = write_input("s3://pairank/multinode/input", summeval_tables, 20, 16).uri
+    """10 SummEval articles x 16 summaries on S3 (2,400 ordered pairs), and 8 articles x 14 systems as a night."""
+    full = write_input("s3://pairank/multinode/input", summeval_tables, ARTICLES, 16).uri
     candidates, _ = summeval_tables
-    contexts = sorted(set(candidates.column("context_id").to_pylist()))[:12]
+    contexts = sorted(set(candidates.column("context_id").to_pylist()))[:8]
     systems = sorted(set(candidates.column("system").to_pylist()))
     prefix = Location.of("s3://pairank/multinode/nights")
     mask = pc.and_(
@@ -174,7 +179,7 @@ def test_a_static_an_adaptive_and_a_nightly_run_outlive_each_worker_node(cluster
             inputs["full"],
             f"{base}/static",
             scheduler={"name": "full"},
-            judge={"seconds_per_comparison": 0.01},
+            judge={"seconds_per_comparison": 0.02},
             pool=POOL,
             flush_rows=256,
         ),
@@ -183,7 +188,7 @@ def test_a_static_an_adaptive_and_a_nightly_run_outlive_each_worker_node(cluster
             inputs["full"],
             f"{base}/greedy",
             scheduler={"name": "pairs_greedy"},
-            judge={"seconds_per_comparison": 0.02},
+            judge={"seconds_per_comparison": 0.04},
             pool=POOL,
             flush_rows=64,
         ),
@@ -192,7 +197,7 @@ def test_a_static_an_adaptive_and_a_nightly_run_outlive_each_worker_node(cluster
             inputs["nights"],
             f"{base}/nightly",
             scheduler={"name": "pairs_anchors"},
-            judge={"seconds_per_comparison": 0.02},
+            judge={"seconds_per_comparison": 0.03},
             pool=POOL,
             flush_rows=64,
             nightly={"night": "n1", "n_boot": 10},
@@ -214,9 +219,9 @@ def test_a_static_an_adaptive_and_a_nightly_run_outlive_each_worker_node(cluster
     assert len(judges) == 2
 
     report = report_of(roots["static"], "static")
-    assert report["counts"]["requests"] == report["counts"]["judged_now"] == 4800
+    assert report["counts"]["requests"] == report["counts"]["judged_now"] == COMPARISONS
     assert report["engines"]["lost"] >= 1 and report["engines"]["dead"] == []
-    assert_clean(roots["static"], "static", 4800)
+    assert_clean(roots["static"], "static", COMPARISONS)
 
     report = report_of(roots["greedy"], "greedy")
     assert report["counts"]["requests"] == report["counts"]["judged_now"] > 0
