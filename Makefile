@@ -92,10 +92,10 @@ FAST = not (ray or s3 or engine or browser)
 
 test: install-test browser lint
 	$(BYTECODE)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(XDIST) -m "not cluster"
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(XDIST)
 
-# The multi-node tests (a Ray head and worker nodes on this machine, SeaweedFS S3, nodes killed mid-run): about
-# 8 to 11 minutes on 2 cores, one test after another (docs/development.md, "Tests").
+# The multi-node tests alone (a Ray head and worker nodes on this machine, SeaweedFS S3, nodes killed mid-run; also
+# in `make test`): about 6 to 7 minutes on 2 cores, one test after another (docs/development.md, "Tests").
 test-cluster: install-test
 	$(BYTECODE)
 	$(BIN)/python -m pytest -p no:xdist -m cluster
