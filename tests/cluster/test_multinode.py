@@ -173,37 +173,26 @@ def test_a_static_an_adaptive_and_a_nightly_run_outlive_each_worker_node(cluster
     three run. Each exits 0 with one verdict per key, none committed was sent to an engine again, and each lost a
     judge actor that had judged for it."""
     base = "s3://pairank/multinode"
-    specs = {
-        "static": spec_on(
-            "static",
-            inputs["full"],
-            f"{base}/static",
-            scheduler={"name": "full"},
-            judge={"seconds_per_comparison": 0.02},
-            pool=POOL,
-            flush_rows=256,
-        ),
-        "greedy": spec_on(
-            "greedy",
-            inputs["full"],
-            f"{base}/greedy",
-            scheduler={"name": "pairs_greedy"},
-            judge={"seconds_per_comparison": 0.04},
-            pool=POOL,
-            flush_rows=64,
-        ),
-        "board": spec_on(
-            "board",
-            inputs["nights"],
-            f"{base}/nightly",
-            scheduler={"name": "pairs_anchors"},
-            judge={"seconds_per_comparison": 0.03},
-            pool=POOL,
-            flush_rows=64,
-            nightly={"night": "n1", "n_boot": 10},
-        ),
+    # name: input, root, scheduler, the judge's seconds per comparison, rows per commit, more settings
+    table = {
+        "static": ("full", f"{base}/static", "full", 0.02, 256, {}),
+        "greedy": ("full", f"{base}/greedy", "pairs_greedy", 0.04, 64, {}),
+        "board": ("nights", f"{base}/nightly", "pairs_anchors", 0.03, 64, {"nightly": {"night": "n1", "n_boot": 10}}),
     }
-    roots = {"static": f"{base}/static", "greedy": f"{base}/greedy", "board": f"{base}/nightly"}
+    specs = {
+        name: spec_on(
+            name,
+            inputs[given],
+            root,
+            scheduler={"name": scheduler},
+            judge={"seconds_per_comparison": wait},
+            pool=POOL,
+            flush_rows=flush,
+            **more,
+        )
+        for name, (given, root, scheduler, wait, flush, more) in table.items()
+    }
+    roots = {name: row[1] for name, row in table.items()}
     since = worker_logs(cluster)  # the jobs' tasks are those begun from here on
     runs = {
         name: (
