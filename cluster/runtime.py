@@ -33,13 +33,12 @@ LOOPBACK = "127.0.0.1"
 #: bookkeeping, which mostly waits; the cores stay the engines'.
 RAY_DATA_CPUS = 1
 #: Worker processes a Ray node keeps beyond one per CPU before it ends idle ones (Ray's ``num_workers_soft_limit``
-#: is by default the node's CPUs, and counts actors too). A judge pool's actors and the job's bookkeeper each hold a
-#: worker process, so on a node of few CPUs Ray ended each idle task worker a second after its task, and each
-#: round's render tasks and each plan's Ray Data tasks started new processes: about 2 CPU s each (a Python,
-#: ``import ray.data``) and a second of the round's time. An idle worker costs Ray's signal checks, about 0.4 CPU s
-#: a minute, and its memory. Measured here (the SIMULATED judge's pipeline tests, one after another, both in turn):
-#: 98 CPU s and 97 s by Ray's default, 94 and 91 with this (a first try, on a colder machine: 118 and 110, 97 and
-#: 92).
+#: is by default the node's CPUs). pairank's planning and render tasks take no CPU, so more of them run at once than
+#: a small node has CPUs, each in a worker process; Ray ended those beyond its limit a second after their tasks, and
+#: the next round's tasks started new processes: about 2 CPU s each (a Python, ``import ray.data``) and a second of
+#: the round's time. An idle worker costs Ray's signal checks, about 0.4 CPU s a minute, and its memory. Measured
+#: here (the SIMULATED judge's pipeline tests, one after another, both in turn): 98 CPU s and 97 s by Ray's default,
+#: 94 and 91 with this (a first try, on a colder machine: 118 and 110, 97 and 92).
 KEPT_WORKERS = 8
 #: The variable of Ray's that sets it instead (a user's own value, which pairank leaves as it is).
 SOFT_LIMIT_ENV = "RAY_num_workers_soft_limit"
