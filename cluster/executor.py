@@ -152,13 +152,16 @@ def get(handles: Handle | Sequence[Handle]) -> Any:
 
 def task(fn: Callable[..., Any], *args: Any, returns: int = 1, resources: Resources | None = None) -> list[Handle]:
     """``fn(*args)`` as one task whose ``returns`` results stay in the object store, one handle each."""
+
+    out = _remote(fn, resources or Resources(), num_returns=returns).remote(*args)
+    return [Handle(ref) for ref in (out if returns > 1 else [out])]
+
+
+def _remote(fn: Callable[..., Any], r: Resources, **options: Any) -> Any:
+    """``fn`` as a Ray remote function with ``r``'s CPUs and retries, kept off the head (:func:`off_head`)."""
     import ray
 
-    r = resources or Resources()
-    options = {"num_cpus": r.num_cpus, "num_returns": returns, "max_retries": r.max_retries, **off_head()}
-    remote = ray.remote(fn).options(**options)
-    out = remote.remote(*args)
-    return [Handle(ref) for ref in (out if returns > 1 else [out])]
+    return ray.remote(fn).options(num_cpus=r.num_cpus, max_retries=r.max_retries, **off_head(), **options)
 
 
 def run_each(stage: Stage[Any], blocks: Sequence[Handle]) -> list[Any]:
@@ -167,7 +170,7 @@ def run_each(stage: Stage[Any], blocks: Sequence[Handle]) -> list[Any]:
     import ray
 
     r = stage.resources
-    remote = ray.remote(stage.fn).options(num_cpus=r.num_cpus, max_retries=r.max_retries, **off_head())
+    remote = _remote(stage.fn, r)
     pending = list(enumerate(blocks))
     done: dict[int, Any] = {}
     running: dict[Any, int] = {}
@@ -244,10 +247,9 @@ class Tasks:
     def tables(self, rows: int | None = None) -> Iterator[pa.Table]:
         """Each block's result in block order, as they come (or cut into batches of at most ``rows`` rows; a batch
         holds rows of one block); a stage's own error is raised, not Ray's wrapper."""
-        import ray
 
         r = self.stage.resources
-        remote = ray.remote(self.stage.fn).options(num_cpus=r.num_cpus, max_retries=r.max_retries, **off_head())
+        remote = _remote(self.stage.fn, r)
         pending = list(self.blocks)
         running: list[Any] = []
         while pending or running:

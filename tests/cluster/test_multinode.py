@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from pairank.cluster.local import Node
 from pairank.storage.fs import Location
 from tests.helpers import write_input
 from tests.multinode import (
@@ -110,7 +111,7 @@ def lose_each_worker_node(cluster, runs: dict[str, tuple[subprocess.Popen, Path,
     return judges
 
 
-def _ran_of(cluster, nodes: list, since) -> object:
+def _ran_of(cluster, nodes: list[Node], since) -> Node | None:
     """The first of ``nodes`` whose workers began one of the jobs' tasks after ``since``, or None."""
     return next((n for n in ran(cluster, DATA_TASK_NAMES, since) if n in nodes), None)
 

@@ -23,7 +23,6 @@ from pairank.jobs.pipeline.progress import PassProgress
 from pairank.storage.fs import Location
 from tests.helpers import ROOT, spec_for, write_input
 
-#: What Ray writes on every run with a judge pool (its Data executor and its own start-up).
 #: What Ray Data says in the log of a run that plans in Ray Data tasks (a static schedule's runs; an adaptive run
 #: renders its rounds in plain tasks and may start no Ray Data execution).
 RAY_WORDS = ("streaming_executor", "Dataset")
