@@ -170,7 +170,6 @@ IN_PROCESS_ENGINE_MODULES = ("test_judges_engine.py",)
 #: subprocesses, a clone's demo, or a Ray head of their own): under pytest-xdist the second engine unit, beside the
 #: first (see :func:`_unit`). The two take about equally long.
 OTHER_RAY_ENGINE_MODULES = (
-    "test_lost_engines_engine.py",
     "test_run_engine.py",
     "test_fresh_clone.py",
     "test_submit.py",
@@ -196,8 +195,9 @@ FIXTURE_MARKERS = {
 }
 #: The markers of tests that start something; a test with none of them is in the fast tier (`make test-fast`).
 STARTS = ("ray", "s3", "engine", "browser")
-#: A file to append each test's wall seconds and the whole machine's busy CPU seconds during it (set by hand; with
-#: ``-p no:xdist`` on an otherwise idle machine the CPU seconds are the test's own, its Ray and engines included).
+#: A file to append each test's wall seconds and the whole machine's busy CPU seconds during it, its xdist worker and
+#: when it ended (set by hand; with ``-p no:xdist`` on an otherwise idle machine the CPU seconds are the test's own,
+#: its Ray and engines included; under xdist the workers' timelines).
 CPU_LOG_ENV = "PAIRANK_TEST_CPU_LOG"
 #: Where the workers of a pytest-xdist run write each test's unit of work (set by the controller, which reads it).
 UNITS_ENV = "PAIRANK_TEST_UNITS"
@@ -351,7 +351,9 @@ def pytest_runtest_protocol(item, nextitem):
         if out:
             cpu, wall = _machine_cpu_seconds() - started[0], time.monotonic() - started[1]
             with open(out, "a", encoding="utf-8") as log:
-                log.write(json.dumps({"test": item.nodeid, "cpu_s": round(cpu, 2), "wall_s": round(wall, 2)}) + "\n")
+                record = {"test": item.nodeid, "cpu_s": round(cpu, 2), "wall_s": round(wall, 2)}
+                when = {"worker": os.environ.get("PYTEST_XDIST_WORKER"), "ended": round(time.time(), 1)}
+                log.write(json.dumps(record | when) + "\n")
 
 
 def _machine_cpu_seconds() -> float:

@@ -80,8 +80,9 @@ S3_ENV = {
 #: thread, bound to no core. The tests run in two workers on two cores, so an engine always shares the machine: with
 #: its threads bound to both cores (the judge's default, which a judge alone on its cores wants) every OpenMP step
 #: waits for the thread whose core another process holds, and the waiting thread spins. Measured with one busy
-#: process beside test_lost_engines_engine's SIGKILL test: 171 s bound to both cores, 180 s bound to core 0, 92 s
-#: unbound with one thread (80 s alone, bound to both). test_judges_engine checks the default binding itself.
+#: process beside a run whose CPU engine was SIGKILLed (a test since folded into test_run_engine.py): 171 s bound to
+#: both cores, 180 s bound to core 0, 92 s unbound with one thread (80 s alone, bound to both). test_judges_engine
+#: checks the default binding itself.
 CPU_ENGINE_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",

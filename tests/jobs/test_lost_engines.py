@@ -3,8 +3,7 @@ are judged again, nothing is stored twice, and a comparison that kills its engin
 error row while the rest of the job goes on.
 
 The judge is the SIMULATED engine in real Ray actors; the processes are killed for real (SIGKILL), found
-by their Ray process titles. The real CPU vLLM engine gets the same treatment in
-``test_lost_engines_engine.py``.
+by their Ray process titles. The real CPU vLLM engine loses its engine core in ``test_run_engine.py``'s rerun.
 """
 
 from __future__ import annotations

@@ -1,6 +1,11 @@
 """The `pairank` command end to end on real parts: SummEval imported to a SeaweedFS S3
-server, judged by the real vLLM CPU engine in a Ray actor, killed midway and re-run; the rerun's engine is
-SIGKILLed in turn, and Ray restarts it."""
+server, judged by the real vLLM CPU engine in a Ray actor, killed midway and re-run. The rerun runs vLLM's async
+engine, whose engine core (a process of its own, a child of the actor) is SIGKILLed in turn: the actor sees the
+engine dead and ends, Ray restarts it, and the batches it held are judged again on the new engine.
+
+A SIGKILLed actor (the synchronous engine's whole process) is the same loss to Ray and the pool: the SIMULATED
+judge's actors are killed that way in tests/jobs/test_lost_engines.py. One run here saves a Ray, a run and two
+engine starts of their own."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -18,10 +24,14 @@ import yaml
 
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import CPU_ENGINE_ENV, ROOT, SHORT_TEXT_WORDS, judge_actor_pids, write_input
+from tests.helpers import CPU_ENGINE_ENV, ROOT, SHORT_TEXT_WORDS, process_titles, titled_pids, write_input
 
 PAIRANK = [sys.executable, "-m", "pairank.jobs.cli.main"]
-TOTAL = 3 * (4 * 3) * 2  # contexts x ordered pairs of 4 candidates x aspects
+CONTEXTS = 4  # the async engine, two batches in flight, once judged all of 3 articles before a part was seen
+TOTAL = CONTEXTS * (4 * 3) * 2  # contexts x ordered pairs of 4 candidates x aspects
+#: The rerun: vLLM's async engine with two batches in flight (``auto`` picks the synchronous one on CPUs).
+ASYNC = ["--set", "judge.async_engine=true", "--set", "pool.max_batches_in_flight=2"]
+CORE = b"VLLM::EngineCore"
 
 
 def write_spec(tmp_path: Path) -> Path:
@@ -31,7 +41,7 @@ def write_spec(tmp_path: Path) -> Path:
         "output": "s3://pairank/killstore",
         "aspects": ["coherence", "fluency"],
         "prompts": str(ROOT / "configs/prompts/summarization"),
-        "subset": {"contexts": 3, "candidates": 4},
+        "subset": {"contexts": CONTEXTS, "candidates": 4},
         "judge": {"engine": "vllm", "model": "default", "env": CPU_ENGINE_ENV},
         "pool": {"size": 1, "num_cpus": 2, "batch_size": 4},
         "flush_rows": 4,
@@ -58,6 +68,16 @@ def all_rows() -> list[dict]:
     return list(cache.rows().to_pylist())
 
 
+def one_core(run: int, timeout: float = 15) -> int:
+    """The one engine core of ``run``, waiting up to ``timeout`` s (a restarting actor has none for a moment); a
+    failure lists the run's processes."""
+    deadline = time.monotonic() + timeout
+    while len(pids := titled_pids(CORE, under=run)) != 1:
+        assert time.monotonic() < deadline, f"expected one engine core, found {pids} in {process_titles(run)}"
+        time.sleep(0.1)
+    return pids[0]
+
+
 def test_import_to_s3_with_the_cli(s3_server, shared_data):
     out = subprocess.run(
         [*PAIRANK, "import", "summeval", str(shared_data / "summeval"), "s3://pairank/data/summeval"],
@@ -73,12 +93,12 @@ def test_import_to_s3_with_the_cli(s3_server, shared_data):
 
 
 @pytest.mark.ray
-def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice_though_its_engine_is_killed(
+def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice_though_its_engine_core_is_killed(
     s3_server, default_model, tmp_path, summeval_tables
 ):
     assert parts_on_s3(s3_server) == []
     # the shipped SummEval on S3, each text cut short: the claim is the kill and the rerun, not the reading
-    write_input("s3://pairank/killed-input", summeval_tables, 3, 4, words=SHORT_TEXT_WORDS)
+    write_input("s3://pairank/killed-input", summeval_tables, CONTEXTS, 4, words=SHORT_TEXT_WORDS)
     spec = write_spec(tmp_path)
     log = open(tmp_path / "run1.log", "wb")  # noqa: SIM115 - a server's log, open for its life
     proc = subprocess.Popen(
@@ -107,28 +127,50 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice_though_its_engin
     assert 0 < len(before) < TOTAL, f"kill came too late to test anything ({len(before)} of {TOTAL} judged)"
     assert len(before) % 4 == 0  # whole parts only: nothing half-written is visible
 
-    # the rerun, whose engine is SIGKILLed once it has stored a part of its own: Ray restarts the actor, the batch
-    # it held is judged again on the new engine, and the run ends as if nothing happened
+    # the rerun, on the async engine: once it has stored a part of its own its engine core is SIGKILLed; the actor
+    # sees its engine dead and ends, Ray restarts it, the batches it held are judged again on the new engine, and the
+    # run ends as if nothing happened
     committed = commits_on_s3(s3_server)
     err = tmp_path / "run2.err"
+    cores: set[int] = set()  # every engine core of the rerun seen, the killed one's replacement too
+    done, missed = threading.Event(), []
+
+    def watch(run: int) -> None:
+        while not done.is_set():
+            try:
+                cores.update(titled_pids(CORE, under=run))
+            except Exception as exc:  # a daemon thread's error would go unseen
+                missed.append(repr(exc))
+            time.sleep(0.2)
+
     with open(err, "wb") as stderr:
         second = subprocess.Popen(
-            [*PAIRANK, "run", str(spec)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True
+            [*PAIRANK, "run", str(spec), *ASYNC],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
         )
+        threading.Thread(target=watch, args=(second.pid,), daemon=True).start()
         try:
             deadline = time.monotonic() + 400
             while commits_on_s3(s3_server) <= committed:
                 assert second.poll() is None, err.read_text()[-3000:]
                 assert time.monotonic() < deadline, "the rerun stored nothing in time"
                 time.sleep(0.1)
-            (engine,) = judge_actor_pids(under=second.pid)
-            os.kill(engine, signal.SIGKILL)
+            core = one_core(second.pid)
+            os.kill(core, signal.SIGKILL)
             assert second.wait(timeout=600) == 0, err.read_text()[-3000:]
         finally:
+            done.set()
             if second.poll() is None:
                 os.killpg(second.pid, signal.SIGKILL)
                 second.wait()
-    assert engine not in judge_actor_pids()
+    assert core in cores and len(cores) >= 2, f"engine cores seen {sorted(cores)} (the replacement's?), {missed}"
+    deadline = time.monotonic() + 20
+    while (alive := [p for p in cores if Path(f"/proc/{p}").exists()]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive, "an engine core outlived its actor"
     assert set(parts_before) <= set(parts_on_s3(s3_server))  # every written part is still there
     rows = all_rows()
     counts = Counter(r["key"] for r in rows)
@@ -140,6 +182,8 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice_though_its_engin
     assert report["counts"]["judged_now"] == TOTAL - len(before)
     assert report["counts"]["with_verdict"] == TOTAL and report["counts"]["errors_now"] == 0
     assert report["engines"]["lost"] == 1 and report["engines"]["restarted"] == 1
+    (actor,) = report["pool"]
+    assert actor["most_in_flight"] == 2  # the async engine held two batches at once
     assert (
         "engines lost: 1 (1 restarted, 0 dead)"
         in Location.of("s3://pairank/killstore/runs/killed/report.md").read_text()
