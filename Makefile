@@ -30,19 +30,25 @@ $(BIN)/python:
 # only; the tests add pairank[test].
 PIN := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 DROP := $(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
+# pip compiles what it installs one file after another; compileall, a process per core, writes the same bytecode
+# (31,181 files) in less time: the tests' install took 128 s against 168 s on 2 cores. A file that does not compile
+# on this Python (torch ships one written for 3.12) is skipped, as pip skips it.
+COMPILE_VENV = $(BIN)/python -m compileall -q -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" >/dev/null || true
 
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
-	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "torch==$(TORCH_VERSION)"
-	$(BIN)/pip install -q $(PIN) -e ".[cpu]"
+	$(BIN)/pip install -q --no-compile $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "torch==$(TORCH_VERSION)"
+	$(BIN)/pip install -q --no-compile $(PIN) -e ".[cpu]"
 	$(DROP)
+	$(COMPILE_VENV)
 	touch $@
 
 # The tests' install is the demo's with pairank[test] added, in one resolution (a second one over an installed
 # venv cost about 20 s); it stands for the demo's install too.
 $(VENV)/.installed-test: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
-	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "torch==$(TORCH_VERSION)"
-	$(BIN)/pip install -q $(PIN) -e ".[cpu,test]"
+	$(BIN)/pip install -q --no-compile $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "torch==$(TORCH_VERSION)"
+	$(BIN)/pip install -q --no-compile $(PIN) -e ".[cpu,test]"
 	$(DROP)
+	$(COMPILE_VENV)
 	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed
