@@ -1,8 +1,8 @@
 """A lost head is come back from.
 
 The cluster (``tests/multinode.py``): a head of 1 CPU and one worker node of 2 CPUs, which cannot import pairank
-or see the driver's HOME or environment; storage the session's S3 server. The test loses the head twice (the
-cluster is started again after each loss). A worker node that joins mid-run and takes up work is
+or see the driver's HOME or environment; storage the session's S3 server. The test loses the head once, while two
+drivers run on it, and starts the cluster again. A worker node that joins mid-run and takes up work is
 ``tests/cluster/test_gpu_placement.py``'s growth test.
 
 Losing the head ends a driver that joined the cluster from outside (exit 5, naming the cluster), and a ``pairank
@@ -45,10 +45,16 @@ LEASE_TTL_S = "20"
 #: default): a driver on a lost head spins in Ray's threads meanwhile, about a core.
 HEAD_GONE_S = "4"
 #: 5 SummEval articles x 16 summaries: each run commits its first 128 comparisons within seconds, and the 1,200
-#: leave both losses well inside a run (at 0.02 s a comparison, on one actor, a run would take 24 s): few
-#: comparisons, each slow, cost little CPU.
+#: leave the loss well inside both runs, the later of which may start many seconds after the other (at 0.03 s a
+#: comparison, on one actor, a run would take 36 s): few comparisons, each slow, cost little CPU.
 ARTICLES = 5
 COMPARISONS = ARTICLES * 16 * 15
+SECONDS_PER_COMPARISON = 0.03
+
+
+def committed(root: str) -> bool:
+    """Whether the judgment table under ``root`` has a commit after the one that made it."""
+    return Location.of(f"{root}/store/tables/judgments").exists() and versions(f"{root}/store/tables/judgments") > 0
 
 
 def report_of(root: str, run: str) -> dict:
@@ -77,48 +83,41 @@ def lose_the_head(cluster) -> None:
 
 
 def test_after_losing_the_head_the_same_spec_resumes_from_the_store(cluster, tmp_path, summeval_tables):
-    root = "s3://pairank/headloss"
+    root, elsewhere = "s3://pairank/headloss", "s3://pairank/headloss-outside"
     store, table, calls = Location.of(f"{root}/store"), f"{root}/store/tables/judgments", f"{root}/calls/again"
     uri = write_input(f"{root}/input", summeval_tables, ARTICLES, 16).uri
-    spec = spec_on(
-        "again",
-        uri,
-        root,
-        scheduler={"name": "full"},
-        judge={"seconds_per_comparison": 0.02},
-        pool={"size": 1, "num_cpus": 1, "batch_size": 64},
-        flush_rows=128,
-    )
-    path = write_spec(tmp_path, spec)
+    settings = {
+        "scheduler": {"name": "full"},
+        "judge": {"seconds_per_comparison": SECONDS_PER_COMPARISON},
+        "pool": {"size": 1, "num_cpus": 1, "batch_size": 64},
+        "flush_rows": 128,
+    }
+    path = write_spec(tmp_path, spec_on("again", uri, root, **settings))
+    outside = write_spec(tmp_path, spec_on("outside", uri, elsewhere, **settings))  # a store of its own
 
-    # 1. a driver that joined from outside: it ends with exit 5 naming the cluster, and gives the name up
-    env = driver_env(PAIRANK_LEASE_TTL_S=LEASE_TTL_S, PAIRANK_HEAD_GONE_S=HEAD_GONE_S)
-    proc = start_run(cluster, path, tmp_path, env=env)
-    log = tmp_path / "again.log"
-    wait_for("a commit", lambda: store.join("tables/judgments").exists() and versions(table) > 0, proc, log, 300)
-    address = cluster.address
-    lose_the_head(cluster)
-    assert wait_done(proc, log, 300) == 5, log.read_text()[-3000:]
-    said = " ".join(log.read_text().split())
-    assert f"pairank: error: lost the Ray cluster at {address}" in said, said[-3000:]
-    assert "its head node is gone" in said and "run or submit the same spec" in said
-    assert not is_held(store, "again")
-    first = versions(table)
-
-    # 2. a submitted job, whose driver runs on the head and dies with it, holding the run's name
-    cluster.restart()
+    # 1. one loss, two drivers: a submitted job's, which runs on the head and dies with it, and a driver that joined
+    # from outside, which is told (each run on the worker node's CPUs)
     following = submit(cluster, path, tmp_path, wait=False)
-    log = tmp_path / "submit.log"
-    wait_for("a commit of the submitted job", lambda: versions(table) > first, following, log, 300)
-    dashboard = cluster.dashboard
+    proc = start_run(cluster, outside, tmp_path, env=driver_env(PAIRANK_HEAD_GONE_S=HEAD_GONE_S))
+    logs = {"submit": tmp_path / "submit.log", "outside": tmp_path / "outside.log"}
+    wait_for("a commit of the submitted job", lambda: committed(root), following, logs["submit"], 300)
+    wait_for("a commit of the run from outside", lambda: committed(elsewhere), proc, logs["outside"], 300)
+    address, dashboard = cluster.address, cluster.dashboard
     lose_the_head(cluster)
     assert is_held(store, "again")  # the lost driver released nothing
-    assert wait_done(following, log, 300) == 5, log.read_text()[-3000:]
-    said = " ".join(log.read_text().split())
+    # the driver from outside ends with exit 5 naming the cluster, and gives its name up
+    assert wait_done(proc, logs["outside"], 300) == 5, logs["outside"].read_text()[-3000:]
+    said = " ".join(logs["outside"].read_text().split())
+    assert f"pairank: error: lost the Ray cluster at {address}" in said, said[-3000:]
+    assert "its head node is gone" in said and "run or submit the same spec" in said
+    assert not is_held(Location.of(f"{elsewhere}/store"), "outside")
+    # the submitting command ends with exit 5 naming the Jobs API
+    assert wait_done(following, logs["submit"], 300) == 5, logs["submit"].read_text()[-3000:]
+    said = " ".join(logs["submit"].read_text().split())
     assert f"lost the Ray Jobs API at {dashboard} (from --address), which answered before" in said, said[-3000:]
     assert "the cluster's head node is gone" in said
 
-    # 3. the cluster again, and the same spec once the lease has expired: it judges only what the store lacks
+    # 2. the cluster again, and the same spec once the lease has expired: it judges only what the store lacks
     cluster.restart()
     wait_for("the lost driver's lease to expire", lambda: not is_held(store, "again"), timeout=120)
     out = submit(cluster, path, tmp_path)

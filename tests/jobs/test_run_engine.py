@@ -166,7 +166,10 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice_though_its_engin
             if second.poll() is None:
                 os.killpg(second.pid, signal.SIGKILL)
                 second.wait()
-    assert core in cores and len(cores) >= 2, f"engine cores seen {sorted(cores)} (the replacement's?), {missed}"
+    # No engine core outlives its actor: the killed one, and every other the watcher saw (the replacement's, ended
+    # with its actor when the run stopped its pool). Under load the watcher has missed the replacement's core (two
+    # CI runs, the old test of its own and this one), though the report says it judged: it is not required here.
+    assert core in cores and not missed, (sorted(cores), missed)
     deadline = time.monotonic() + 20
     while (alive := [p for p in cores if Path(f"/proc/{p}").exists()]) and time.monotonic() < deadline:
         time.sleep(0.2)
