@@ -218,12 +218,19 @@ class Node:
         return None
 
     def processes(self) -> list:
-        """The node's processes (its ``ray start`` and everything below it) that are still ours."""
+        """The node's processes (its ``ray start`` and everything below it) that are still ours.
+
+        A ``ray start`` a moment old may show no command line yet: the kernel sets it late in ``exec``, after the
+        process that started it has gone on. That is still ours (under load, a node taken for gone then was both
+        an error and a node left running); an exited one (a zombie until reaped) is not."""
         import psutil
 
         try:
             top = psutil.Process(self.pid)
-            if f"--temp-dir={self.ray_dir}" not in top.cmdline():
+            if top.status() == psutil.STATUS_ZOMBIE:
+                return []
+            said = top.cmdline()
+            if said and f"--temp-dir={self.ray_dir}" not in said:
                 return []  # the id was reused by another process: not ours
             return [top, *top.children(recursive=True)]
         except psutil.NoSuchProcess:

@@ -1,6 +1,7 @@
 """The local cluster's settings that start nothing: Ray's health checks given to its nodes (``pairank cluster up
 --health-checks``), kept in its state file for ``pairank cluster add``, and refused with a clear message when
-malformed. The nodes started with them are ``tests/cluster/test_multinode.py``'s."""
+malformed; and how a node's ``ray start`` process is told from others. The nodes started with them are
+``tests/cluster/test_multinode.py``'s."""
 
 from __future__ import annotations
 
@@ -56,3 +57,27 @@ def test_each_node_keeps_idle_workers_beyond_one_per_cpu(tmp_path):
     head = cluster._node_env(Node("head", "127.0.0.1", str(tmp_path / "h"), cpus=0))
     assert worker["RAY_num_workers_soft_limit"] == str(2 + KEPT_WORKERS)
     assert head["RAY_num_workers_soft_limit"] == str(KEPT_WORKERS)
+
+
+def test_a_node_s_process_is_told_from_an_exited_one_and_from_another_s(tmp_path, monkeypatch):
+    """A node's ``ray start`` is its process while it runs, though its command line is still empty (the kernel
+    sets it late in ``exec``: 4 of 300 processes read at once under load showed none); an exited one (a zombie) is
+    not, nor a process whose command line names another temp dir (its id reused)."""
+    import psutil
+
+    ray_dir = str(tmp_path / "ray")
+    here = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"--temp-dir={ray_dir}"])
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--temp-dir=/elsewhere"])
+    done = subprocess.Popen([sys.executable, "-c", "pass", f"--temp-dir={ray_dir}"])
+    try:
+        psutil.Process(done.pid).wait(timeout=30)  # exited, not reaped: a zombie
+        node = Node("worker-1", "127.0.0.1", str(tmp_path), ray_dir=ray_dir, pid=here.pid)
+        assert [p.pid for p in node.processes()] == [here.pid]
+        assert Node("worker-2", "127.0.0.1", str(tmp_path), ray_dir=ray_dir, pid=other.pid).processes() == []
+        assert Node("worker-3", "127.0.0.1", str(tmp_path), ray_dir=ray_dir, pid=done.pid).processes() == []
+        monkeypatch.setattr(psutil.Process, "cmdline", lambda self: [])  # the moment inside exec
+        assert [p.pid for p in node.processes()] == [here.pid]
+    finally:
+        for proc in (here, other, done):
+            proc.kill()
+            proc.wait()
