@@ -222,13 +222,12 @@ class Node:
 
         A ``ray start`` a moment old may show no command line yet: the kernel sets it late in ``exec``, after the
         process that started it has gone on. That is still ours (under load, a node taken for gone then was both
-        an error and a node left running); an exited one (a zombie until reaped) is not."""
+        an error and a node left running); an exited one (a zombie until reaped) is not: psutil raises
+        ``ZombieProcess``, a ``NoSuchProcess``, for its command line."""
         import psutil
 
         try:
             top = psutil.Process(self.pid)
-            if top.status() == psutil.STATUS_ZOMBIE:
-                return []
             said = top.cmdline()
             if said and f"--temp-dir={self.ray_dir}" not in said:
                 return []  # the id was reused by another process: not ours

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -70,7 +71,11 @@ def test_a_node_s_process_is_told_from_an_exited_one_and_from_another_s(tmp_path
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--temp-dir=/elsewhere"])
     done = subprocess.Popen([sys.executable, "-c", "pass", f"--temp-dir={ray_dir}"])
     try:
-        psutil.Process(done.pid).wait(timeout=30)  # exited, not reaped: a zombie
+        gone = psutil.Process(done.pid)
+        deadline = time.monotonic() + 30
+        while gone.status() != psutil.STATUS_ZOMBIE:  # exited, not reaped (psutil's wait() would reap it)
+            assert time.monotonic() < deadline, gone.status()
+            time.sleep(0.05)
         node = Node("worker-1", "127.0.0.1", str(tmp_path), ray_dir=ray_dir, pid=here.pid)
         assert [p.pid for p in node.processes()] == [here.pid]
         assert Node("worker-2", "127.0.0.1", str(tmp_path), ray_dir=ray_dir, pid=other.pid).processes() == []
