@@ -152,7 +152,6 @@ def get(handles: Handle | Sequence[Handle]) -> Any:
 
 def task(fn: Callable[..., Any], *args: Any, returns: int = 1, resources: Resources | None = None) -> list[Handle]:
     """``fn(*args)`` as one task whose ``returns`` results stay in the object store, one handle each."""
-
     out = _remote(fn, resources or Resources(), num_returns=returns).remote(*args)
     return [Handle(ref) for ref in (out if returns > 1 else [out])]
 
@@ -247,7 +246,6 @@ class Tasks:
     def tables(self, rows: int | None = None) -> Iterator[pa.Table]:
         """Each block's result in block order, as they come (or cut into batches of at most ``rows`` rows; a batch
         holds rows of one block); a stage's own error is raised, not Ray's wrapper."""
-
         r = self.stage.resources
         remote = _remote(self.stage.fn, r)
         pending = list(self.blocks)

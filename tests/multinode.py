@@ -220,7 +220,8 @@ def wait_for(what: str, test, proc: subprocess.Popen | None = None, log: Path | 
 
 
 def versions(table: str) -> int:
-    """Commits of the Delta table at ``table`` (a URI) so far."""
+    """Commits of the Delta table at ``table`` (a URI) so far, its creation (version 0, no rows) included; 0 while
+    there is no table."""
     return len(Location.of(table).join("_delta_log").files(suffix=".json"))
 
 

@@ -53,8 +53,8 @@ SECONDS_PER_COMPARISON = 0.03
 
 
 def committed(root: str) -> bool:
-    """Whether the judgment table under ``root`` has a commit after the one that made it."""
-    return Location.of(f"{root}/store/tables/judgments").exists() and versions(f"{root}/store/tables/judgments") > 0
+    """Whether the judgment table under ``root`` has a commit after the one that made it (version 0, empty)."""
+    return versions(f"{root}/store/tables/judgments") > 1
 
 
 def report_of(root: str, run: str) -> dict:

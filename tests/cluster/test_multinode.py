@@ -91,7 +91,7 @@ def lose_each_worker_node(cluster, runs: dict[str, tuple[subprocess.Popen, Path,
     replacement is not up would leave the runs no worker node. Before each loss the jobs' bookkeeping is on the
     head, and on no worker node. Returns each killed node's judge actors (their process ids), by node name."""
     first = [n for n in cluster.nodes if not n.head and n.name not in cluster.killed]
-    committed = dict.fromkeys(runs, 0)
+    committed = dict.fromkeys(runs, 1)  # the table's creation: a run's first commit of rows makes 2
     judges: dict[str, list[int]] = {}
     while first:
         for name, (proc, log, table) in runs.items():
