@@ -3,6 +3,7 @@ the real vLLM CPU engine with the converted Gemma-3-270M)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -136,6 +137,52 @@ def ray_address(ray_local) -> str:
     import ray
 
     return ray.get_runtime_context().gcs_address
+
+
+#: Engine modules whose jobs run in this process, on the session's Ray, with the same engine and pool settings: they
+#: share one warm engine (``warm_engine``) while they run one after another (they are in one unit of work, see
+#: :func:`_unit`), one engine start instead of one per module (about 14 CPU s each).
+WARM_ENGINE_MODULES = ("test_driver_engine.py", "test_modes_run.py", "test_nightly_engine.py")
+
+
+class _SharedWarmPools:
+    """A :func:`pairank.warm_pools` scope entered by the first test of :data:`WARM_ENGINE_MODULES` that asks for it
+    and left after the last of them that runs in a row (:func:`pytest_runtest_teardown`): the engines it keeps hold
+    the session Ray's CPUs, which the tests after them need."""
+
+    def __init__(self) -> None:
+        self.stack: contextlib.ExitStack | None = None
+
+    def enter(self) -> None:
+        if self.stack is None:
+            import pairank
+
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(pairank.warm_pools())
+                self.stack = stack.pop_all()
+
+    def leave(self) -> None:
+        stack, self.stack = self.stack, None
+        if stack is not None:
+            stack.close()
+
+
+_shared_warm = _SharedWarmPools()
+
+
+@pytest.fixture
+def warm_engine(request, ray_local):
+    """The jobs of :data:`WARM_ENGINE_MODULES` on one warm engine: the pools of their jobs kept between them
+    (pairank.warm_pools), from the first test that asks until the last of those modules run in a row is done."""
+    assert request.node.path.name in WARM_ENGINE_MODULES, "warm_engine is for the modules of WARM_ENGINE_MODULES"
+    _shared_warm.enter()
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """After the last test of a row of :data:`WARM_ENGINE_MODULES`, the shared warm scope is left (its engines
+    stopped)."""
+    if item.path.name in WARM_ENGINE_MODULES and (nextitem is None or nextitem.path.name not in WARM_ENGINE_MODULES):
+        _shared_warm.leave()
 
 
 @pytest.fixture(scope="session")

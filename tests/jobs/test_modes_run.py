@@ -13,7 +13,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-import pairank
 from pairank.jobs.pipeline.requests import subset
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
@@ -28,12 +27,10 @@ pytestmark = pytest.mark.engine
 LONG = "long-1"  # a candidate too long for the engine: its first pass fails
 
 
-@pytest.fixture(scope="module", autouse=True)
-def warm_engine():
-    """Every job of the module on one engine: the pools of its jobs kept warm between them (pairank.warm_pools),
-    one engine start instead of one per job."""
-    with pairank.warm_pools():
-        yield
+@pytest.fixture(autouse=True)
+def on_the_warm_engine(warm_engine):
+    """Every job of the module on one engine, shared with the other modules of WARM_ENGINE_MODULES
+    (tests/conftest.py): one engine start for them all."""
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +66,7 @@ def spec_for(small_input, out, name, mode, contexts=None, **over):
         "prompts": str(ROOT / "configs/prompts/summarization"),
         "judge": {"engine": "vllm", "model": "default", "env": CPU_ENGINE_ENV},
         "judging": {"mode": mode, "max_tokens": 8, "analysis_max_tokens": 8, "samples": 2},  # the path, not the text
-        "pool": {"size": 1, "num_cpus": 2, "batch_size": 32},
+        "pool": {"size": 1, "num_cpus": 2, "batch_size": 16},  # the warm engine's (WARM_ENGINE_MODULES)
         "report": {"bootstrap": 0},
         "subset": {"contexts": contexts},
     }

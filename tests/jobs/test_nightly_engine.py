@@ -14,7 +14,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-import pairank
 from pairank.jobs.nightly import run_nightly
 from pairank.jobs.specs.job import parse_spec
 from pairank.operators.leaderboard import OVERALL
@@ -31,12 +30,9 @@ S1_S4 = ["M0", "M1", "M10", "M11"]
 S5 = "M12"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def warm_engine():
-    """Both nights on one engine: the pools of its jobs kept warm between them (pairank.warm_pools), one engine
-    start instead of one per night."""
-    with pairank.warm_pools():
-        yield
+@pytest.fixture(autouse=True)
+def on_the_warm_engine(warm_engine):
+    """Both nights on one engine, shared with the other modules of WARM_ENGINE_MODULES (tests/conftest.py)."""
 
 
 def drop(name, tables, contexts, systems) -> set[str]:

@@ -11,7 +11,8 @@ from tests.helpers import CPU_ENGINE_ENV, ROOT
 pytestmark = pytest.mark.engine
 
 
-def test_pairs_beam_with_the_cpu_judge_ranks_summeval_and_reports(ray_local, default_model, tiny_input, tmp_path):
+def test_pairs_beam_with_the_cpu_judge_ranks_summeval_and_reports(warm_engine, default_model, tiny_input, tmp_path):
+    """On the warm engine that the modules of WARM_ENGINE_MODULES (tests/conftest.py) share."""
     spec = parse_spec(
         {
             "name": "beam",
