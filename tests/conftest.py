@@ -267,11 +267,13 @@ LONG_FAST_MODULES = ("test_types.py",)
 
 
 def _rank(item) -> int:
-    """In-process engine tests first (see IN_PROCESS_ENGINE_MODULES), then the other engine tests, then those that
-    start Ray, S3 or a browser (and :data:`LONG_FAST_MODULES`), then the rest."""
+    """In-process engine tests first (see IN_PROCESS_ENGINE_MODULES), then the other engine tests, and with them
+    every other test of their module when it is one of :data:`OTHER_RAY_ENGINE_MODULES` (so one unit runs the
+    module whole, and its module fixtures start once: ``test_submit.py``'s Ray head was started twice, about 15 CPU
+    s each), then those that start Ray, S3 or a browser (and :data:`LONG_FAST_MODULES`), then the rest."""
     if item.path.name in IN_PROCESS_ENGINE_MODULES:
         return 0
-    if item.get_closest_marker("engine"):
+    if item.get_closest_marker("engine") or item.path.name in OTHER_RAY_ENGINE_MODULES:
         return 1
     return 2 if item.path.name in LONG_FAST_MODULES or any(map(item.get_closest_marker, STARTS)) else 3
 
