@@ -58,6 +58,7 @@ def ensure_ray(
     num_cpus: int | None = None,
     forward_env: Sequence[str] = (),
     metrics_export_port: int | None = None,
+    ship: bool = True,
 ) -> None:
     """Join ``address`` (``auto``, ``HOST:PORT`` or ``ray://...``), or start a local Ray on 127.0.0.1.
 
@@ -66,7 +67,8 @@ def ensure_ray(
     metrics (:mod:`pairank.cluster.metrics`) on ``metrics_export_port`` (default: a free port Ray picks).
     A driver that joins a cluster ships what the cluster's nodes need (:func:`shipped_env`): the ``pairank``
     package it runs, and the variables of :data:`~pairank.cluster.ray_jobs.FORWARDED_ENV` and ``forward_env``
-    that are set here.
+    that are set here; with ``ship`` false nothing (the nodes have pairank and the settings: the job has no
+    runtime environment).
     """
     if not address:
         keep_local_ray_on_loopback()
@@ -82,7 +84,8 @@ def ensure_ray(
         _joined = address
         log.info("joining Ray at %s", address)
         with tempfile.TemporaryDirectory(prefix="pairank-ship-") as tmp:  # uploaded by ray.init
-            ray.init(address=address, log_to_driver=True, runtime_env=shipped_env(Path(tmp), forward_env))
+            runtime_env = shipped_env(Path(tmp), forward_env) if ship else None
+            ray.init(address=address, log_to_driver=True, runtime_env=runtime_env)
         return
     log.info("starting a local Ray on 127.0.0.1")
     cpus = (num_cpus or os.cpu_count() or 1) + RAY_DATA_CPUS

@@ -93,6 +93,14 @@ CPU_ENGINE_ENV = {
 THREAD_SETTINGS = ("VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS")
 
 
+def joining(address: str) -> list[str]:
+    """``pairank run`` options that join the session's Ray at ``address`` (the ``ray_address`` fixture) without
+    shipping anything (``cluster.ship`` false): its workers import this checkout's pairank and have the session's
+    environment already, and each starts without Ray's setup step for a runtime environment. Shipping, the default,
+    is the multi-node tests' claim (tests/cluster/test_multinode.py)."""
+    return [f"--set=cluster.address={address}", "--set=cluster.ship=false"]
+
+
 def port_open(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.2)

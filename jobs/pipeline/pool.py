@@ -28,8 +28,8 @@ class LocalPathOnCluster(ValueError):
 
 def join_cluster(spec: JobSpec) -> None:
     """The job's Ray: the cluster ``cluster.address`` names (the driver ships its ``pairank`` and the environment
-    variables the job needs: :func:`pairank.cluster.runtime.shipped_env`, with the http judge's ``api_key_env``),
-    or a local Ray on 127.0.0.1.
+    variables the job needs: :func:`pairank.cluster.runtime.shipped_env`, with the http judge's ``api_key_env``;
+    nothing with ``cluster.ship`` false), or a local Ray on 127.0.0.1.
 
     On a cluster of several nodes, ``input`` and ``output`` must be shared storage (``s3://``): the nodes' tasks read
     the candidates and the judgment store themselves, and a path of this machine would be read from each node's own
@@ -46,6 +46,7 @@ def join_cluster(spec: JobSpec) -> None:
         spec.cluster.num_cpus,
         [api_key_env] if api_key_env else [],
         metrics_export_port=spec.cluster.metrics_export_port,
+        ship=spec.cluster.ship,
     )
     if spec.cluster.address:
         check_shared_storage(spec, len(alive_nodes()))

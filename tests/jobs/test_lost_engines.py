@@ -32,7 +32,7 @@ from pairank.storage.cache import JudgmentCache
 from pairank.storage.commits import CommitLog, NightlyLayout
 from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS
-from tests.helpers import ROOT, full_matrix_spec, judge_actor_pids, overlaid, write_input
+from tests.helpers import ROOT, full_matrix_spec, joining, judge_actor_pids, overlaid, write_input
 
 
 def stored_keys(output: str | Path) -> Counter:
@@ -131,7 +131,7 @@ def test_a_comparison_that_kills_its_engine_every_time_is_an_error_row_and_the_j
     spec.write_text(yaml.safe_dump(data))
     started = time.monotonic()
     run = subprocess.run(
-        [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec), f"--set=cluster.address={ray_address}"],
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec), *joining(ray_address)],
         capture_output=True,
         text=True,
         timeout=600,

@@ -22,7 +22,7 @@ import yaml
 
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import ROOT, spec_for, write_input
+from tests.helpers import ROOT, joining, spec_for, write_input
 
 CONTEXTS, PER_CONTEXT = 4, 5
 COMPARISONS = CONTEXTS * PER_CONTEXT * (PER_CONTEXT - 1)  # full, one aspect
@@ -49,7 +49,7 @@ def spec_file(tmp_path, name: str, folder: Location, out, scheduler: str, second
 
 def start(spec: str, ttl_s: str, address: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec, "--set", f"cluster.address={address}"],
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec, *joining(address)],
         cwd=ROOT,
         env={**os.environ, "PAIRANK_LEASE_TTL_S": ttl_s},
         stdout=subprocess.PIPE,

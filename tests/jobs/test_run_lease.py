@@ -20,7 +20,7 @@ import yaml
 from pairank.jobs.cli.main import main
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import ROOT, spec_for, write_input
+from tests.helpers import ROOT, joining, spec_for, write_input
 
 TTL_S = "4"
 
@@ -35,7 +35,7 @@ def spec_file(tmp_path, name: str, folder: Location, out, **over) -> str:
 def start(spec: str, address: str) -> subprocess.Popen:
     env = {**os.environ, "PAIRANK_LEASE_TTL_S": TTL_S}
     return subprocess.Popen(
-        [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec, "--set", f"cluster.address={address}"],
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec, *joining(address)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -48,7 +48,7 @@ def start(spec: str, address: str) -> subprocess.Popen:
 def run(spec: str, address: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PAIRANK_LEASE_TTL_S": TTL_S}
     return subprocess.run(
-        [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec, "--set", f"cluster.address={address}"],
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec, *joining(address)],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -24,7 +24,7 @@ from pairank.jobs.cli.errors import EXIT_CODES
 from pairank.jobs.cli.main import main
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location, StorageError, StorageUnavailable, with_retries
-from tests.helpers import ROOT, S3_PORT, spec_for, write_input
+from tests.helpers import ROOT, S3_PORT, joining, spec_for, write_input
 
 STALL_S = 30
 
@@ -126,14 +126,13 @@ def test_an_engine_that_fails_to_start_is_exit_5_and_the_manifest_says_failed(tm
         scheduler={"name": "full"},
         judge={"quality": str(tmp_path / "q" / "quality.parquet")},
     )
-    joining = ["--set", f"cluster.address={ray_address}"]  # the session's Ray: the run's own is not the point
-    run = cli(["run", spec_file(tmp_path, data), *joining])
+    run = cli(["run", spec_file(tmp_path, data), *joining(ray_address)])  # the session's Ray: its own is not the point
     assert run.returncode == 5, run.stderr[-3000:]
     last = error_line(run.stderr)
     assert last.startswith("pairank: error: a judge engine failed to start: FileNotFoundError: simulated judge")
     manifest = Location.of(str(tmp_path / "out" / "runs" / "nostart" / "manifest.json")).read_json()
     assert manifest["state"] == "failed" and "failed to start" in manifest["error"]
-    verbose = cli(["-v", "run", spec_file(tmp_path, data), *joining])
+    verbose = cli(["-v", "run", spec_file(tmp_path, data), *joining(ray_address)])
     assert verbose.returncode == 5 and "Traceback" in verbose.stderr
 
 

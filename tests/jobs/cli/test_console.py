@@ -21,7 +21,7 @@ import yaml
 from pairank.jobs.cli.console import Console
 from pairank.jobs.pipeline.progress import PassProgress
 from pairank.storage.fs import Location
-from tests.helpers import ROOT, spec_for, write_input
+from tests.helpers import ROOT, joining, spec_for, write_input
 
 #: What Ray Data says in the log of a run that plans in Ray Data tasks (a static schedule's runs; an adaptive run
 #: renders its rounds in plain tasks and may start no Ray Data execution).
@@ -33,7 +33,7 @@ def pairank_run(
 ) -> subprocess.CompletedProcess:
     """``pairank run`` of ``spec``: on a local Ray of its own, or joining the Ray at ``address``."""
     if address:
-        sets = (*sets, f"cluster.address={address}")
+        sets = (*sets, f"cluster.address={address}", "cluster.ship=false")  # as joining() (tests/helpers.py)
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     return subprocess.run(
@@ -224,7 +224,7 @@ def test_two_runs_of_a_name_started_together_each_print_their_own_log(tmp_path, 
     path.write_text(yaml.safe_dump(spec))
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(path), f"--set=cluster.address={ray_address}"],
+            [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(path), *joining(ray_address)],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

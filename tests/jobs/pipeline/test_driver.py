@@ -31,7 +31,7 @@ from pairank.operators.judges.simulated import latent_quality
 from pairank.operators.prompts import load_prompts
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import ROOT, spec_for, write_input
+from tests.helpers import ROOT, joining, spec_for, write_input
 
 
 @pytest.fixture
@@ -192,7 +192,7 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_address, 
     log_path = tmp_path / "run1.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec), f"--set=cluster.address={ray_address}"],
+            [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec), *joining(ray_address)],
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -214,7 +214,7 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_address, 
 
     time.sleep(LEASE_TTL_S)  # the killed run holds its name until its lease runs out
     second = subprocess.run(
-        [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec), f"--set=cluster.address={ray_address}"],
+        [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec), *joining(ray_address)],
         cwd=ROOT,
         capture_output=True,
         text=True,
