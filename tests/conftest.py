@@ -15,14 +15,6 @@ from pathlib import Path
 
 import pytest
 
-#: OpenMP threads that wait sleep instead of spinning, in every process of the session (set before anything loads
-#: torch's libgomp, which reads it once). The tests share 2 cores among three workers, so an engine's thread waiting
-#: at a barrier spins while the thread it waits for is off its core: `tests/operators/test_judges_engine.py` (its
-#: in-process judge runs two threads bound to both cores) beside two busy processes took 158 CPU s and 211 s with
-#: libgomp's default spinning, 113 CPU s and 160 s with passive waits (2026-11-27). A judge on cores of its own
-#: keeps the default (docs/development.md, "Tests").
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 from pairank.storage.fs import Location
 from tests.helpers import (
     ROOT,
