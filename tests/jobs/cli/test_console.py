@@ -32,12 +32,12 @@ def pairank_run(
     spec: dict, tmp_path, *flags: str, sets: tuple[str, ...] = (), address: str | None = None
 ) -> subprocess.CompletedProcess:
     """``pairank run`` of ``spec``: on a local Ray of its own, or joining the Ray at ``address``."""
-    if address:
-        sets = (*sets, f"cluster.address={address}", "cluster.ship=false")  # as joining() (tests/helpers.py)
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
+    joined = joining(address) if address else []
+    command = [*flags, "run", str(path), *(f"--set={s}" for s in sets), *joined]
     return subprocess.run(
-        [sys.executable, "-m", "pairank.jobs.cli.main", *flags, "run", str(path), *(f"--set={s}" for s in sets)],
+        [sys.executable, "-m", "pairank.jobs.cli.main", *command],
         cwd=ROOT,
         capture_output=True,
         text=True,
