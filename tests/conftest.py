@@ -29,6 +29,12 @@ from tests.helpers import (
     write_input,
 )
 
+#: Python's default, whoever started pytest: a module's bytecode is written by the first process that imports it, for
+#: every process after it (nothing is compiled ahead, see the Makefile). Under PYTHONDONTWRITEBYTECODE (set on these
+#: machines) each process the tests start (workers, engines, drivers) would compile what it imports again.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 
 def _guard():
     """The guard, one per process: the one Python imported at start-up, in a process started under a guard (a

@@ -8,6 +8,7 @@ another test module or ``conftest.py``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -178,16 +179,13 @@ def titled_pids(title: bytes, under: int | None = None) -> list[int]:
 
 def process_titles(under: int | None = None) -> dict[int, bytes]:
     """The first word of each process's command line by PID; with ``under``, only the processes descended from
-    that one (what a failed search for a process shows)."""
-    titles, parents = {}, {}
+    that one (what a failed search for a process shows). Only their command lines are read: a watcher that calls
+    this several times a second beside a test run's 600 processes costs little."""
+    parents = {}
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            titles[int(proc.name)] = (proc / "cmdline").read_bytes().split(b"\0")[0]
-            parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
 
     def descends(pid: int) -> bool:
         while pid > 1:
@@ -196,7 +194,12 @@ def process_titles(under: int | None = None) -> dict[int, bytes]:
             pid = parents.get(pid, 0)
         return False
 
-    return {pid: first for pid, first in titles.items() if under is None or descends(pid)}
+    titles = {}
+    for pid in parents:
+        if under is None or descends(pid):
+            with contextlib.suppress(OSError):
+                titles[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    return titles
 
 
 #: Words the engine tests cut each SummEval article and summary to (:func:`cut_words`), where the claim is what happens

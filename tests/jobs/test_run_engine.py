@@ -141,7 +141,7 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice_though_its_engin
                 cores.update(titled_pids(CORE, under=run))
             except Exception as exc:  # a daemon thread's error would go unseen
                 missed.append(repr(exc))
-            time.sleep(0.2)
+            time.sleep(0.5)  # each look reads /proc (hundreds of processes beside it under xdist)
 
     with open(err, "wb") as stderr:
         second = subprocess.Popen(
