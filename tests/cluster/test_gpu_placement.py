@@ -57,19 +57,6 @@ def run(cluster, tmp_path, name: str, input_uri: str, pool: dict, judge: dict | 
     return code, log.read_text(errors="replace"), report.read_json() if code == 0 else None
 
 
-def test_whole_gpus_hold_one_actor_each_off_the_head(cluster, tmp_path, inputs):
-    head, workers = nodes(cluster)
-    code, log, report = run(cluster, tmp_path, "whole", inputs["small"], {"size": 2, "num_gpus": 1, "num_cpus": 0.5})
-    assert code == 0, log[-3000:]
-    actors = report["pool"]
-    assert len(actors) == 2
-    (worker,) = workers
-    assert [a["node_id"] for a in actors] == [worker, worker]
-    assert sorted(g for a in actors for g in a["gpu_ids"]) == ["0", "1"]  # one GPU each, not the same one
-    assert report["counts"]["judged_now"] == 90
-    assert len(report["pool"]) == 2
-
-
 def test_half_gpus_pack_two_actors_on_each_gpu(cluster, tmp_path, inputs):
     _, (worker,) = nodes(cluster)
     code, log, report = run(cluster, tmp_path, "half", inputs["small"], {"size": 4, "num_gpus": 0.5, "num_cpus": 0.25})
@@ -93,11 +80,12 @@ def test_no_judge_actor_on_the_head_unless_asked(cluster, tmp_path, inputs):
     assert [a["node_id"] for a in report["pool"]] == [head]  # asked: Ray's preference for the driver's node
 
 
-def test_a_range_pool_grows_onto_a_gpu_node_that_joins(cluster, tmp_path, inputs):
-    """``pool.size: 1..4`` of one GPU each, on one node of 2 GPUs: the pool grows to 2 there; a second GPU node
-    joins during the run (a replacement or a scale-up: a node that joins mid-run), the pool grows onto it, and the
-    actors there judge."""
+def test_whole_gpus_hold_one_actor_each_and_a_range_pool_grows_onto_a_gpu_node_that_joins(cluster, tmp_path, inputs):
+    """``pool.size: 1..4`` of one GPU each, on one node of 2 GPUs: the pool grows to 2 there, one actor on each
+    GPU (off the head, which has none); a second GPU node joins during the run (a replacement or a scale-up: a node
+    that joins mid-run), the pool grows onto it, and the actors there judge."""
     _, before = nodes(cluster)
+    (first,) = before
     spec = spec_on(
         "grows",
         inputs["large"],
@@ -121,6 +109,8 @@ def test_a_range_pool_grows_onto_a_gpu_node_that_joins(cluster, tmp_path, inputs
     assert sum(a["rows"] for a in report["pool"] if a["node_id"] == new) > 0, report["pool"]
     assert report["engines"]["actors_most"] >= 3 and report["counts"]["judged_now"] == 1920
     assert all(len(a["gpu_ids"]) == 1 for a in report["pool"])
+    # a whole GPU each: the first node's two actors hold one GPU each, not the same one
+    assert sorted(g for a in report["pool"] if a["node_id"] == first for g in a["gpu_ids"]) == ["0", "1"]
     a = audit(f"{ROOT}/grows/store/tables/judgments", f"{ROOT}/grows/calls/grows")
     assert a.clean() and a.keys == 1920
 

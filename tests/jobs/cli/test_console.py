@@ -47,7 +47,7 @@ def pairank_run(
 
 
 @pytest.mark.ray
-def test_the_console_holds_pairank_lines_only_and_the_log_holds_the_rest(tmp_path, summeval_tables):
+def test_the_console_holds_pairank_lines_only_and_the_log_holds_the_rest(tmp_path, summeval_tables, ray_address):
     folder = write_input(tmp_path / "input", summeval_tables, 2, 3)
     out = tmp_path / "store"
     run = pairank_run(spec_for(folder, out, name="quiet", scheduler={"name": "full"}), tmp_path)
@@ -60,8 +60,9 @@ def test_the_console_holds_pairank_lines_only_and_the_log_holds_the_rest(tmp_pat
     text = log.read_text()
     assert all(word in text for word in RAY_WORDS) and "[pairank]" not in text
 
+    # -v, joining the session's Ray (the quiet run above started one of its own, whose start is in its log)
     loud = spec_for(folder, out, name="loud", scheduler={"name": "full"}, judge={"seed": 4})  # nothing cached
-    verbose = pairank_run(loud, tmp_path, "-v")
+    verbose = pairank_run(loud, tmp_path, "-v", address=ray_address)
     assert verbose.returncode == 0 and all(word in verbose.stderr for word in RAY_WORDS)
     assert not (out / "runs" / "loud" / "logs").exists()
 
