@@ -162,6 +162,19 @@ def auth_token() -> str | None:
     return token or None
 
 
+def ensure_auth_token() -> str | None:
+    """:func:`auth_token`, made first when this machine has none (``ray get-auth-token --generate``, which writes
+    ``~/.ray/auth_token``), as Ray's own local ``ray.init`` makes it: the nodes then run with token authentication,
+    which ``ray start`` with ``RAY_AUTH_MODE=token`` and clients that set it (docs/cluster.md) need. A token kept
+    where ``RAY_AUTH_TOKEN_PATH`` names is Ray's to read: nothing is made then."""
+    token = auth_token()
+    if token is None and not os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        ray = Path(sys.executable).parent / "ray"
+        subprocess.run([str(ray), "get-auth-token", "--generate"], check=True, capture_output=True, timeout=120)
+        token = auth_token()
+    return token
+
+
 def node_env(python: Path, home: Path, token: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
     """A node's whole environment: its interpreter first on PATH, its own HOME, Ray's settings, nothing else of
     the caller's but :data:`KEPT_ENV` and ``extra``."""
@@ -343,7 +356,7 @@ class LocalCluster:
         if self.health_checks:
             period_ms, failures = self.health_checks
             ray |= {"RAY_health_check_period_ms": str(period_ms), "RAY_health_check_failure_threshold": str(failures)}
-        return node_env(self.python, Path(node.folder) / "home", auth_token(), {**ray, **self.env})
+        return node_env(self.python, Path(node.folder) / "home", ensure_auth_token(), {**ray, **self.env})
 
     def _launch(self, node: Node, env: dict[str, str]) -> None:
         """``ray start --block`` of ``node``, in a session of its own; its log is ``<node>/ray-start.log``."""

@@ -371,15 +371,13 @@ def _ray_of_its_own(*args, **kwargs):
 
 
 def _ray_token() -> None:
-    """Ray's token of this machine (``~/.ray/auth_token``), made as ``ray get-auth-token --generate`` makes it when
-    there is none. The Jobs API and multi-node tests start their nodes and clients with ``RAY_AUTH_MODE=token``, and
-    ``ray start`` then refuses to make one (a local ``ray.init`` does): on a machine whose HOME had never run Ray, the
-    first of them failed unless another test's Ray had made the token first."""
-    if any(os.environ.get(k) for k in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")):
-        return
-    if not (Path.home() / ".ray" / "auth_token").is_file():
-        ray = Path(sys.executable).parent / "ray"
-        subprocess.run([str(ray), "get-auth-token", "--generate"], check=True, capture_output=True, timeout=120)
+    """Ray's token of this machine, made when there is none (:func:`pairank.cluster.local.ensure_auth_token`). The
+    Jobs API tests start their Ray head and clients with ``RAY_AUTH_MODE=token``, and ``ray start`` then refuses to
+    make one (a local ``ray.init`` does): on a machine whose HOME had never run Ray, they failed unless another test's
+    Ray had made the token first."""
+    from pairank.cluster.local import ensure_auth_token
+
+    ensure_auth_token()
 
 
 def pytest_configure(config):

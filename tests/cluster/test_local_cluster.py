@@ -86,3 +86,21 @@ def test_a_node_s_process_is_told_from_an_exited_one_and_from_another_s(tmp_path
         for proc in (here, other, done):
             proc.kill()
             proc.wait()
+
+
+def test_a_machine_without_a_ray_token_gets_one_made_once(tmp_path, monkeypatch):
+    """`pairank cluster up` on a machine that never ran Ray: the token is made as `ray get-auth-token --generate`
+    makes it (Ray's own command, run for real), in this HOME's ~/.ray, and read, not made again, after."""
+    from pairank.cluster.local import auth_token, ensure_auth_token
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    assert auth_token() is None
+    token = ensure_auth_token()
+    path = tmp_path / ".ray" / "auth_token"
+    assert token and len(token) == 64 and path.read_text().strip() == token
+    made = path.stat().st_mtime_ns
+    assert ensure_auth_token() == token and path.stat().st_mtime_ns == made
+    node = LocalCluster(tmp_path / "cluster")._node_env(Node("head", "127.0.0.1", str(tmp_path / "h"), cpus=0))
+    assert node["RAY_AUTH_MODE"] == "token" and node["RAY_AUTH_TOKEN"] == token
