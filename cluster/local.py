@@ -16,17 +16,15 @@ with the driver, these nodes do not share either:
 
 Networking: every node is started with ``--node-ip-address 127.0.0.1`` (with Ray's several-nodes-on-one-machine
 setting, Ray registers it under this machine's own address), a raylet of its own with ports of its own (found free
-at start). Network
-namespaces (a veth per node, an address each) would make the nodes' addresses differ too, but a node in one does
-not reach this machine's 127.0.0.1, where the storage (a local SeaweedFS, the tests' S3 server) listens: the
-nodes would need routes and a storage endpoint that is not loopback, which the tests' rule (traffic on 127.0.0.1
-only) does not allow.
+at start). Network namespaces (a veth per node, an address each) would make the nodes' addresses differ too, but a
+node in one does not reach this machine's 127.0.0.1, where the storage (a local SeaweedFS, the tests' S3 server)
+listens: the nodes would need routes and a storage endpoint that is not loopback, which the tests' rule (traffic on
+127.0.0.1 only) does not allow.
 
-Losing a node: :meth:`LocalCluster.kill` SIGKILLs the node's whole process tree at once (its ``ray start``,
-raylet, agents and every worker process), as a machine that vanishes, and again what its raylet started while
-it was killed. Only the processes this cluster
-started are ever signalled, by process id, and checked to be ours (their command line names the cluster's
-folder) before a later ``down``.
+Losing a node: :meth:`LocalCluster.kill` SIGKILLs the node's whole process tree at once (its ``ray start``, raylet,
+agents and every worker process), as a machine that vanishes, and again what its raylet started while it was killed.
+Only the processes this cluster started are ever signalled, by process id, and checked to be ours (their command
+line names the cluster's folder) before a later ``down``.
 """
 
 from __future__ import annotations
@@ -155,22 +153,17 @@ def imports_pairank(python: Path, cwd: Path, env: dict[str, str]) -> bool:
 
 def auth_token() -> str | None:
     """Ray's token of this machine (``RAY_AUTH_TOKEN``, else ``~/.ray/auth_token``), given to every node."""
-    token = os.environ.get("RAY_AUTH_TOKEN")
     path = Path.home() / ".ray" / "auth_token"
-    if not token and path.is_file():
-        token = path.read_text(encoding="utf-8").strip()
+    token = os.environ.get("RAY_AUTH_TOKEN") or (path.read_text(encoding="utf-8").strip() if path.is_file() else "")
     return token or None
 
 
 def ensure_auth_token() -> str | None:
-    """:func:`auth_token`, made first when this machine has none (``ray get-auth-token --generate``, which writes
-    ``~/.ray/auth_token``), as Ray's own local ``ray.init`` makes it: the nodes then run with token authentication,
-    which ``ray start`` with ``RAY_AUTH_MODE=token`` and clients that set it (docs/cluster.md) need. A token kept
-    where ``RAY_AUTH_TOKEN_PATH`` names is Ray's to read: nothing is made then."""
-    token = auth_token()
-    if token is None and not os.environ.get("RAY_AUTH_TOKEN_PATH"):
-        ray = Path(sys.executable).parent / "ray"
-        subprocess.run([str(ray), "get-auth-token", "--generate"], check=True, capture_output=True, timeout=120)
+    """:func:`auth_token`, made first where there is none as ``ray.init`` makes one (``ray get-auth-token --generate``;
+    not where ``RAY_AUTH_TOKEN_PATH`` names it): ``ray start`` and clients with ``RAY_AUTH_MODE=token`` need it."""
+    if (token := auth_token()) is None and not os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        generate = [str(Path(sys.executable).parent / "ray"), "get-auth-token", "--generate"]
+        subprocess.run(generate, check=True, capture_output=True, timeout=120)
         token = auth_token()
     return token
 
