@@ -136,7 +136,7 @@ def calls(uri: str) -> list[tuple[float, int]]:
 def node_times(cluster) -> dict[str, dict]:
     """Per Ray node id (alive or dead): its state and Ray's ``start_time_ms``/``end_time_ms``, asked of the head
     by the cluster's python (as :meth:`LocalCluster.alive_nodes`)."""
-    from pairank.cluster.local import auth_token, node_env
+    from pairank.cluster.node_setup import auth_token, node_env
 
     code = (
         "import json\n"

@@ -5,14 +5,16 @@
 ports, HOME and working directory under the cluster's folder. What a node of a real cluster would not share
 with the driver, these nodes do not share either:
 
-- **no pairank**: each node runs a Python environment of its own (:func:`node_venv`), whose only ``.pth`` line
+- **no pairank**: each node runs a Python environment of its own (``node_venv``), whose only ``.pth`` line
   points at the site-packages that hold Ray, vLLM and the other dependencies. Python does not read the ``.pth``
   files of a folder added by a ``.pth``, so an editable install of pairank (a ``.pth`` there) is not seen:
   ``import pairank`` fails on the nodes unless the job ships it (``py_modules``);
 - **no HOME**: ``~`` of a node is ``<node>/home``: no ``~/.cache/pairank`` (the embedded model), no
   ``~/.ray/auth_token`` (the Ray token is given as ``RAY_AUTH_TOKEN``);
-- **no environment**: a node starts with a few variables only (:func:`node_env`): ``PATH`` to its own
+- **no environment**: a node starts with a few variables only (``node_env``): ``PATH`` to its own
   interpreter, ``HOME``, Ray's token; S3 settings reach its workers only through the job's runtime environment.
+
+What a node is given before its start is :mod:`pairank.cluster.node_setup`'s.
 
 Networking: every node is started with ``--node-ip-address 127.0.0.1`` (with Ray's several-nodes-on-one-machine
 setting, Ray registers it under this machine's own address), a raylet of its own with ports of its own (found free
@@ -31,18 +33,24 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
-import tempfile
 import time
-import venv
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pairank.cluster.node_setup import (
+    ClusterError,
+    auth_token,
+    ensure_auth_token,
+    imports_pairank,
+    node_env,
+    node_venv,
+    ray_dir,
+    site_folders,
+)
 from pairank.cluster.runtime import NODE_START_TIMEOUT, workers_kept
 
 #: The file in the cluster's folder that says what runs (read by ``pairank cluster down``).
@@ -57,12 +65,6 @@ KILL_PASSES = 5
 RETRYABLE = (NODE_START_TIMEOUT, "is trying to use a port number", "address already in use")
 #: The line a node's ``ray start`` log gets when its start is tried again.
 RETRIED = "[pairank cluster] the start failed"
-#: Environment variables a node keeps from the command that starts it (nothing else of it reaches the node).
-KEPT_ENV = ("LANG", "LC_ALL", "TZ")
-
-
-class ClusterError(ValueError):
-    """The local cluster cannot start (or be found); the message says why."""
 
 
 def health_checks(value: str) -> tuple[int, int]:
@@ -106,83 +108,6 @@ def free_ports(count: int, avoid: set[int] | frozenset[int] = frozenset(), host:
         for s in held:
             s.close()
     return ports
-
-
-def site_folders() -> list[str]:
-    """The site-packages folders of this interpreter (Ray and the other dependencies are in one of them)."""
-    return [p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages")) and Path(p).is_dir()]
-
-
-def node_venv(folder: Path) -> Path:
-    """A Python environment at ``folder`` that sees this interpreter's dependencies but not an editable pairank:
-    a venv without pip whose one ``.pth`` line names each of :func:`site_folders`. Returns its python."""
-    python = folder / "bin" / "python"
-    if not python.exists():
-        venv.EnvBuilder(with_pip=False, symlinks=True).create(folder)
-        version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-        site = folder / "lib" / version / "site-packages"
-        (site / "pairank_cluster_deps.pth").write_text("\n".join(site_folders()) + "\n", encoding="utf-8")
-    return python
-
-
-#: The longest Ray temp dir kept in the node's folder: Ray's socket paths below it must fit in 107 bytes.
-RAY_DIR_MAX = 40
-
-
-def ray_dir(folder: Path) -> Path:
-    """Ray's temp dir for the node of ``folder``: ``folder/ray``, or a short folder under /tmp when that path is too
-    long for Ray's sockets (then linked from ``folder/ray``)."""
-    inside = folder / "ray"
-    if inside.is_symlink():
-        return inside.resolve()
-    if len(str(inside)) <= RAY_DIR_MAX:
-        inside.mkdir(parents=True, exist_ok=True)
-        return inside
-    short = Path(tempfile.mkdtemp(prefix="prk-", dir="/tmp"))
-    inside.symlink_to(short, target_is_directory=True)
-    return short
-
-
-def imports_pairank(python: Path, cwd: Path, env: dict[str, str]) -> bool:
-    """Whether ``python`` (in ``cwd``, with ``env``) can import pairank's subpackages on its own."""
-    out = subprocess.run(
-        [str(python), "-c", "import pairank.cluster"], cwd=cwd, env=env, capture_output=True, timeout=120
-    )
-    return out.returncode == 0
-
-
-def auth_token() -> str | None:
-    """Ray's token of this machine (``RAY_AUTH_TOKEN``, else ``~/.ray/auth_token``), given to every node."""
-    path = Path.home() / ".ray" / "auth_token"
-    token = os.environ.get("RAY_AUTH_TOKEN") or (path.read_text(encoding="utf-8").strip() if path.is_file() else "")
-    return token or None
-
-
-def ensure_auth_token() -> str | None:
-    """:func:`auth_token`, made first where there is none as ``ray.init`` makes one (``ray get-auth-token --generate``;
-    not where ``RAY_AUTH_TOKEN_PATH`` names it): ``ray start`` and clients with ``RAY_AUTH_MODE=token`` need it."""
-    if (token := auth_token()) is None and not os.environ.get("RAY_AUTH_TOKEN_PATH"):
-        generate = [str(Path(sys.executable).parent / "ray"), "get-auth-token", "--generate"]
-        subprocess.run(generate, check=True, capture_output=True, timeout=120)
-        token = auth_token()
-    return token
-
-
-def node_env(python: Path, home: Path, token: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """A node's whole environment: its interpreter first on PATH, its own HOME, Ray's settings, nothing else of
-    the caller's but :data:`KEPT_ENV` and ``extra``."""
-    env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
-    env.update(
-        PATH=f"{python.parent}{os.pathsep}/usr/local/bin{os.pathsep}/usr/bin{os.pathsep}/bin",
-        HOME=str(home),
-        RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1",  # several nodes on one machine (they register its address)
-        RAY_USAGE_STATS_ENABLED="0",
-        RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0",  # on SIGTERM, stop at once
-    )
-    if token:
-        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
-    env.update(extra or {})
-    return env
 
 
 @dataclass

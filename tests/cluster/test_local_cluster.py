@@ -91,7 +91,7 @@ def test_a_node_s_process_is_told_from_an_exited_one_and_from_another_s(tmp_path
 def test_a_machine_without_a_ray_token_gets_one_made_once(tmp_path, monkeypatch):
     """`pairank cluster up` on a machine that never ran Ray: the token is made as `ray get-auth-token --generate`
     makes it (Ray's own command, run for real), in this HOME's ~/.ray, and read, not made again, after."""
-    from pairank.cluster.local import auth_token, ensure_auth_token
+    from pairank.cluster.node_setup import auth_token, ensure_auth_token
 
     monkeypatch.setenv("HOME", str(tmp_path))
     for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
@@ -104,3 +104,16 @@ def test_a_machine_without_a_ray_token_gets_one_made_once(tmp_path, monkeypatch)
     assert ensure_auth_token() == token and path.stat().st_mtime_ns == made
     node = LocalCluster(tmp_path / "cluster")._node_env(Node("head", "127.0.0.1", str(tmp_path / "h"), cpus=0))
     assert node["RAY_AUTH_MODE"] == "token" and node["RAY_AUTH_TOKEN"] == token
+
+
+def test_a_token_that_cannot_be_made_is_a_clear_error_naming_the_command(tmp_path, monkeypatch):
+    """Where Ray's own command cannot write the token (here ``~/.ray`` is a file, not a folder), ``pairank cluster
+    up`` says which command made none, where, and what to do, instead of a bare CalledProcessError."""
+    from pairank.cluster.node_setup import ensure_auth_token
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / ".ray").write_text("not a folder")
+    with pytest.raises(ClusterError, match=r"get-auth-token --generate` made none in .*\.ray \(.+\); give one as"):
+        ensure_auth_token()
