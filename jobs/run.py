@@ -66,9 +66,8 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info, claims: C
     layout = RunLayout.of(spec.output, spec.name)
     inputs = read_inputs(spec.input, spec.subset, texts=not scored_in_tasks(spec))
     setup = prepare_judging(spec, inputs.candidates, layout, claims)
-    progress(
-        f"{spec.name}: {inputs.contexts} contexts, {inputs.candidates.num_rows} candidates, {len(spec.aspects)} aspects"
-    )
+    sizes = {"context": inputs.contexts, "candidate": inputs.candidates.num_rows, "aspect": len(spec.aspects)}
+    progress(f"{spec.name}: " + ", ".join(f"{n} {noun}{'s' * (n != 1)}" for noun, n in sizes.items()))
     for line in spec.judge_choices:
         progress(f"judge: {line}")
     manifest: dict[str, Any] = {

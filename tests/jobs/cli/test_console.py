@@ -118,6 +118,7 @@ def test_a_failing_run_keeps_its_error_on_the_console(tmp_path, summeval_tables,
     spec = spec_for(folder, tmp_path / "store", name="nostart", judge={"quality": str(tmp_path / "q.parquet")})
     run = pairank_run(spec, tmp_path, address=ray_address)
     assert run.returncode == 5
+    assert "[pairank] nostart: 1 context, 3 candidates, " in run.stderr  # counted in the singular too
     said = [line for line in run.stderr.splitlines() if line.startswith("pairank: error: ")]
     assert len(said) == 1 and "a judge engine failed to start" in said[0]
     (log,) = (tmp_path / "store" / "runs" / "nostart" / "logs").iterdir()
