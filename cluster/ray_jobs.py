@@ -193,6 +193,9 @@ class Jobs:
             ):
                 logging.getLogger(f"ray.{name}").setLevel(logging.WARNING)
             logging.getLogger("ray._private.runtime_env.working_dir").setLevel(logging.ERROR)
+        from pairank.cluster.ray_shim import send_token_where_one_exists
+
+        send_token_where_one_exists()  # a head of Ray 2.60 with a token wants it; Ray's client sends it only when told
         try:
             client = JobSubmissionClient(address)
         except RayError as exc:  # AuthenticationError: the cluster wants a token this client did not send

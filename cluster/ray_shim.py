@@ -12,6 +12,9 @@ Ray's internals for them:
   (:func:`keep_local_ray_on_loopback`): Ray reads the environment variable into a
   module constant at import.
 
+- a client that sends Ray's token wherever Ray itself would have turned token
+  authentication on (:func:`send_token_where_one_exists`): the mode lives in
+  Ray's config, read from the environment when Ray is imported;
 - which node is the head (:func:`head_node_id`): Ray marks it with a resource of
   its own, ``node:__internal_head__``, that no public call names;
 - each node's free resources (:func:`free_per_node`): ``ray.available_resources()``
@@ -75,6 +78,29 @@ def keep_local_ray_on_loopback() -> None:
     constants = sys.modules.get("ray._private.ray_constants")
     if constants is not None:
         constants.ENABLE_RAY_CLUSTER = False  # type: ignore[attr-defined]
+
+
+def send_token_where_one_exists() -> bool:
+    """Make this process send Ray's token when it joins a cluster, where this machine has one (``~/.ray/auth_token``,
+    ``RAY_AUTH_TOKEN`` or ``RAY_AUTH_TOKEN_PATH``) and ``RAY_AUTH_MODE`` is unset. Returns whether it now does.
+
+    Ray 2.60's ``ray start``, and a local ``ray.init``, turn token authentication on by themselves where a token
+    exists, but a client joining sends the token only with ``RAY_AUTH_MODE=token``: without it, ``ray.init(address=
+    ...)`` retried for 20 s and failed with "Failed to connect to Ray cluster" (the cause, InvalidAuthToken, only in
+    its log), and the Jobs API answered 401. A cluster without authentication accepted a client that sent a token
+    (measured). A mode the user set is kept as it is. Ray 2.60: what
+    ``ray._private.authentication.authentication_token_setup.maybe_enable_token_auth_if_token_available`` does for
+    ``ray start``, without its warning that speaks of starting a cluster: the variable set, Ray's config read again.
+    """
+    if os.environ.get("RAY_AUTH_MODE") is not None:
+        return False
+    from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
+
+    if not AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
+        return False
+    os.environ["RAY_AUTH_MODE"] = "token"
+    Config.initialize("")
+    return True
 
 
 #: The resource Ray 2.60 gives the head node only (``ray._common.constants.HEAD_NODE_RESOURCE_NAME``).

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from pairank.cluster.ray_shim import keep_local_ray_on_loopback
+from pairank.cluster.ray_shim import keep_local_ray_on_loopback, send_token_where_one_exists
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,8 @@ def ensure_ray(
     A driver that joins a cluster ships what the cluster's nodes need (:func:`shipped_env`): the ``pairank``
     package it runs, and the variables of :data:`~pairank.cluster.ray_jobs.FORWARDED_ENV` and ``forward_env``
     that are set here; with ``ship`` false nothing (the nodes have pairank and the settings: the job has no
-    runtime environment).
+    runtime environment). It sends Ray's token where this machine has one and ``RAY_AUTH_MODE`` is unset
+    (:func:`~pairank.cluster.ray_shim.send_token_where_one_exists`).
     """
     if not address:
         keep_local_ray_on_loopback()
@@ -83,6 +84,8 @@ def ensure_ray(
         global _joined
         _joined = address
         log.info("joining Ray at %s", address)
+        if send_token_where_one_exists():
+            log.info("sending Ray's token of this machine (RAY_AUTH_MODE=token; set RAY_AUTH_MODE=disabled not to)")
         with tempfile.TemporaryDirectory(prefix="pairank-ship-") as tmp:  # uploaded by ray.init
             runtime_env = shipped_env(Path(tmp), forward_env) if ship else None
             ray.init(address=address, log_to_driver=True, runtime_env=runtime_env)

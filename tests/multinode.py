@@ -75,10 +75,10 @@ def multinode(workers: int = 2, worker_cpus: float = 2, head_cpus: float = 0, wo
 
 
 def driver_env(**extra: str) -> dict[str, str]:
-    """The environment of a driver on this machine: this one (with the S3 server's settings), Ray's token mode,
-    no RAY_ADDRESS."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    return {**env, "RAY_AUTH_MODE": "token", **extra}
+    """The environment of a driver on this machine: this one (with the S3 server's settings), without RAY_ADDRESS
+    and without RAY_AUTH_MODE, as a user's shell: pairank sends Ray's token of this machine by itself."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
+    return {**env, **extra}
 
 
 def write_spec(folder: Path, spec: dict) -> Path:

@@ -36,12 +36,12 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
         worker_gpus=args.worker_gpus,
         health_checks=args.health_checks,
     )
-    _say(f"starting a head and {args.workers} worker nodes under {args.dir}")
+    _say(f"starting a head and {args.workers} worker node{'s' * (args.workers != 1)} under {args.dir}")
     cluster.start()
     _nodes(cluster)
     print(f"address: {cluster.address}        pairank run SPEC --set cluster.address={cluster.address}")
     print(f"jobs api: {cluster.dashboard}   pairank submit SPEC --address {cluster.dashboard}")
-    _say("clients need RAY_AUTH_MODE=token (Ray's token of this machine); input and output on s3://")
+    _say("pairank sends Ray's token of this machine; Ray's own clients need RAY_AUTH_MODE=token; data on s3://")
     _say(f"stop it with: pairank cluster down {args.dir}")
     return 0
 

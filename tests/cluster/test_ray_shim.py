@@ -66,3 +66,36 @@ def test_a_stream_over_blocks_starts_while_actors_hold_every_cpu(ray_local):
 
 def _doubled(block: pa.Table, _settings) -> pa.Table:
     return pa.table({"x": pa.compute.multiply(block.column("x"), 2)})
+
+
+def test_a_joining_client_sends_the_token_where_this_machine_has_one_and_the_user_chose_no_mode(tmp_path):
+    """Ray's config holds the mode, read when Ray is imported: in a process that imported Ray first, the token is
+    sent (Ray's own check says so) where there is one and RAY_AUTH_MODE is unset; a mode the user set is kept; with
+    no token anywhere nothing changes. (The joining runs themselves: ``tests/jobs/cli/test_console.py`` and the
+    cluster tests, whose drivers have no RAY_AUTH_MODE.)"""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import os, ray\n"
+        "from ray._private.authentication.authentication_utils import is_token_auth_enabled\n"
+        "from pairank.cluster.ray_shim import send_token_where_one_exists as send\n"
+        "print(is_token_auth_enabled(), send(), is_token_auth_enabled(), os.environ.get('RAY_AUTH_MODE'))\n"
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    with_token = tmp_path / "with"
+    (with_token / ".ray").mkdir(parents=True)
+    (with_token / ".ray" / "auth_token").write_text("a" * 64)
+    cases = {
+        "unset, a token in ~/.ray": ({"HOME": str(with_token)}, "False True True token"),
+        "unset, RAY_AUTH_TOKEN": ({"HOME": str(tmp_path), "RAY_AUTH_TOKEN": "b" * 64}, "False True True token"),
+        "disabled by the user": ({"HOME": str(with_token), "RAY_AUTH_MODE": "disabled"}, "False False False disabled"),
+        "no token anywhere": ({"HOME": str(tmp_path)}, "False False False None"),
+    }
+    for case, (env, expected) in cases.items():
+        out = subprocess.run(
+            [sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.split("\n")[0] == expected, case

@@ -26,10 +26,16 @@ SECRET = "pairank-test-secret-value-0f9e"
 
 
 def client_env(**extra: str) -> dict[str, str]:
-    """This environment, without RAY_ADDRESS, with Ray's token authentication on (Ray's default for a new head:
-    clients send the token of ~/.ray/auth_token only when RAY_AUTH_MODE=token)."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    return {**env, "RAY_AUTH_MODE": "token", **extra}
+    """A user's shell for ``pairank``: this environment without RAY_ADDRESS and without RAY_AUTH_MODE. The head
+    wants Ray's token (Ray's default for a new head where ~/.ray/auth_token exists), and pairank sends it without
+    being told (Ray's own clients send it only with RAY_AUTH_MODE=token)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
+    return {**env, **extra}
+
+
+def ray_env(**extra: str) -> dict[str, str]:
+    """:func:`client_env` with RAY_AUTH_MODE=token, for the head and for Ray's own clients."""
+    return client_env(RAY_AUTH_MODE="token", **extra)
 
 
 def pairank(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -42,7 +48,7 @@ def jobs_api_ready(address: str) -> bool:
     out = subprocess.run(
         [sys.executable, "-c", f"from ray.job_submission import JobSubmissionClient as C; C({address!r}).list_jobs()"],
         capture_output=True,
-        env=client_env(),
+        env=ray_env(),
         timeout=60,
     )
     return out.returncode == 0
@@ -53,7 +59,7 @@ def job_info(address: str, job_id: str) -> dict:
         "from ray.job_submission import JobSubmissionClient as C; "
         f"print(C({address!r}).get_job_info({job_id!r}).model_dump_json())"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=client_env(), timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ray_env(), timeout=60)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -91,7 +97,7 @@ def ray_head():
     names += ["--runtime-env-agent-port", "--metrics-export-port", "--ray-client-server-port"]
     ports = dict(zip(names, free_ports(len(names))))  # distinct
     dashboard = ports["--dashboard-port"]
-    env = client_env(
+    env = ray_env(
         RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
         RAY_USAGE_STATS_ENABLED="0",
         RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0",  # on SIGTERM, stop at once instead of draining the node

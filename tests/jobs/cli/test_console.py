@@ -31,7 +31,9 @@ RAY_WORDS = ("streaming_executor", "Dataset")
 def pairank_run(
     spec: dict, tmp_path, *flags: str, sets: tuple[str, ...] = (), address: str | None = None
 ) -> subprocess.CompletedProcess:
-    """``pairank run`` of ``spec``: on a local Ray of its own, or joining the Ray at ``address``."""
+    """``pairank run`` of ``spec``: on a local Ray of its own, or joining the Ray at ``address``, from a shell
+    without RAY_AUTH_MODE (which Ray set in this process when it started the session's Ray with token
+    authentication on): pairank sends Ray's token by itself."""
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     joined = joining(address) if address else []
@@ -42,7 +44,7 @@ def pairank_run(
         capture_output=True,
         text=True,
         timeout=600,
-        env=dict(os.environ),
+        env={k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"},
     )
 
 
