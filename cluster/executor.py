@@ -166,21 +166,28 @@ def _remote(fn: Callable[..., Any], r: Resources, **options: Any) -> Any:
 def run_each(stage: Stage[Any], blocks: Sequence[Handle]) -> list[Any]:
     """``stage.fn(block, stage.settings)`` for each block, one task each and at most ``concurrency`` at once;
     the results in block order, whichever task ends first."""
+    return list(_in_order(stage, [b.ref for b in blocks], {}))
+
+
+def _in_order(stage: Stage[Any], blocks: Sequence[Any], extra: dict[str, Any]) -> Iterator[Any]:
+    """``stage.fn(block, stage.settings, **extra)`` for each of ``blocks`` (tables or object refs) as one task each,
+    at most the stage's concurrency running, another started as soon as any ends; each result as soon as it and all
+    before it are there (the first task's error raised as itself, :func:`get`)."""
     import ray
 
-    r = stage.resources
-    remote = _remote(stage.fn, r)
-    pending = list(enumerate(blocks))
-    done: dict[int, Any] = {}
+    remote = _remote(stage.fn, stage.resources)
     running: dict[Any, int] = {}
-    while pending or running:
-        while pending and len(running) < r.concurrency:
-            index, block = pending.pop(0)
-            running[remote.remote(block.ref, stage.settings)] = index
+    done: dict[int, Any] = {}
+    started = given = 0
+    while given < len(blocks):
+        while started < len(blocks) and len(running) < max(1, stage.resources.concurrency):
+            running[remote.remote(blocks[started], stage.settings, **extra)] = started
+            started += 1
         (ref,), _ = ray.wait(list(running), num_returns=1)
-        index = running.pop(ref)
-        done[index] = get(Handle(ref))
-    return [done[i] for i in sorted(done)]
+        done[running.pop(ref)] = get(Handle(ref))
+        while given in done:
+            yield done.pop(given)
+            given += 1
 
 
 @dataclass
@@ -246,14 +253,7 @@ class Tasks:
     def tables(self, rows: int | None = None) -> Iterator[pa.Table]:
         """Each block's result in block order, as they come (or cut into batches of at most ``rows`` rows; a batch
         holds rows of one block); a stage's own error is raised, not Ray's wrapper."""
-        r = self.stage.resources
-        remote = _remote(self.stage.fn, r)
-        pending = list(self.blocks)
-        running: list[Any] = []
-        while pending or running:
-            while pending and len(running) < max(1, r.concurrency):
-                running.append(remote.remote(pending.pop(0), self.stage.settings, **self.extra))
-            table = get(Handle(running.pop(0)))
+        for table in _in_order(self.stage, self.blocks, self.extra):
             if rows is None:
                 yield table
             else:
