@@ -94,6 +94,14 @@ CPU_ENGINE_ENV = {
 THREAD_SETTINGS = ("VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS")
 
 
+def shell_env(**extra: str) -> dict[str, str]:
+    """This process's environment as a user's shell hands it to a ``pairank`` command, with ``extra``: without
+    RAY_ADDRESS (the command is told where to go) and without RAY_AUTH_MODE (Ray sets it in this process when it
+    starts a Ray with token authentication on; pairank sends Ray's token of this machine by itself)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
+    return {**env, **extra}
+
+
 def joining(address: str) -> list[str]:
     """``pairank run`` options that join the session's Ray at ``address`` (the ``ray_address`` fixture) without
     shipping anything (``cluster.ship`` false): its workers import this checkout's pairank and have the session's

@@ -33,7 +33,7 @@ import yaml
 
 from pairank.cluster.local import LocalCluster, Node
 from pairank.storage.fs import Location
-from tests.helpers import ROOT
+from tests.helpers import ROOT, shell_env
 
 #: The markers of a test on the cluster (it starts Ray nodes, and its storage is the S3 server).
 MARKERS = (pytest.mark.ray, pytest.mark.s3, pytest.mark.cluster)
@@ -74,13 +74,6 @@ def multinode(workers: int = 2, worker_cpus: float = 2, head_cpus: float = 0, wo
     return cluster
 
 
-def driver_env(**extra: str) -> dict[str, str]:
-    """The environment of a driver on this machine: this one (with the S3 server's settings), without RAY_ADDRESS
-    and without RAY_AUTH_MODE, as a user's shell: pairank sends Ray's token of this machine by itself."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
-    return {**env, **extra}
-
-
 def write_spec(folder: Path, spec: dict) -> Path:
     path = folder / f"{spec['name']}.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
@@ -91,7 +84,7 @@ def start_run(
     cluster: LocalCluster, spec: Path, folder: Path, *overrides: str, env: dict[str, str] | None = None
 ) -> subprocess.Popen:
     """``pairank run spec --set cluster.address=...`` as a driver joining the cluster (from ``folder``, so no
-    checkout is on its path; ``env``: its environment, else :func:`driver_env`); its output goes to
+    checkout is on its path; ``env``: its environment, else :func:`~tests.helpers.shell_env`); its output goes to
     ``folder/<spec name>.log``."""
     log = open(folder / f"{spec.stem}.log", "ab")  # noqa: SIM115 - the run's log, open while it runs
     try:
@@ -99,7 +92,7 @@ def start_run(
             [*PAIRANK, "run", str(spec), "--set", f"cluster.address={cluster.address}"]
             + [arg for o in overrides for arg in ("--set", o)],
             cwd=folder,
-            env=env or driver_env(),
+            env=env or shell_env(),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -18,13 +18,12 @@ from pathlib import Path
 
 from pairank.storage.fs import Location
 from pairank.storage.lease import is_held
-from tests.helpers import write_input
+from tests.helpers import shell_env, write_input
 from tests.multinode import (
     MARKERS,
     NODE_LOSS,
     PAIRANK,
     audit,
-    driver_env,
     multinode,
     start_run,
     titles,
@@ -64,7 +63,7 @@ def report_of(root: str, run: str) -> dict:
 def submit(cluster, spec: Path, folder: Path, wait: bool = True):
     """``pairank submit spec`` to the cluster's Jobs API, forwarding the short lease; output in ``folder``."""
     args = [*PAIRANK, "submit", str(spec), "--address", cluster.dashboard, "--env", "PAIRANK_LEASE_TTL_S"]
-    env = driver_env(PAIRANK_LEASE_TTL_S=LEASE_TTL_S)
+    env = shell_env(PAIRANK_LEASE_TTL_S=LEASE_TTL_S)
     if wait:
         return subprocess.run(args, capture_output=True, text=True, cwd=folder, env=env, timeout=600)
     log = open(folder / "submit.log", "ab")  # noqa: SIM115 - the command's log, open while it runs
@@ -98,7 +97,7 @@ def test_after_losing_the_head_the_same_spec_resumes_from_the_store(cluster, tmp
     # 1. one loss, two drivers: a submitted job's, which runs on the head and dies with it, and a driver that joined
     # from outside, which is told (each run on the worker node's CPUs)
     following = submit(cluster, path, tmp_path, wait=False)
-    proc = start_run(cluster, outside, tmp_path, env=driver_env(PAIRANK_HEAD_GONE_S=HEAD_GONE_S))
+    proc = start_run(cluster, outside, tmp_path, env=shell_env(PAIRANK_HEAD_GONE_S=HEAD_GONE_S))
     logs = {"submit": tmp_path / "submit.log", "outside": tmp_path / "outside.log"}
     wait_for("a commit of the submitted job", lambda: committed(root), following, logs["submit"], 300)
     wait_for("a commit of the run from outside", lambda: committed(elsewhere), proc, logs["outside"], 300)

@@ -25,7 +25,7 @@ import pytest
 
 from pairank.cluster.local import Node
 from pairank.storage.fs import Location
-from tests.helpers import write_input
+from tests.helpers import shell_env, write_input
 from tests.multinode import (
     DATA_TASK_NAMES,
     HEALTH_CHECKS,
@@ -34,7 +34,6 @@ from tests.multinode import (
     PAIRANK,
     audit,
     calls_by_pid,
-    driver_env,
     holding,
     multinode,
     pids_of,
@@ -247,7 +246,7 @@ def test_a_submitted_job_ships_what_the_nodes_lack_and_ranks_as_one_node_does(
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env=driver_env(),
+        env=shell_env(),
         timeout=600,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]

@@ -19,28 +19,21 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ROOT, free_port, free_ports, stop_process, write_input
+from tests.helpers import ROOT, free_port, free_ports, shell_env, stop_process, write_input
 
 PAIRANK = [sys.executable, "-m", "pairank.jobs.cli.main"]
 SECRET = "pairank-test-secret-value-0f9e"
 
 
-def client_env(**extra: str) -> dict[str, str]:
-    """A user's shell for ``pairank``: this environment without RAY_ADDRESS and without RAY_AUTH_MODE. The head
-    wants Ray's token (Ray's default for a new head where ~/.ray/auth_token exists), and pairank sends it without
-    being told (Ray's own clients send it only with RAY_AUTH_MODE=token)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
-    return {**env, **extra}
-
-
 def ray_env(**extra: str) -> dict[str, str]:
-    """:func:`client_env` with RAY_AUTH_MODE=token, for the head and for Ray's own clients."""
-    return client_env(RAY_AUTH_MODE="token", **extra)
+    """:func:`~tests.helpers.shell_env` with RAY_AUTH_MODE=token, for the head and for Ray's own clients (the head
+    wants the token: Ray's default for a new head where ~/.ray/auth_token exists)."""
+    return shell_env(RAY_AUTH_MODE="token", **extra)
 
 
 def pairank(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [*PAIRANK, *args], capture_output=True, text=True, cwd=ROOT, env=env or client_env(), timeout=timeout
+        [*PAIRANK, *args], capture_output=True, text=True, cwd=ROOT, env=env or shell_env(), timeout=timeout
     )
 
 
@@ -219,7 +212,7 @@ def test_an_unreachable_cluster_is_named_with_where_its_address_came_from(tmp_pa
     out = pairank("submit", str(spec), "--address", address)
     assert out.returncode == 2
     assert f"cannot reach the Ray Jobs API at {address} (from --address)" in out.stderr
-    out = pairank("status", "some-job", env=client_env(RAY_ADDRESS=address))
+    out = pairank("status", "some-job", env=shell_env(RAY_ADDRESS=address))
     assert out.returncode == 2 and f"{address} (from RAY_ADDRESS)" in out.stderr
     out = pairank("logs", "some-job")
     assert out.returncode == 2 and "pass --address" in out.stderr
@@ -228,7 +221,7 @@ def test_an_unreachable_cluster_is_named_with_where_its_address_came_from(tmp_pa
 def test_submit_waits_streams_the_log_and_the_outputs_land_under_the_storage_root(ray_head, tmp_path, summeval_tables):
     input_dir = write_input(tmp_path / "input", summeval_tables, 2, 3).path
     spec = simulated_spec(tmp_path, input_dir, "submitted")
-    env = client_env(AWS_SECRET_ACCESS_KEY=SECRET, AWS_ACCESS_KEY_ID="pairank-test", AWS_PROFILE="laptop")
+    env = shell_env(AWS_SECRET_ACCESS_KEY=SECRET, AWS_ACCESS_KEY_ID="pairank-test", AWS_PROFILE="laptop")
     out = pairank("submit", str(spec), "--address", ray_head, "--set", "scheduler.seed=3", env=env)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     job_id = out.stdout.splitlines()[0]
@@ -254,7 +247,7 @@ def test_submit_waits_streams_the_log_and_the_outputs_land_under_the_storage_roo
     follow = pairank("logs", job_id, "--address", ray_head, "--follow")
     assert follow.returncode == 0 and str(report) in follow.stdout
 
-    refused = pairank("status", job_id, "--address", ray_head, env=client_env(RAY_AUTH_MODE="disabled"))
+    refused = pairank("status", job_id, "--address", ray_head, env=shell_env(RAY_AUTH_MODE="disabled"))
     assert refused.returncode == 2 and f"the Ray Jobs API at {ray_head} (from --address) refused" in refused.stderr
     for command in ("status", "logs", "stop"):
         unknown = pairank(command, "raysubmit_nosuchjob", "--address", ray_head)
@@ -268,7 +261,7 @@ def test_stop_stops_a_running_job_and_the_waiting_submit_exits_1(ray_head, tmp_p
     submit = subprocess.Popen(
         [*PAIRANK, "submit", str(spec), "--address", ray_head],
         cwd=ROOT,
-        env=client_env(),
+        env=shell_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -21,7 +21,7 @@ import yaml
 from pairank.jobs.cli.console import Console
 from pairank.jobs.pipeline.progress import PassProgress
 from pairank.storage.fs import Location
-from tests.helpers import ROOT, joining, spec_for, write_input
+from tests.helpers import ROOT, joining, shell_env, spec_for, write_input
 
 #: What Ray Data says in the log of a run that plans in Ray Data tasks (a static schedule's runs; an adaptive run
 #: renders its rounds in plain tasks and may start no Ray Data execution).
@@ -31,9 +31,8 @@ RAY_WORDS = ("streaming_executor", "Dataset")
 def pairank_run(
     spec: dict, tmp_path, *flags: str, sets: tuple[str, ...] = (), address: str | None = None
 ) -> subprocess.CompletedProcess:
-    """``pairank run`` of ``spec``: on a local Ray of its own, or joining the Ray at ``address``, from a shell
-    without RAY_AUTH_MODE (which Ray set in this process when it started the session's Ray with token
-    authentication on): pairank sends Ray's token by itself."""
+    """``pairank run`` of ``spec``: on a local Ray of its own, or joining the Ray at ``address``, from a user's
+    shell (:func:`~tests.helpers.shell_env`: pairank sends Ray's token by itself)."""
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     joined = joining(address) if address else []
@@ -44,7 +43,7 @@ def pairank_run(
         capture_output=True,
         text=True,
         timeout=600,
-        env={k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"},
+        env=shell_env(),
     )
 
 
