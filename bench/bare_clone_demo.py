@@ -27,13 +27,12 @@ from _common import ROOT, machine, now, table, uptime, write_result
 
 #: Where each step begins, by the line make prints for it (the first line that matches).
 MARKS = {
-    "install": r"^python3\.11 -m venv|^\S*python3?\S* -m venv",
+    "install": r" -m venv ",
     "model": r"pairank model prepare$",
     "run": r"pairank run configs/demo\.yaml$",
     "engine": r"\[pairank\] starting 1 engine$",
     "ready": r"\[pairank\] 1 engine ready in",
     "judged": r"\[pairank\] pairwise: 96/96",
-    "report": r"\[pairank\] report: ",
 }
 
 
