@@ -61,17 +61,27 @@ def imports_pairank(python: Path, cwd: Path, env: dict[str, str]) -> bool:
 
 
 def auth_token() -> str | None:
-    """Ray's token of this machine (``RAY_AUTH_TOKEN``, else ``~/.ray/auth_token``), given to every node."""
-    path = Path.home() / ".ray" / "auth_token"
-    token = os.environ.get("RAY_AUTH_TOKEN") or (path.read_text(encoding="utf-8").strip() if path.is_file() else "")
-    return token or None
+    """Ray's token of this machine, given to every node: where Ray's own clients look for it (``RAY_AUTH_TOKEN``,
+    else the file ``RAY_AUTH_TOKEN_PATH`` names, else ``~/.ray/auth_token``), read again at each call.
+    A ``RAY_AUTH_TOKEN_PATH`` whose file is missing or empty is a :class:`ClusterError` naming it (nodes started
+    without the token would refuse the clients that send it)."""
+    from ray._raylet import AuthenticationTokenLoader  # type: ignore[attr-defined]
+    from ray.exceptions import AuthenticationError
+
+    loader = AuthenticationTokenLoader.instance()
+    loader.reset_cache()  # a token made since the last call (``ray get-auth-token --generate``) is read
+    try:
+        return loader.get_raw_token(ignore_auth_mode=True).strip() or None
+    except AuthenticationError as exc:  # Ray 2.60 raises only for a RAY_AUTH_TOKEN_PATH it cannot read
+        named = os.environ.get("RAY_AUTH_TOKEN_PATH", "")
+        raise ClusterError(f"Ray's token: RAY_AUTH_TOKEN_PATH names {named}, which holds none; put it there") from exc
 
 
 def ensure_auth_token() -> str | None:
-    """:func:`auth_token`, made first where there is none as ``ray.init`` makes one (``ray get-auth-token --generate``;
-    not where ``RAY_AUTH_TOKEN_PATH`` names it): ``ray start`` and clients with ``RAY_AUTH_MODE=token`` need it.
+    """:func:`auth_token`, made first where there is none as ``ray.init`` makes one (``ray get-auth-token --generate``,
+    in ``~/.ray``): ``ray start`` and clients with ``RAY_AUTH_MODE=token`` need it.
     A token that cannot be made is a :class:`ClusterError` naming the command and its last line of output."""
-    if (token := auth_token()) is not None or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+    if (token := auth_token()) is not None:
         return token
     generate = [str(Path(sys.executable).parent / "ray"), "get-auth-token", "--generate"]
     try:

@@ -106,6 +106,25 @@ def test_a_machine_without_a_ray_token_gets_one_made_once(tmp_path, monkeypatch)
     assert node["RAY_AUTH_MODE"] == "token" and node["RAY_AUTH_TOKEN"] == token
 
 
+def test_the_token_a_ray_token_path_names_is_the_one_the_nodes_get(tmp_path, monkeypatch):
+    """``RAY_AUTH_TOKEN_PATH``, where Ray's clients look before ``~/.ray``: its token goes to the nodes and none is
+    made beside it; a path that holds no token is an error naming it, not nodes started without authentication."""
+    from pairank.cluster.node_setup import ensure_auth_token
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    named = tmp_path / "secrets" / "ray-token"
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(named))
+    with pytest.raises(ClusterError, match=f"RAY_AUTH_TOKEN_PATH names {named}, which holds none"):
+        ensure_auth_token()
+    named.parent.mkdir()
+    named.write_text("b" * 64 + "\n")
+    assert ensure_auth_token() == "b" * 64
+    assert not (tmp_path / ".ray").exists()
+    node = LocalCluster(tmp_path / "cluster")._node_env(Node("head", "127.0.0.1", str(tmp_path / "h"), cpus=0))
+    assert node["RAY_AUTH_MODE"] == "token" and node["RAY_AUTH_TOKEN"] == "b" * 64
+
+
 def test_a_token_that_cannot_be_made_is_a_clear_error_naming_the_command(tmp_path, monkeypatch):
     """Where Ray's own command cannot write the token (here ``~/.ray`` is a file, not a folder), ``pairank cluster
     up`` says which command made none, where, and what to do, instead of a bare CalledProcessError."""
