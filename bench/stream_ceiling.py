@@ -449,8 +449,8 @@ def main() -> None:
                     "set": args.set,
                     "stages": args.stages,
                 }
-                if where is not None:  # both arms on S3, each case a prefix of its own
-                    case |= {"where": where, "root": f"s3://bench/ceiling/{r}-{where.replace(' ', '-')}"}
+                if where is not None:  # both arms on S3, each case a prefix of its own (per code revision too)
+                    case |= {"where": where, "root": f"s3://bench/ceiling/{r}-{re.sub(r'[^A-Za-z0-9]+', '-', arm)}"}
                 if cluster is not None and where == "3 nodes":
                     case["address"] = cluster.address
                 busy0 = C.machine_cpu()
