@@ -61,20 +61,24 @@ def imports_pairank(python: Path, cwd: Path, env: dict[str, str]) -> bool:
 
 
 def auth_token() -> str | None:
-    """Ray's token of this machine, given to every node: where Ray's own clients look for it (``RAY_AUTH_TOKEN``,
-    else the file ``RAY_AUTH_TOKEN_PATH`` names, else ``~/.ray/auth_token``), read again at each call.
-    A ``RAY_AUTH_TOKEN_PATH`` whose file is missing or empty is a :class:`ClusterError` naming it (nodes started
-    without the token would refuse the clients that send it)."""
-    from ray._raylet import AuthenticationTokenLoader  # type: ignore[attr-defined]
-    from ray.exceptions import AuthenticationError
-
-    loader = AuthenticationTokenLoader.instance()
-    loader.reset_cache()  # a token made since the last call (``ray get-auth-token --generate``) is read
-    try:
-        return loader.get_raw_token(ignore_auth_mode=True).strip() or None
-    except AuthenticationError as exc:  # Ray 2.60 raises only for a RAY_AUTH_TOKEN_PATH it cannot read
-        named = os.environ.get("RAY_AUTH_TOKEN_PATH", "")
-        raise ClusterError(f"Ray's token: RAY_AUTH_TOKEN_PATH names {named}, which holds none; put it there") from exc
+    """Ray's token of this machine, given to every node, from where Ray's own clients read it: ``RAY_AUTH_TOKEN``,
+    else the file ``RAY_AUTH_TOKEN_PATH`` names, else ``~/.ray/auth_token``. A ``RAY_AUTH_TOKEN_PATH`` whose file is
+    missing or empty is a :class:`ClusterError` naming it (nodes started without the token would refuse the clients
+    that send it). Read here, not through Ray's ``AuthenticationTokenLoader``: resetting that loader's cache in a
+    process whose Ray runs with token authentication ended the process at exit (a failed check in Ray's C++, which
+    took a pytest worker with it)."""
+    if token := os.environ.get("RAY_AUTH_TOKEN", "").strip():
+        return token
+    if named := os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        try:
+            token = Path(named).expanduser().read_text(encoding="utf-8").strip()
+        except OSError:
+            token = ""
+        if not token:
+            raise ClusterError(f"Ray's token: RAY_AUTH_TOKEN_PATH names {named}, which holds none; put it there")
+        return token
+    path = Path.home() / ".ray" / "auth_token"
+    return (path.read_text(encoding="utf-8").strip() if path.is_file() else "") or None
 
 
 def ensure_auth_token() -> str | None:
