@@ -342,6 +342,23 @@ def pytest_xdist_make_scheduler(config, log):
                 return True
             return (node is self.lane) == (Path(scope.split("::", 1)[0]).name in WAITING_MODULES)
 
+        def remove_node(self, node) -> str | None:
+            """A node gone: when it crashed, the test it was running (xdist reports it failed) and its units' tests
+            not yet run go back to the queue, without the crashed test and the units it had finished. xdist's own
+            put back every unit it had been given: its finished ones went out again as empty work that no worker
+            answers, and ``make test`` waited for ever after a worker crashed; and the crashed test ran again and
+            took the next worker down too."""
+            workload = self.assigned_work.pop(node)
+            left = {scope: unit for scope, unit in workload.items() if not all(unit.values())}
+            if not left:
+                return None
+            scope, crashed = next((s, i) for s, unit in left.items() for i, done in unit.items() if not done)
+            left[scope][crashed] = True
+            self.workqueue.update((s, unit) for s, unit in left.items() if not all(unit.values()))
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashed
+
         def _assign_work_unit(self, node) -> None:
             scope = next((s for s in self.workqueue if self._takes(node, s)), None)
             if scope is None:

@@ -1,0 +1,37 @@
+"""``make test``'s scheduler (``pytest_xdist_make_scheduler`` in tests/conftest.py) when a worker process dies.
+
+A clean-clone run lost a pytest worker to a failed check in Ray's C++ (since fixed): xdist replaced the worker, but
+the run then waited for ever, two workers idle, because the units the dead worker had finished were handed out again
+as empty work that no worker answers; and the test that killed it ran again on the next worker. Here a real
+``pytest -n 3`` of this repository's scheduler runs a test that ends its worker beside a few fast modules."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.helpers import ROOT
+
+#: Fast modules to run beside the crash, so that the other workers still hold work when it comes.
+BESIDE = ["tests/test_words.py", "tests/storage/test_bounded_yaml.py", "tests/storage/test_schemas_cache.py"]
+
+
+def test_a_worker_that_dies_fails_its_test_once_and_the_run_still_ends(tmp_path):
+    crash = tmp_path / "test_worker_dies.py"
+    crash.write_text(
+        "import os\n\n\ndef test_ends_its_worker():\n    os._exit(1)\n\n\ndef test_after_it():\n    pass\n",
+        encoding="utf-8",
+    )
+    run = [sys.executable, "-m", "pytest", "-n", "3", "--dist", "loadgroup", "--no-loadscope-reorder", "-v"]
+    out = subprocess.run(
+        [*run, "-p", "no:cacheprovider", str(crash), *BESIDE], cwd=ROOT, capture_output=True, text=True, timeout=180
+    )
+    said = out.stdout
+    assert out.returncode == 1, said[-3000:] + out.stderr[-2000:]
+    assert said.count("node down: Not properly terminated") == 1, said[-3000:]  # the test did not run again
+    assert "crashed while running" in said and "test_ends_its_worker" in said
+    assert "PASSED " in said and any("PASSED" in line and "test_after_it" in line for line in said.splitlines()), said[
+        -3000:
+    ]  # the rest of its module ran on another worker
+    summary = said.strip().splitlines()[-1]
+    assert summary.startswith("=") and " 1 failed, " in f" {summary}" and " passed" in summary, summary
