@@ -3,7 +3,7 @@
 A clean-clone run lost a pytest worker to a failed check in Ray's C++ (since fixed): xdist replaced the worker, but
 the run then waited for ever, two workers idle, because the units the dead worker had finished were handed out again
 as empty work that no worker answers; and the test that killed it ran again on the next worker. Here a real
-``pytest -n 3`` of this repository's scheduler runs a test that ends its worker beside a few fast modules."""
+``pytest -n 3`` of this repository's scheduler runs a test that ends its worker after a few fast modules."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import sys
 
 from tests.helpers import ROOT
 
-#: Fast modules to run beside the crash, so that the other workers still hold work when it comes.
-BESIDE = ["tests/test_words.py", "tests/storage/test_bounded_yaml.py", "tests/storage/test_schemas_cache.py"]
+#: Fast modules run before the crash (given first, so handed out first): the worker that dies has finished units.
+BEFORE = ["tests/storage/test_bounded_yaml.py", "tests/storage/test_schemas_cache.py"]
 
 
 def test_a_worker_that_dies_fails_its_test_once_and_the_run_still_ends(tmp_path):
@@ -26,7 +26,7 @@ def test_a_worker_that_dies_fails_its_test_once_and_the_run_still_ends(tmp_path)
     run = [sys.executable, "-m", "pytest", "-n", "3", "--dist", "loadgroup", "--no-loadscope-reorder", "-v"]
     env = {k: v for k, v in os.environ.items() if k != "PAIRANK_TEST_CPU_LOG"}  # its tests are not this run's
     out = subprocess.run(
-        [*run, "-p", "no:cacheprovider", str(crash), *BESIDE],
+        [*run, "-p", "no:cacheprovider", *BEFORE, str(crash)],
         cwd=ROOT,
         env=env,
         capture_output=True,
