@@ -127,6 +127,42 @@ def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = Non
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout} s")
 
 
+class Gate:
+    """The SIMULATED judge's ``hold`` gate (``judge.hold``), from the test's side: a run's engines hold every batch
+    from the ``hold_from``-th on until the test releases them, so a test acts "during" a run at a known point instead
+    of in a window of time. ``wait_for`` waits for a state (a number of batches at the gate), its timeout only a
+    bound on a hang."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def judge(self, hold_from: int = 0) -> dict:
+        """The judge settings that send a run's batches through this gate."""
+        return {"hold": str(self.folder), "hold_from": hold_from}
+
+    def arrived(self) -> int:
+        """Batches that have reached the gate so far (judged, or held)."""
+        return len(list(self.folder.glob("batch-*.json")))
+
+    def keys(self) -> list[str]:
+        """The keys of every batch that reached the gate."""
+        return [k for f in sorted(self.folder.glob("batch-*.json")) for k in json.loads(f.read_text())["keys"]]
+
+    def wait_for(self, batches: int, timeout: float = 600, proc: subprocess.Popen | None = None) -> None:
+        """Until ``batches`` batches have reached the gate; a ``proc`` that exits first is an error."""
+        deadline = time.monotonic() + timeout
+        while self.arrived() < batches:
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError(f"the run exited with {proc.returncode} before {batches} batches reached the gate")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.arrived()} batches of {batches} reached {self.folder} in {timeout} s")
+            time.sleep(0.05)  # a poll of the state waited for, not a window
+
+    def release(self) -> None:
+        (self.folder / "release").touch()
+
+
 def stop_process(proc: subprocess.Popen, timeout: float = 30) -> None:
     """SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
     proc.terminate()

@@ -35,6 +35,7 @@ splitmix64), so it is the same in every process and Python version::
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import posixpath
 import time
@@ -307,6 +308,26 @@ def record_call(folder: str, keys: list[str]) -> None:
     Location.of(folder).join(name).write_json({"at": at, "pid": os.getpid(), "keys": keys})
 
 
+#: How often a held batch looks for its gate's ``release`` file (seconds): the gate is an event, this only its poll.
+HOLD_POLL_S = 0.05
+
+
+def pass_gate(folder: str, keys: list[str], hold_from: int, poll_s: float = HOLD_POLL_S) -> int:
+    """A batch through the ``hold`` gate (see ``SimulatedJudgeSpec.hold``): its number, taken by creating
+    ``batch-<n>.json`` (the first free one: of concurrent batches each gets its own); from ``hold_from`` on, it
+    returns once ``release`` exists."""
+    gate = Location.of(folder)
+    record = json.dumps({"at": time.time(), "pid": os.getpid(), "keys": keys, "id": uuid.uuid4().hex}).encode()
+    number = 0
+    while not gate.join(f"batch-{number}.json").create_exclusive(record):
+        number += 1
+    if number >= hold_from:
+        release = gate.join("release")
+        while not release.exists():
+            time.sleep(poll_s)
+    return number
+
+
 class SimulatedJudge(Judge):
     """A :class:`Judge` that answers from the model above; ``sleep`` is injected for tests."""
 
@@ -344,6 +365,8 @@ class SimulatedJudge(Judge):
         ctx, aspect, a, b = (requests.column(c).to_pylist() for c in columns)
         if self.spec.calls_log:
             record_call(self.spec.calls_log, requests.column("key").to_pylist())
+        if self.spec.hold:
+            pass_gate(self.spec.hold, requests.column("key").to_pylist(), self.spec.hold_from)
         if self.spec.crash_on and not {tuple(c) for c in self.spec.crash_on}.isdisjoint(zip(ctx, a, b)):
             os._exit(EXIT_DRILL)  # the fault drill: this engine's process dies as a killed one does
         seed, seconds = self.spec.seed, float(self.spec.seconds_per_comparison)

@@ -16,8 +16,8 @@ from pairank.operators.judges.base import Judge
 from pairank.operators.judges.engine import Engine, Identity, JudgeSettings
 from pairank.storage.keys import canonical_json
 
-#: The settings that determine an outcome (``seconds_per_comparison``, ``start_seconds``, ``crash_on``, ``calls_log``
-#: and the parallel sizes do not).
+#: The settings that determine an outcome (``seconds_per_comparison``, ``start_seconds``, ``crash_on``, ``calls_log``,
+#: ``hold``, ``hold_from`` and the parallel sizes do not).
 SETTINGS = ("seed", "quality", "scale", "noise", "position_bias", "intransitivity", "length_bias", "lengths")
 
 
@@ -58,6 +58,18 @@ class SimulatedJudgeSpec(JudgeSettings):
         description="Fault drill: comparisons [context_id, candidate_a, candidate_b] (a poison prompt each): the "
         "judge actor's process dies, as a killed one does, whenever a batch holds one of them, every time. Shows "
         "how a job bears a poison prompt; not part of the judge's identity.",
+    )
+
+    hold: str | None = Field(
+        None,
+        description="Test drill, a gate: a folder (local or s3://) through which every batch that reaches a simulated "
+        "engine passes. A batch takes the next number n (0, 1, 2, ... across all engines) by creating "
+        "`<hold>/batch-<n>.json` (its keys inside); from batch `hold_from` on it waits, before judging, until "
+        "`<hold>/release` exists. A test holds a run at a known point, acts on it (a kill, a second run), then "
+        "releases it: no window of time to race. Not part of the judge's identity.",
+    )
+    hold_from: int = Field(
+        0, ge=0, description="With `hold`: the number of batches judged before the gate closes (0: it holds the first)."
     )
 
     tensor_parallel_size: int = Field(
@@ -110,7 +122,7 @@ ENGINE = Engine(
     name="simulated",
     settings=SimulatedJudgeSpec,
     build=build,
-    paths=("quality", "lengths", "calls_log"),
+    paths=("quality", "lengths", "calls_log", "hold"),
     ranks=ranks,
     notice="**SIMULATED judge**: these judgments come from a simulation (latent qualities plus noise), not from a "
     "model. Use them for planning only.",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +25,7 @@ from pairank.operators.scores import win_ratios
 from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS
 from pairank.storage.validation import validate
+from tests.helpers import Gate
 
 IDS = [f"x{i}" for i in range(8)]
 
@@ -134,6 +136,31 @@ def test_judge_rows_are_valid_judgments_labelled_simulated():
         assert r["label"] == ("A" if r["p_a"] > 0.5 else "B") and r["seconds"] == 0.01
     assert slept == [pytest.approx(0.4)]
     assert SimulatedJudge(SimulatedJudgeSpec(), sleep=slept.append).judge(reqs).num_rows == 40 and len(slept) == 1
+
+
+def test_the_hold_gate_judges_hold_from_batches_then_holds_each_until_released(tmp_path):
+    """The gate tests hold runs with: batches number themselves across judges, the first ``hold_from`` pass, the
+    rest wait for ``release`` (checked by state: the held threads have not returned until it exists)."""
+    gate = Gate(tmp_path / "gate")
+    spec = SimulatedJudgeSpec(**gate.judge(hold_from=2))
+    judges = [SimulatedJudge(spec), SimulatedJudge(spec)]
+    assert judge_identity(spec) == judge_identity(SimulatedJudgeSpec())
+    for n in range(2):
+        assert judges[n].judge(requests(random_pairs(3, seed=n))).num_rows == 3
+    done: list[int] = []
+    held = [
+        threading.Thread(target=lambda j=j: done.append(j.judge(requests(random_pairs(2, seed=9))).num_rows))
+        for j in judges
+    ]
+    for t in held:
+        t.start()
+    gate.wait_for(4)
+    assert done == [] and all(t.is_alive() for t in held)
+    assert len(gate.keys()) == 3 + 3 + 2 + 2
+    gate.release()
+    for t in held:
+        t.join(60)
+    assert done == [2, 2]
 
 
 def test_identity_hashes_the_outcome_settings_only():
