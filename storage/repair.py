@@ -21,10 +21,13 @@ without the commits being carried over.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import hashlib
 import json
 import posixpath
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -129,43 +132,135 @@ class Restored:
         )
 
 
-def restore(cache: JudgmentCache, bad: CorruptLog, aside: Location) -> Restored:
-    """Restore ``cache``'s table past its unreadable commit ``bad`` (see the module docstring); the log's files
-    from it on go to a folder of ``aside`` named for the time."""
-    table = cache.folder
-    later = [f for f in log_files(table) if f.version >= bad.version]
+#: A step of a repair, as :func:`restore` and :func:`pairank.storage.verify.verify_store` report them to ``on_step``
+#: (for tests that stop a repair there).
+Step = Callable[[str], None]
+
+
+def no_step(step: str) -> None:
+    """The default ``on_step``: nothing."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a restore past an unreadable commit will do, written before it does any of it
+    (``<root>/quarantine/<store>/_delta_log/repair.json``), so that a repair stopped part-way is finished by the
+    next one from the same plan: the carried commit's text is fixed here, with its repair id.
+
+    - ``moves``: the log's files from the bad commit on, by name, with the sha256 of their bytes (a file of that
+      name in the log with other bytes is another writer's and stays);
+    - ``folder``: the name of the folder of ``aside`` they go to;
+    - ``commit``: the carried commit's text (None: nothing to carry), whose ``pairank.repair`` is ``repair``.
+    """
+
+    bad: dict  # the CorruptLog's uri, version, newest, reason
+    moves: list[tuple[str, str]]
+    folder: str
+    carried: list[int]
+    unreadable: list[int]
+    commit: str | None
+    repair: str
+
+    @property
+    def error(self) -> CorruptLog:
+        return CorruptLog(**self.bad)
+
+    @staticmethod
+    def location(aside: Location) -> Location:
+        return aside.join("repair.json")
+
+    @classmethod
+    def read(cls, aside: Location) -> Plan | None:
+        """The plan of a repair that did not finish; None when there is none."""
+        where = cls.location(aside)
+        if not where.exists():
+            return None
+        data = where.read_json()
+        return cls(**{**data, "moves": [tuple(m) for m in data["moves"]]})
+
+    def write(self, aside: Location) -> None:
+        self.location(aside).write_json(dataclasses.asdict(self))
+
+
+def plan_restore(cache: JudgmentCache, bad: CorruptLog) -> Plan:
+    """The plan of restoring ``cache``'s table past ``bad`` (see :class:`Plan`)."""
+    later = [f for f in log_files(cache.folder) if f.version >= bad.version]
     carried, unreadable, net = [], [bad.version], Carried()
+    moves = []
     for f in later:
+        data = f.loc.read_bytes()
+        moves.append((f.name, hashlib.sha256(data).hexdigest()))
         if not f.is_commit or f.version == bad.version:
             continue
-        data = f.loc.read_bytes()
         if commit_problem(data) is None:
             net.take(actions(data))
             carried.append(f.version)
         else:
             unreadable.append(f.version)
-    folder = aside.join(dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ"))
-    moved = []
-    for f in later:
-        target = folder.join(f.name)
-        f.loc.move_to(target)
-        moved.append(target.uri)
-    if not any(f.is_commit for f in log_files(table)):  # the first commit was bad: the table starts again
-        delta.ensure_table(table, cache.table_schema, PARTITIONS, wait_s=0)
-    recommitted = None
+    repair = uuid.uuid4().hex
+    text = None
     if net:
         info = {
             "operation": "pairank repair",
             "operationParameters": {"carried": carried, "unreadable": unreadable},
             "pairank.writer": writer_name(),
             "pairank.job": "store verify --quarantine",
-            "pairank.repair": uuid.uuid4().hex,  # the commit's bytes are this repair's own (create_exclusive)
+            "pairank.repair": repair,  # the commit's bytes are this repair's own (create_exclusive), and name it
         }
-        recommitted = commit(table, net.lines(info))
+        text = net.lines(info).decode("utf-8")
+    bad_fields = {"uri": bad.uri, "version": bad.version, "newest": bad.newest, "reason": bad.reason}
+    folder = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    return Plan(bad_fields, moves, folder, carried, unreadable, text, repair)
+
+
+def restore(cache: JudgmentCache, bad: CorruptLog | None, aside: Location, on_step: Step = no_step) -> Restored:
+    """Restore ``cache``'s table past its unreadable commit ``bad`` (see the module docstring); the log's files
+    from it on go to a folder of ``aside`` named for the time. With ``bad`` None, finish the repair whose plan is
+    in ``aside`` (one stopped part-way).
+
+    Every step is one a second run recognises: the plan is written first (``aside/repair.json``); a file is moved
+    only if the log still holds it with the plan's bytes; the carried commit is written only if no commit of the
+    log holds the plan's repair id; the plan goes last. A repair stopped anywhere and run again leaves the table
+    as one that was not stopped."""
+    table = cache.folder
+    plan = Plan.read(aside)
+    if plan is None:
+        assert bad is not None, f"{aside.uri}: no repair to finish"
+        plan = plan_restore(cache, bad)
+        plan.write(aside)
+        on_step("planned")
+    folder = aside.join(plan.folder)
+    moved = []
+    for name, digest in plan.moves:
+        source, target = table.join(LOG, name), folder.join(name)
+        if source.exists() and hashlib.sha256(source.read_bytes()).hexdigest() == digest:
+            source.move_to(target)  # on S3 a copy, then a delete: a copy done twice is the same file
+            on_step(f"moved {name}")
+        moved.append(target.uri)
+    if not any(f.is_commit for f in log_files(table)):  # the first commit was bad: the table starts again
+        delta.ensure_table(table, cache.table_schema, PARTITIONS, wait_s=0)
+        on_step("created")
+    recommitted = None
+    if plan.commit is not None:
+        recommitted = committed(table, plan.repair, since=plan.error.version)
+        if recommitted is None:
+            recommitted = commit(table, plan.commit.encode("utf-8"))
+            on_step("committed")
     rows, keys = unheld_rows(cache)
     version = cache.version()
     assert version is not None, f"{table.uri}: no table after ensure_table"
-    return Restored(moved, carried, unreadable, recommitted, version, rows, keys)
+    Plan.location(aside).fs.delete_file(Plan.location(aside).path)
+    on_step("restored")
+    return Restored(moved, plan.carried, plan.unreadable, recommitted, version, rows, keys)
+
+
+def committed(table: Location, repair: str, since: int) -> int | None:
+    """The version of the log's commit (from ``since`` on) that repair ``repair`` wrote; None if there is none."""
+    mark = f'"pairank.repair":"{repair}"'.encode()
+    for f in log_files(table):
+        if f.is_commit and f.version >= since and mark in f.loc.read_bytes():
+            return f.version
+    return None
 
 
 def commit(table: Location, text: bytes) -> int:

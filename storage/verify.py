@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pairank.storage.damage import LOG, CorruptLog, MissingFile, damaged_commit
 from pairank.storage.fs import CorruptFile, Location
 from pairank.storage.maintenance import STORES, store
-from pairank.storage.repair import Listed, Restored, drop_gone, listed_files, restore
+from pairank.storage.repair import Listed, Plan, Restored, Step, drop_gone, listed_files, no_step, restore
 from pairank.storage.validation import TableError
 
 
@@ -43,11 +43,13 @@ class BadPart:
 
 @dataclass(frozen=True)
 class BadCommit:
-    """A commit of a table's log that does not read (its data files were then not read)."""
+    """A commit of a table's log that does not read (its data files were then not read), or the repair of one that
+    was stopped part-way (``interrupted``: its plan is in the quarantine folder)."""
 
     store: str
     error: CorruptLog
     restored: Restored | None = None  # what ``quarantine`` did
+    interrupted: bool = False
 
     @property
     def repaired(self) -> bool:
@@ -71,13 +73,23 @@ def quarantine_folder(root: Location, name: str) -> Location:
     return root.join("quarantine", name)
 
 
-def verify_store(root: str | Location, quarantine: bool = False) -> Verified:
+def verify_store(root: str | Location, quarantine: bool = False, on_step: Step = no_step) -> Verified:
     """Check the root's tables' logs and read every data file; list what is bad and, with ``quarantine``,
-    repair it (see the module docstring)."""
+    repair it (see the module docstring). A repair that was stopped part-way is finished first, from its plan.
+    ``on_step`` hears each step of a repair as it is done (:mod:`pairank.storage.repair`)."""
     root = root if isinstance(root, Location) else Location.of(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"--root {root.uri}: no such folder; expected a storage root (local or s3://)")
     checked, bad, commits = 0, [], []
     for name in STORES:
         cache = store(root, name)
+        aside = quarantine_folder(root, name).join(LOG)
+        pending = Plan.read(aside)
+        if pending is not None:
+            if not quarantine:  # the table is part-way through a repair: it holds less than it will
+                commits.append(BadCommit(name, pending.error, interrupted=True))
+                continue
+            commits.append(BadCommit(name, pending.error, restore(cache, None, aside, on_step), interrupted=True))
         if not cache.exists():
             continue
         damaged = damaged_commit(cache.folder)
@@ -85,8 +97,7 @@ def verify_store(root: str | Location, quarantine: bool = False) -> Verified:
             if not quarantine:  # the table does not open past it: its data files cannot be listed
                 commits.append(BadCommit(name, damaged))
                 continue
-            restored = restore(cache, damaged, quarantine_folder(root, name).join(LOG))
-            commits.append(BadCommit(name, damaged, restored))
+            commits.append(BadCommit(name, damaged, restore(cache, damaged, aside, on_step)))
         listed = listed_files(cache)
         repair = False
         for path in cache.files():
@@ -107,9 +118,11 @@ def verify_store(root: str | Location, quarantine: bool = False) -> Verified:
             moved = None
             if quarantine:
                 target = quarantine_folder(root, name).join(path)
-                loc.move_to(target)
+                loc.move_to(target)  # stopped after this, the next repair finds the file gone and drops it
+                on_step(f"moved {path}")
                 moved, repair = target.uri, True
             bad.append(BadPart(loc.uri, reason, moved, listed=listed.get(path)))
         if repair:
             drop_gone(cache)
+            on_step("dropped")
     return Verified(checked, bad, commits)

@@ -19,8 +19,10 @@ def cmd_store_verify(args: argparse.Namespace) -> int:
     result = verify_store(args.root, quarantine=args.quarantine)
     for c in result.commits:
         done = f" -> {c.restored}" if c.restored else ""
+        stopped = " (a repair of it was stopped part-way" + ("; finished now)" if c.restored else ")")
         print(
-            f"bad: {c.error.uri}: commit {c.error.version} (of {c.error.newest}) does not read: {c.error.reason}{done}"
+            f"bad: {c.error.uri}: commit {c.error.version} (of {c.error.newest}) does not read: {c.error.reason}"
+            f"{stopped if c.interrupted else ''}{done}"
         )
         keys = c.restored.lost_keys if c.restored else []
         for key in keys[:SHOWN_KEYS]:
