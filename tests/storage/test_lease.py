@@ -3,6 +3,7 @@ when its holder stops renewing it; of runs racing for a name exactly one gets it
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 import uuid
@@ -26,17 +27,26 @@ def test_a_held_name_is_refused_and_a_released_one_taken_again(tmp_path):
         assert second.seq == first.seq + 1
 
 
-def test_a_lease_is_renewed_while_held_and_expires_when_its_holder_stops(tmp_path):
+def test_a_lease_is_renewed_while_held_and_expires_when_its_holder_stops(tmp_path, monkeypatch):
     root = Location.of(str(tmp_path))
-    lease = take(root, "night", ttl=0.8)
-    time.sleep(2.0)  # 2.5 ttls: only renewals keep it
-    assert is_held(root, "night")
-    renewed = newest(lease_folder(root, "night"))[1]["renewed_at"]
-    assert renewed > lease.record["taken_at"]
+    lease = take(root, "night", ttl=0.4)
+
+    def record() -> dict:
+        return newest(lease_folder(root, "night"))[1]
+
+    def at(iso: str) -> dt.datetime:
+        return dt.datetime.fromisoformat(iso)
+
+    deadline = time.monotonic() + 60  # a hang bound: the renewals, not this, are the claim
+    while at(record()["renewed_at"]) - at(lease.record["taken_at"]) < dt.timedelta(seconds=2.5 * 0.4):
+        assert time.monotonic() < deadline, "the lease was not renewed past 2.5 ttls"
+        time.sleep(0.05)  # a poll of the renewal thread's writes, not a window
     lease._stop.set()  # the holder is killed: no renewal, no release
     lease._thread.join()
+    last = at(record()["renewed_at"])  # 2.5 ttls after it was taken: only renewals keep it
+    monkeypatch.setattr("pairank.storage.lease._now", lambda: last + dt.timedelta(seconds=0.9 * 0.4))
     assert is_held(root, "night")
-    time.sleep(1.0)
+    monkeypatch.setattr("pairank.storage.lease._now", lambda: last + dt.timedelta(seconds=1.1 * 0.4))
     assert not is_held(root, "night")
     with take(root, "night", ttl=5) as taken_over:
         assert taken_over.seq == lease.seq + 1
