@@ -3,6 +3,7 @@ split the keys, each key to exactly one of them, locally and on S3; a killed run
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import threading
 import time
@@ -78,17 +79,20 @@ def test_runs_claiming_together_split_the_keys_each_key_to_one(where, tmp_path, 
     assert owners == [1] * len(wanted), "every key claimed by exactly one run"
 
 
-def test_a_killed_runs_claims_end_when_its_lease_expires(tmp_path):
+def test_a_killed_runs_claims_end_when_its_lease_expires(tmp_path, monkeypatch):
     root = Location.of(str(tmp_path))
     wanted = keys(10)
+    now = [dt.datetime.now(dt.UTC)]  # the leases' clock, moved by the test: the lease's expiry is not raced
+    monkeypatch.setattr("pairank.storage.lease._now", lambda: now[0])
     killed = take(root, "killed", ttl=1.0)
     Claims(root, Holder.of(killed)).claim({0: wanted}, since=time.time())
     killed._stop.set()  # killed: the lease is neither renewed nor released
     killed._thread.join()
     with take(root, "survivor", ttl=30) as lease:
         claims = Claims(root, Holder.of(lease))
+        now[0] += dt.timedelta(seconds=0.9)  # within the killed lease's ttl
         assert claims.claim({0: wanted}, since=time.time()).others == set(wanted)
-        time.sleep(1.5)
+        now[0] += dt.timedelta(seconds=0.2)  # past it
         assert claims.claim({0: wanted}, since=time.time()).mine == set(wanted)
 
 
@@ -116,7 +120,7 @@ def test_a_claim_repeated_within_a_pass_gives_what_the_first_gave(tmp_path):
             began = time.time()
             first = claims.claim({2: wanted}, since=began, pass_no=1, fixed=True)
         assert first.mine == set(wanted[3:]) and first.others == set(wanted[:3]) and not first.again
-        time.sleep(0.05)  # the other run released its lease after the pass began
+        time.sleep(0.05)  # kept: the clock moves past the release, so the next pass's since is after it (an order)
         again = claims.claim({2: wanted}, since=began, pass_no=1, fixed=True)
         assert (again.mine, again.others, again.again, again.added) == (first.mine, first.others, first.mine, 0)
         assert not again.recheck
