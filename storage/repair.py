@@ -35,8 +35,17 @@ import pyarrow.compute as pc
 
 from pairank.storage import delta
 from pairank.storage.cache import PARTITIONS, JudgmentCache, writer_name
-from pairank.storage.damage import LOG, CorruptLog, actions, commit_name, commit_problem, log_files
-from pairank.storage.fs import CorruptFile, Location, StorageUnavailable
+from pairank.storage.damage import (
+    LOG,
+    CorruptLog,
+    actions,
+    commit_name,
+    commit_problem,
+    log_files,
+    store_root,
+    verify_hint,
+)
+from pairank.storage.fs import CorruptFile, Location, StorageUnavailable, reduced
 
 #: Keys of lost rows a report lists at most (the count is always whole).
 SHOWN_KEYS = 10
@@ -180,6 +189,30 @@ class Plan:
 
     def write(self, aside: Location) -> None:
         self.location(aside).write_json(dataclasses.asdict(self))
+
+
+class UnfinishedRepair(ValueError):
+    """A store whose repair was stopped part-way: until it is finished, the table holds less than it will (the
+    carried commits may be aside), and a run would ask comparisons already paid for."""
+
+    def __init__(self, uri: str, plan: str):
+        super().__init__(
+            f"{uri}: a repair of this table (`pairank store verify --quarantine`) was stopped part-way ({plan} is its "
+            f"plan); {verify_hint(Location.of(uri), 'finishes it') or 'run it again to finish it'}"
+        )
+        self.uri, self.plan = uri, plan
+
+    __reduce__ = reduced
+
+
+def refuse_unfinished_repair(table: Location) -> None:
+    """:class:`UnfinishedRepair` for a store's table whose repair left its plan; nothing for any other."""
+    root = store_root(table)
+    if root is None:
+        return
+    plan = Plan.location(root.join("quarantine", posixpath.basename(table.path.rstrip("/")), LOG))
+    if plan.exists():
+        raise UnfinishedRepair(table.uri, plan.uri)
 
 
 def plan_restore(cache: JudgmentCache, bad: CorruptLog) -> Plan:

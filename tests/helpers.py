@@ -645,3 +645,28 @@ def completions_endpoint(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]
     finally:
         server.shutdown()
         server.server_close()
+
+
+#: A ``pairank store verify --quarantine`` in a process of its own that SIGKILLs itself right after its
+#: ``argv[2]``-th step (``verify_store``'s ``on_step``): a repair stopped at a known point, for real.
+REPAIR_KILLED_AT = """
+import os, signal, sys
+from pairank.storage.verify import verify_store
+steps = []
+def on_step(step):
+    steps.append(step)
+    if len(steps) == int(sys.argv[2]):
+        os.kill(os.getpid(), signal.SIGKILL)
+verify_store(sys.argv[1], quarantine=True, on_step=on_step)
+"""
+
+
+def kill_repair_at(root_uri: str, step: int) -> None:
+    """The repair of ``root_uri`` killed (SIGKILL) right after its ``step``-th step."""
+    import signal
+    import sys
+
+    killed = subprocess.run(
+        [sys.executable, "-c", REPAIR_KILLED_AT, root_uri, str(step)], cwd=ROOT, capture_output=True
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]

@@ -21,6 +21,7 @@ from pairank.operators.prompts import load_prompts
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.claims import Claims
 from pairank.storage.layout import RunLayout
+from pairank.storage.repair import refuse_unfinished_repair
 from pairank.storage.schemas import PASSES
 
 
@@ -76,6 +77,8 @@ def prepare_judging(
 ) -> JudgingSetup:
     """Prompts, keys and caches for ``candidates``; nothing is judged and no engine starts. ``claims``: the run's,
     from its lease (a run without them asks what another run on the store may be asking too)."""
+    for table in (layout.judgments, layout.passes):
+        refuse_unfinished_repair(table)
     engine = judge_identity(spec.placed_judge)
     maker = RequestMaker(
         candidates, mode_prompts(spec.judging, spec.prompts, spec.aspects), judging_identity(engine, spec.judging)

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
-import subprocess
-import sys
 
 import pyarrow as pa
 import pytest
@@ -19,22 +16,10 @@ from pairank.storage.cache import JudgmentCache
 from pairank.storage.damage import LOG, commit_name
 from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
-from pairank.storage.repair import Plan
+from pairank.storage.repair import Plan, UnfinishedRepair, refuse_unfinished_repair
 from pairank.storage.verify import quarantine_folder, verify_store
-from tests.helpers import ROOT
+from tests.helpers import kill_repair_at
 from tests.operators.rows import judgment
-
-#: A repair in a process of its own that SIGKILLs itself right after its ``argv[2]``-th step.
-KILLED_AT = """
-import os, signal, sys
-from pairank.storage.verify import verify_store
-steps = []
-def on_step(step):
-    steps.append(step)
-    if len(steps) == int(sys.argv[2]):
-        os.kill(os.getpid(), signal.SIGKILL)
-verify_store(sys.argv[1], quarantine=True, on_step=on_step)
-"""
 
 
 def damaged_store(folder, bad: int) -> Location:
@@ -103,8 +88,7 @@ def test_a_repair_killed_at_any_step_then_run_again_leaves_what_a_whole_repair_l
         pytest.skip(f"the repair has {len(steps)} steps")
     shutil.copytree(pristine, tmp_path / "store")
     root = Location.of(str(tmp_path / "store"))
-    killed = subprocess.run([sys.executable, "-c", KILLED_AT, root.uri, str(at)], cwd=ROOT, capture_output=True)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+    kill_repair_at(root.uri, at)
 
     aside = quarantine_folder(root, "judgments").join(LOG)
     if steps[at - 1] != "restored" and at <= steps.index("restored"):  # stopped inside the log's restore
@@ -123,8 +107,7 @@ def test_the_repair_finished_from_its_plan_says_so(uninterrupted, tmp_path, caps
     shutil.copytree(pristine, tmp_path / "store")
     root = Location.of(str(tmp_path / "store"))
     at = steps.index(f"moved {commit_name(bad + 1)}") + 1  # the bad commit and the next moved, the rest not
-    killed = subprocess.run([sys.executable, "-c", KILLED_AT, root.uri, str(at)], cwd=ROOT, capture_output=True)
-    assert killed.returncode == -signal.SIGKILL
+    kill_repair_at(root.uri, at)
 
     capsys.readouterr()
     assert main(["store", "verify", "--root", root.uri]) == 2
@@ -140,3 +123,21 @@ def test_verify_of_a_root_that_does_not_exist_is_an_error_naming_it(tmp_path, ca
     missing = tmp_path / "no-such-root"
     assert main(["store", "verify", "--root", str(missing)]) == 2
     assert f"--root {missing}: no such folder" in capsys.readouterr().err
+
+
+def test_a_store_whose_repair_was_stopped_is_refused_by_a_run_until_it_is_finished(uninterrupted, tmp_path):
+    """A run on the table mid-repair would ask again what the carried commits hold: it is refused, naming the plan
+    and the command that finishes the repair (the run's own refusal: tests/storage/test_store_repair.py)."""
+    _, pristine, _, _ = uninterrupted
+    shutil.copytree(pristine, tmp_path / "store")
+    root = Location.of(str(tmp_path / "store"))
+    kill_repair_at(root.uri, 2)
+    table = RunLayout(root, "").judgments
+    with pytest.raises(UnfinishedRepair) as info:
+        refuse_unfinished_repair(table)
+    plan = Plan.location(quarantine_folder(root, "judgments").join(LOG))
+    assert f"stopped part-way ({plan.uri} is its plan)" in str(info.value)
+    assert f"`pairank store verify --root {root.uri} --quarantine` finishes it" in str(info.value)
+    refuse_unfinished_repair(RunLayout(root, "").passes)  # the other table has no repair under way
+    assert verify_store(root, quarantine=True).commits[0].interrupted
+    refuse_unfinished_repair(table)

@@ -22,7 +22,7 @@ from pairank.storage.damage import LOG, CorruptLog, MissingFile, actions, commit
 from pairank.storage.fs import CorruptFile, Location
 from pairank.storage.layout import RunLayout
 from pairank.storage.repair import listed_files
-from tests.helpers import spec_for, write_input
+from tests.helpers import kill_repair_at, spec_for, write_input
 
 COMPARISONS = 24  # a full matrix of 2 contexts x 4 candidates, one aspect; flush_rows 8: commits 1..3
 
@@ -145,8 +145,15 @@ def test_a_garbage_commit_is_named_then_the_table_restored(
     assert out.out.startswith(f"bad: {commit.uri}: commit {version} (of {newest}) does not read: line 2: not JSON")
     assert no_backtrace(out.out + out.err) and "1 left in place" in out.err
 
+    # the repair killed after its plan and its first move (tests/storage/test_repair_interrupted.py kills it at
+    # every step): a run refuses the store until a second repair finishes it
+    kill_repair_at(root.uri, 2)
+    assert main(["run", spec_file]) == 2
+    assert "was stopped part-way" in capsys.readouterr().err
+
     assert main(["store", "verify", "--root", root.uri, "--quarantine"]) == 0
     out = capsys.readouterr().out
+    assert "(a repair of it was stopped part-way; finished now)" in out
     assert f"{rows} rows lost ({rows} keys)" in out and out.count("  lost key: ") == rows
     assert "moved to " + root.join("quarantine", "judgments", LOG).uri in out
     later = list(range(version + 1, newest + 1))
