@@ -4,7 +4,7 @@ a judging pass, which carry their numbers (issue 25, item 3: named for the pass,
 from __future__ import annotations
 
 import datetime as dt
-import time
+import threading
 
 import pyarrow as pa
 import pytest
@@ -16,19 +16,48 @@ from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS
 
 
+class Ticks:
+    """The heartbeat's clock, moved by the test, and its thread's turns counted: each turn reads the clock once
+    (after its poll, when it has one), so a test moves the clock and then waits for turns, never for a time."""
+
+    def __init__(self):
+        self.now, self.reads = 0.0, 0
+        self._cond = threading.Condition()
+
+    def __call__(self) -> float:
+        with self._cond:
+            self.reads += 1
+            self._cond.notify_all()
+            return self.now
+
+    def turns(self, n: int) -> None:
+        """Until the clock has been read ``n`` more times: the thread's turn in progress ended, and more after it."""
+        with self._cond:
+            start = self.reads
+            assert self._cond.wait_for(lambda: self.reads >= start + n, timeout=120), "the heartbeat stopped"
+
+
 def test_a_status_is_said_at_once_then_again_every_period_until_the_next():
     said: list[str] = []
     polls: list[float] = []
-    beat = Heartbeat(said.append, every=0.3, poll=lambda: polls.append(time.monotonic()))
+    clock = Ticks()
+    beat = Heartbeat(said.append, every=0.125, poll=lambda: polls.append(clock.now), clock=clock)
     beat.say("starting 1 engine")
-    time.sleep(1.05)
+    for n in range(1, 4):
+        clock.now += 0.0625  # half a period since the last line: nothing said
+        clock.turns(2)
+        assert len(said) == n, said
+        clock.now += 0.0625  # a period since the last line: said again
+        clock.turns(2)
+        assert len(said) == n + 1, said
     beat.say("1 engine ready in 1 s")
     beat.say(None)
-    time.sleep(0.7)
+    clock.now += 0.5  # four periods of no status: nothing said
+    clock.turns(2)
     beat.stop()
     assert said[0] == "starting 1 engine" and said[-1] == "1 engine ready in 1 s"
     repeats = said[1:-1]
-    assert 2 <= len(repeats) <= 4 and all(r.startswith("starting 1 engine (") for r in repeats), said
+    assert len(repeats) == 3 and all(r.startswith("starting 1 engine (") for r in repeats), said
     assert len(polls) >= 1
 
 
@@ -38,8 +67,9 @@ def test_a_poll_that_fails_is_said_once_and_never_raised():
     def broken():
         raise OSError("gone")
 
-    beat = Heartbeat(said.append, every=0.2, poll=broken)
-    time.sleep(2.3)
+    clock = Ticks()
+    beat = Heartbeat(said.append, every=0.2, poll=broken, clock=clock)
+    clock.turns(10)  # ten turns of the thread: it lives on, and says the error once
     beat.stop()
     assert said == ["(progress could not be read: OSError: gone)"]
 
