@@ -20,7 +20,8 @@ import yaml
 from pairank.jobs.cli.main import main
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import ROOT, joining, spec_for, write_input
+from pairank.storage.lease import is_held
+from tests.helpers import ROOT, Gate, joining, spec_for, write_input
 
 TTL_S = "4"
 
@@ -61,7 +62,7 @@ def wait_for(predicate, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
+        time.sleep(0.2)  # a poll of the state waited for, not a window
 
 
 def manifest_state(out, name: str) -> str | None:
@@ -77,11 +78,13 @@ def stored_keys(out) -> Counter:
 def test_a_second_run_of_a_name_is_refused_while_the_first_judges(tmp_path, summeval_tables, ray_address):
     folder = write_input(tmp_path / "input", summeval_tables, 3, 5)
     out = tmp_path / "store"
-    spec = spec_file(tmp_path, "twice", folder, out, judge={"seconds_per_comparison": 0.05})
+    gate = Gate(tmp_path / "gate")  # the first run's batches held until the second was refused
+    spec = spec_file(tmp_path, "twice", folder, out, judge=gate.judge(hold_from=0))
     first = start(spec, ray_address)
     try:
-        wait_for(lambda: (out / "leases" / "twice").exists(), 120, "the first run's lease")
+        gate.wait_for(1, proc=first)  # the first run judges (and holds its name)
         second = run(spec, ray_address)
+        gate.release()
         assert second.returncode == 4, second.stderr[-2000:]
         said = [line for line in second.stderr.splitlines() if line.startswith("pairank: error: ")]
         assert len(said) == 1 and "run 'twice' under" in said[0] and "already running" in said[0]
@@ -104,9 +107,11 @@ def test_a_killed_run_is_flagged_on_the_leaderboard_until_a_later_run_finishes_i
     done = run(spec_file(tmp_path, "small", folder, out, subset={"contexts": 2}), ray_address)
     assert done.returncode == 0, done.stderr[-2000:]
     small_keys = len(stored_keys(out))
-    spec = spec_file(tmp_path, "big", folder, out, judge={"seconds_per_comparison": 0.1})
+    gate = Gate(tmp_path / "gate")  # the big run judges two batches (8 each), then holds until it is killed
+    spec = spec_file(tmp_path, "big", folder, out, judge=gate.judge(hold_from=2))
     big = start(spec, ray_address)
     try:
+        gate.wait_for(3, proc=big)
         wait_for(
             lambda: manifest_state(out, "big") == "judging" and len(stored_keys(out)) > small_keys + 8,
             180,
@@ -132,7 +137,8 @@ def test_a_killed_run_is_flagged_on_the_leaderboard_until_a_later_run_finishes_i
     assert meta["runs"] == ["small"] and meta["unfinished"] == [] and meta["judgments"]["used"] == small_keys
     assert 'class="banner"' not in (out / "leaderboard" / "index.html").read_text()
 
-    time.sleep(float(TTL_S))  # the killed run's lease runs out
+    wait_for(lambda: not is_held(Location.of(str(out)), "big"), 120, "the killed run's lease to run out")
+    gate.release()  # the later run judges freely
     again = run(spec, ray_address)
     assert again.returncode == 0, again.stderr[-2000:]
     assert set(stored_keys(out).values()) == {1}
