@@ -67,15 +67,16 @@ def test_a_node_s_process_is_told_from_an_exited_one_and_from_another_s(tmp_path
     import psutil
 
     ray_dir = str(tmp_path / "ray")
-    here = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"--temp-dir={ray_dir}"])
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--temp-dir=/elsewhere"])
+    alive = "import signal; signal.pause()"  # runs until the test kills it, not for a time
+    here = subprocess.Popen([sys.executable, "-c", alive, f"--temp-dir={ray_dir}"])
+    other = subprocess.Popen([sys.executable, "-c", alive, "--temp-dir=/elsewhere"])
     done = subprocess.Popen([sys.executable, "-c", "pass", f"--temp-dir={ray_dir}"])
     try:
         gone = psutil.Process(done.pid)
         deadline = time.monotonic() + 30
         while gone.status() != psutil.STATUS_ZOMBIE:  # exited, not reaped (psutil's wait() would reap it)
-            assert time.monotonic() < deadline, gone.status()
-            time.sleep(0.05)
+            assert time.monotonic() < deadline, gone.status()  # 30 s: a bound on a hang
+            time.sleep(0.05)  # a poll of the state waited for, not a window
         node = Node("worker-1", "127.0.0.1", str(tmp_path), ray_dir=ray_dir, pid=here.pid)
         assert [p.pid for p in node.processes()] == [here.pid]
         assert Node("worker-2", "127.0.0.1", str(tmp_path), ray_dir=ray_dir, pid=other.pid).processes() == []
