@@ -28,7 +28,7 @@ class SlowNode:
     def __call__(self) -> None:
         self.calls += 1
         if self.calls <= self.fails:
-            self.started.append(subprocess.Popen(["sleep", "60"]))  # a "raylet" left behind
+            self.started.append(subprocess.Popen(["sleep", "infinity"]))  # a "raylet" left behind, until killed
             raise Exception(RAY_SAYS)
 
 
