@@ -71,15 +71,16 @@ def test_a_pool_and_a_plan_counter_start_no_bookkeeping_actor_of_their_own(ray_l
 
 def test_a_call_that_cannot_start_holds_back_no_later_call_of_the_same_caller(ray_local):
     """The bookkeeper runs calls as they can start, not in each caller's order: a call waiting for its argument
-    (here a task that sleeps) does not hold back the next one. In Ray's in-order queue it would, and a call that
-    never arrives holds the caller's later calls for 30 s, then cancels them (the job fails)."""
-    import time
+    (here a task that never ends until the test cancels it) does not hold back the next one. In Ray's in-order queue
+    it would, and a call that never arrives holds the caller's later calls for 30 s, then cancels them (the job
+    fails)."""
+    import threading
 
     import ray
 
     @ray.remote(num_cpus=0)
     def later() -> tuple:
-        time.sleep(60)
+        threading.Event().wait()  # an argument that does not arrive: cancelled by the test, not ended by a time
         return ()
 
     counter = keep(PlanCounter, 2)
@@ -87,7 +88,8 @@ def test_a_call_that_cannot_start_holds_back_no_later_call_of_the_same_caller(ra
     sleeper = later.remote()
     try:
         waiting = keeper.call.remote(counter.name, "totals", sleeper)  # starts once the sleeper's result exists
-        assert ray.get(keeper.held.remote(), timeout=30) >= 1  # GetTimeoutError if held back behind ``waiting``
+        # held back behind ``waiting`` it never answers (Ray's queue would cancel it after 30 s): 300 s bounds a hang
+        assert ray.get(keeper.held.remote(), timeout=300) >= 1
         ready, _ = ray.wait([waiting], timeout=0)
         assert not ready  # the first call still waits for its argument
     finally:
