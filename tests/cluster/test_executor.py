@@ -28,10 +28,10 @@ def timed(block: pa.Table, settings: dict, tag: str = "") -> pa.Table:
     if index == 0:
         deadline = time.monotonic() + WAIT
         while len(list(folder.iterdir())) < n - 1 and time.monotonic() < deadline:
-            time.sleep(0.02)
+            time.sleep(0.02)  # a poll of the barrier, not a window
         others_first = len(list(folder.iterdir())) == n - 1
     else:
-        time.sleep(0.05)
+        time.sleep(0.05)  # a span for the concurrency count to see; a correct pool passes at any speed
         (folder / str(index)).touch()
     return pa.table(
         {
