@@ -36,30 +36,49 @@ def test_every_call_running_when_its_engine_died_counts_and_one_that_waited_does
     assert restart["slot"] == 0 and restart["pid"] == 11 and restart["at"] <= restart["judging_at"] <= time.time()
 
 
-def test_a_call_that_runs_alone_waits_for_the_others_and_holds_new_ones_back():
-    gate, log = Gate(), []
-    lock = threading.Lock()
+class CountingGate(Gate):
+    """The actor's gate, counting the calls that have come to it (``arrived``, under its lock as each call enters):
+    the test knows a call waits in ``enter`` without timing it."""
 
-    def call(name: str, alone: bool, seconds: float) -> None:
+    arrived = 0
+
+    def enter(self, alone: bool) -> None:
+        with self.cond:  # re-entrant: ``Gate.enter`` takes it again, and its wait lets go of both
+            self.arrived += 1
+            self.cond.notify_all()
+            super().enter(alone)
+
+
+def test_a_call_that_runs_alone_waits_for_the_others_and_holds_new_ones_back():
+    """Every call holds the engine until the test lets it go: a and b run together, the lone call comes while
+    they run, and a late one comes while the lone call waits; then all are let go at once, and the gate alone
+    decides the order."""
+    gate, log = CountingGate(), []
+    lock, go = threading.Lock(), threading.Event()
+
+    def call(name: str, alone: bool) -> None:
         gate.enter(alone)
         with lock:
             log.append(("in", name, gate.running))
-        time.sleep(seconds)
+        go.wait(60)  # held until the test lets it go (60 s: a bound on a hang)
         with lock:
             log.append(("out", name, gate.running))
         gate.leave(alone)
 
-    first = [threading.Thread(target=call, args=(n, False, 0.3)) for n in "ab"]
-    for t in first:
-        t.start()
-    time.sleep(0.1)  # a and b run together
-    lone = threading.Thread(target=call, args=("alone", True, 0.2))
-    lone.start()
-    time.sleep(0.05)
-    late = threading.Thread(target=call, args=("late", False, 0.0))  # arrives while the lone call waits
-    late.start()
-    for t in [*first, lone, late]:
-        t.join(5)
+    def arrive(name: str, alone: bool, state) -> threading.Thread:
+        thread = threading.Thread(target=call, args=(name, alone))
+        thread.start()
+        with gate.cond:
+            assert gate.cond.wait_for(state, timeout=60), name  # a state waited for; 60 s bounds a hang
+        return thread
+
+    threads = [arrive("a", False, lambda: gate.running == 1)]
+    threads.append(arrive("b", False, lambda: gate.running == 2))  # a and b run together
+    threads.append(arrive("alone", True, lambda: gate.alone_waiting == 1))  # it waits for both
+    threads.append(arrive("late", False, lambda: gate.arrived == 4))  # arrives while the lone call waits
+    go.set()
+    for t in threads:
+        t.join(60)
     order = [(kind, name) for kind, name, _ in log]
     alone_in = order.index(("in", "alone"))
     assert {("out", "a"), ("out", "b")} <= set(order[:alone_in])  # it waited for both
