@@ -85,12 +85,11 @@ lint: install-test
 typecheck: install-test
 	$(BIN)/python -m tests.typecheck
 
-# Tests in TEST_WORKERS processes (pytest-xdist); tests/conftest.py groups them: the engine tests are two units
-# handed out first (each one test after another in one worker), every module that starts Ray, S3 or a browser is
-# one unit, any other test its own; with three workers, the third runs only the modules whose tests wait a good
-# part of their time (leases, SIMULATED delays, a frozen S3, killed drivers) beside the two that take the rest, and
-# fills the seconds those leave idle (docs/development.md, "Tests").
-# The fast tier has no such modules: two workers.
+# Tests in TEST_WORKERS processes, by pytest-xdist's own `--dist loadgroup`: tests/conftest.py gives each test
+# that starts something an `xdist_group` (the engine tests two groups, each one test after another on one worker;
+# every module that starts Ray, S3 or a browser one group, its module fixtures started once), handed out longest
+# first (--no-loadscope-reorder keeps that order); any other test runs wherever a worker is free. The one change to
+# xdist's scheduler: after a worker dies the run still ends (docs/development.md, "Tests").
 TEST_WORKERS ?= 3
 FAST_WORKERS ?= 2
 XDIST = --dist loadgroup --no-loadscope-reorder

@@ -146,8 +146,8 @@ def ray_address(ray_local) -> str:
 
 
 #: Engine modules whose jobs run in this process, on the session's Ray, with the same engine and pool settings: they
-#: share one warm engine (``warm_engine``) while they run one after another (they are in one unit of work, see
-#: :func:`_unit`), one engine start instead of one per module (about 14 CPU s each).
+#: share one warm engine (``warm_engine``) while they run one after another (they are in one xdist group, see
+#: :func:`_group`), one engine start instead of one per module (about 14 CPU s each).
 WARM_ENGINE_MODULES = ("test_driver_engine.py", "test_modes_run.py", "test_nightly_engine.py")
 
 
@@ -220,26 +220,12 @@ def tiny_input(tmp_path, summeval_tables):
 #: pairank's judges run in Ray actors, separate processes, so runs are not affected.
 IN_PROCESS_ENGINE_MODULES = ("test_judges_engine.py",)
 #: Engine test modules whose engines run outside the pytest process and its session Ray (in `pairank run`
-#: subprocesses, a clone's demo, or a Ray head of their own): under pytest-xdist the second engine unit, beside the
-#: first (see :func:`_unit`). The two take about equally long.
+#: subprocesses, a clone's demo, or a Ray head of their own): under pytest-xdist the second engine group, beside the
+#: first (see :func:`_group`). The two take about equally long.
 OTHER_RAY_ENGINE_MODULES = (
     "test_run_engine.py",
     "test_fresh_clone.py",
     "test_submit.py",
-)
-#: Modules whose tests wait a good part of their time: on leases and claims running out, SIMULATED judges' delays,
-#: a frozen or vanished S3, killed drivers, a lost head. With three or more xdist workers the last one runs these and
-#: nothing else, beside the others (see :func:`pytest_xdist_make_scheduler`); with fewer they are units like any
-#: other. The lane ended 6 minutes before the other two in a CI run (807 s against 1,180) until the head-loss test
-#: (about 115 s, 91 CPU s alone; 266 s in that run) went in it.
-WAITING_MODULES = (
-    "test_run_claims.py",
-    "test_run_lease.py",
-    "test_console.py",
-    "test_storage_failures.py",
-    "test_lost_engines.py",
-    "test_driver.py",
-    "test_head_loss.py",
 )
 #: What a fixture starts, as the markers of every test that uses it (directly or through another fixture): the
 #: session's fixtures here, and ``ray_head`` (tests/cluster/test_submit.py, a Ray head of its own).
@@ -255,9 +241,6 @@ STARTS = ("ray", "s3", "engine", "browser")
 #: when it ended (set by hand; with ``-p no:xdist`` on an otherwise idle machine the CPU seconds are the test's own,
 #: its Ray and engines included; under xdist the workers' timelines).
 CPU_LOG_ENV = "PAIRANK_TEST_CPU_LOG"
-#: Where the workers of a pytest-xdist run write each test's unit of work (set by the controller, which reads it).
-UNITS_ENV = "PAIRANK_TEST_UNITS"
-
 
 #: Modules of the fast tier that take long all the same (mypy over the package: about 50 s): handed out with the
 #: modules that start things, not among the short tests at the end, where one would run alone.
@@ -266,7 +249,7 @@ LONG_FAST_MODULES = ("test_types.py",)
 
 def _rank(item) -> int:
     """In-process engine tests first (see IN_PROCESS_ENGINE_MODULES), then the other engine tests, and with them
-    every other test of their module when it is one of :data:`OTHER_RAY_ENGINE_MODULES` (so one unit runs the
+    every other test of their module when it is one of :data:`OTHER_RAY_ENGINE_MODULES` (so one group runs the
     module whole, and its module fixtures start once: ``test_submit.py``'s Ray head was started twice, about 15 CPU
     s each), then those that start Ray, S3 or a browser (and :data:`LONG_FAST_MODULES`), then the rest."""
     if item.path.name in IN_PROCESS_ENGINE_MODULES:
@@ -277,107 +260,61 @@ def _rank(item) -> int:
 
 
 def pytest_itemcollected(item):
-    """Markers from the fixtures a test uses (before ``-m`` selects)."""
+    """Markers from the fixtures a test uses (before ``-m`` selects), then the test's ``xdist_group`` (see
+    :func:`_group`)."""
     for fixture, markers in FIXTURE_MARKERS.items():
         if fixture in item.fixturenames:
             for marker in markers:
                 item.add_marker(marker)
+    group = _group(item)
+    if group is not None:
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_collection_modifyitems(config, items):
-    """The order of :func:`_rank` (stable within a rank); under pytest-xdist, also the units of work (see
-    :func:`pytest_xdist_make_scheduler`), written where the controller reads them."""
+    """The order of :func:`_rank` (stable within a rank): pytest-xdist's ``loadgroup`` (with
+    ``--no-loadscope-reorder``) hands out the groups in this order, the longest first."""
     items.sort(key=_rank)
-    units_folder = os.environ.get(UNITS_ENV)
-    if units_folder and hasattr(config, "workerinput"):
-        units = {item.nodeid: _unit(item) for item in items}
-        (Path(units_folder) / f"{config.workerinput['workerid']}.json").write_text(json.dumps(units))
 
 
-def _unit(item) -> str:
-    """A test's unit of work under pytest-xdist: the engine tests are two, ``engine`` and ``engine-2`` (those of
-    :data:`OTHER_RAY_ENGINE_MODULES`), handed out first: the longest; a test that starts Ray, S3 or a browser is in
-    its module's (whose fixtures it may share); any other test is a unit of its own."""
+def _group(item) -> str | None:
+    """A test's ``xdist_group``, so that pytest-xdist's standard ``--dist loadgroup`` runs together what shares what
+    it starts: the engine tests are two groups, ``engine`` and ``engine-2`` (those of
+    :data:`OTHER_RAY_ENGINE_MODULES`), each one test after another on one worker (two CPU engines on two cores
+    would only fight; the warm engine of :data:`WARM_ENGINE_MODULES` is kept between them); a test that starts Ray,
+    S3 or a browser is in its module's group (whose module fixtures start once); any other test has none and runs
+    wherever a worker is free."""
     rank = _rank(item)
     if rank < 2:
         return "engine-2" if item.path.name in OTHER_RAY_ENGINE_MODULES else "engine"
-    return item.path.relative_to(ROOT).as_posix() if rank == 2 else item.nodeid
+    return item.path.relative_to(ROOT).as_posix() if rank == 2 else None
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """``make test`` (``--dist loadgroup``) hands out the units of :func:`_unit` in the order of :func:`_rank`: the
-    engine tests first, one after another on one worker (two CPU engines on two cores would only fight); the
-    modules that start Ray, S3 or a browser next, each on one worker (its module fixtures set up once); the rest
-    test by test, wherever a worker is free, so the workers end together. pytest-xdist's own ``loadgroup`` reads
-    ``xdist_group`` marks; here the units follow from the markers instead.
-
-    With three workers or more, the last is a lane for the modules of :data:`WAITING_MODULES`: it takes those and
-    nothing else, and the others take everything but those, so the waits of the one overlap the work of the
-    others instead of leaving a core idle. The lane stops when its modules are done."""
+    """pytest-xdist's own ``loadgroup`` scheduler, with one repair: after a worker dies. xdist 3.8 puts every group
+    the dead worker had been given back in the queue, finished ones too, and hands out only their unfinished tests:
+    a finished group goes out as empty work that no worker answers, and the run waits for ever (reproduced by
+    tests/test_scheduling.py, which times out with the scheduler unrepaired). Here only the unfinished tests go
+    back, without the one that was running when the worker died (xdist reports it failed, once)."""
     if config.getoption("dist") != "loadgroup":
         return None
-    from xdist.scheduler import LoadScopeScheduling
+    from xdist.scheduler import LoadGroupScheduling
 
-    folder = Path(os.environ[UNITS_ENV])
-
-    class Units(LoadScopeScheduling):
-        units: dict[str, str] | None = None
-        lane: object | None = None  # the worker that runs the waiting modules, once there are three or more
-
-        def _split_scope(self, nodeid: str) -> str:
-            if self.units is None:  # every worker has collected (and written its units) before the first split
-                self.units = json.loads(next(folder.glob("*.json")).read_text())
-            return self.units.get(nodeid, nodeid)
-
-        def schedule(self) -> None:
-            if self.collection is None and len(self.nodes) >= 3:
-                self.lane = max(self.nodes, key=lambda node: int(node.gateway.id.removeprefix("gw")))  # the last
-            super().schedule()
-
-        def _takes(self, node, scope: str) -> bool:
-            """Whether ``node`` may run the unit ``scope``: with a lane, the lane only the waiting modules'
-            units and the other workers only the rest (all of it once the lane is gone)."""
-            if self.lane is None or self.lane not in self.nodes:
-                return True
-            return (node is self.lane) == (Path(scope.split("::", 1)[0]).name in WAITING_MODULES)
-
+    class CrashSafeLoadGroup(LoadGroupScheduling):
         def remove_node(self, node) -> str | None:
-            """A node gone: when it crashed, the test it was running (xdist reports it failed) and its units' tests
-            not yet run go back to the queue, without the crashed test and the units it had finished. xdist's own
-            put back every unit it had been given: its finished ones went out again as empty work that no worker
-            answers, and ``make test`` waited for ever after a worker crashed; and the crashed test ran again and
-            took the next worker down too."""
             workload = self.assigned_work.pop(node)
-            left = {scope: unit for scope, unit in workload.items() if not all(unit.values())}
+            left = {group: tests for group, tests in workload.items() if not all(tests.values())}
             if not left:
                 return None
-            scope, crashed = next((s, i) for s, unit in left.items() for i, done in unit.items() if not done)
-            left[scope][crashed] = True
-            self.workqueue.update((s, unit) for s, unit in left.items() if not all(unit.values()))
+            group, crashed = next((g, t) for g, tests in left.items() for t, done in tests.items() if not done)
+            left[group][crashed] = True
+            self.workqueue.update((g, tests) for g, tests in left.items() if not all(tests.values()))
             for other in self.assigned_work:
                 self._reschedule(other)
             return crashed
 
-        def _assign_work_unit(self, node) -> None:
-            scope = next((s for s in self.workqueue if self._takes(node, s)), None)
-            if scope is None:
-                return
-            unit = self.workqueue.pop(scope)
-            self.assigned_work.setdefault(node, {})[scope] = unit
-            collected = self.registered_collections[node]
-            node.send_runtest_some([collected.index(nodeid) for nodeid, done in unit.items() if not done])
-
-        def _reschedule(self, node) -> None:
-            if node.shutting_down:
-                return
-            if not any(self._takes(node, s) for s in self.workqueue):
-                node.shutdown()  # it finishes what it holds, then stops
-                return
-            if self._pending_of(self.assigned_work[node]) <= 2:
-                self._assign_work_unit(node)
-
-    return Units(config, log)
+    return CrashSafeLoadGroup(config, log)
 
 
 def _ray_of_its_own(*args, **kwargs):
@@ -404,8 +341,6 @@ def pytest_configure(config):
         _ray_token()
     folder = Path(tempfile.mkdtemp(prefix="pairank-guard-"))
     config.stash[GUARD_FOLDER] = folder
-    if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist"):
-        os.environ[UNITS_ENV] = str(folder)  # the workers write their units here, for this controller's scheduler
     os.environ[guard.ENV] = str(folder)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(GUARD), os.environ.get("PYTHONPATH")]))
     guard.watch(folder)

@@ -1,9 +1,10 @@
-"""``make test``'s scheduler (``pytest_xdist_make_scheduler`` in tests/conftest.py) when a worker process dies.
+"""``make test``'s scheduler (pytest-xdist's ``loadgroup``, repaired in ``pytest_xdist_make_scheduler`` in
+tests/conftest.py) when a worker process dies.
 
 A clean-clone run lost a pytest worker to a failed check in Ray's C++ (since fixed): xdist replaced the worker, but
-the run then waited for ever, two workers idle, because the units the dead worker had finished were handed out again
-as empty work that no worker answers; and the test that killed it ran again on the next worker. Here a real
-``pytest -n 3`` of this repository's scheduler runs a test that ends its worker after a few fast modules."""
+the run then waited for ever, two workers idle: xdist 3.8's loadgroup puts the groups the dead worker had finished
+back in the queue and hands them out as empty work that no worker answers (without the repair this test times
+out). Here a real ``pytest -n 3`` of this repository runs a test that ends its worker after a few fast modules."""
 
 from __future__ import annotations
 
