@@ -123,7 +123,7 @@ def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = Non
             return
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"process exited with {proc.returncode} before port {port} opened")
-        time.sleep(0.2)
+        time.sleep(0.2)  # a poll of the port, not a window
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout} s")
 
 
@@ -198,7 +198,7 @@ def run_and_kill(spec: dict, tmp_path: Path, victim, first_part_s: float = 400, 
             while not (parts.is_dir() and list(parts.glob("**/*.parquet"))):
                 assert proc.poll() is None, log_path.read_text()[-3000:]
                 assert time.monotonic() < deadline, "no judgment part written in time"
-                time.sleep(0.05)
+                time.sleep(0.05)  # a poll of the store, not a window
             killed = victim(proc.pid)
             os.kill(killed, signal.SIGKILL)
             assert proc.wait(timeout=finish_s) == 0, log_path.read_text()[-4000:]
