@@ -33,7 +33,7 @@ import yaml
 
 from pairank.cluster.local import LocalCluster, Node
 from pairank.storage.fs import Location
-from tests.helpers import ROOT, shell_env
+from tests.helpers import ROOT, Gate, shell_env
 
 #: The markers of a test on the cluster (it starts Ray nodes, and its storage is the S3 server).
 MARKERS = (pytest.mark.ray, pytest.mark.s3, pytest.mark.cluster)
@@ -298,3 +298,27 @@ def simulated_spec(name: str, input_uri: str, root: str, **extra) -> dict:
         "report": {"bootstrap": 10},
         **extra,
     }
+
+
+class SharedGate(Gate):
+    """A :class:`~tests.helpers.Gate` on shared storage (``s3://...``), which every node's engines reach: a cluster
+    of several nodes refuses a local ``judge.hold``, as it refuses any local path its actors read."""
+
+    def __init__(self, uri: str):
+        self.location = Location.of(uri)
+        self.folder = uri  # named in wait_for's errors
+
+    def judge(self, hold_from: int = 0) -> dict:
+        return {"hold": self.location.uri, "hold_from": hold_from}
+
+    def _batches(self) -> list[Location]:
+        return [f for f in self.location.files(suffix=".json") if Path(f.path).name.startswith("batch-")]
+
+    def arrived(self) -> int:
+        return len(self._batches())
+
+    def keys(self) -> list[str]:
+        return [k for f in self._batches() for k in f.read_json()["keys"]]
+
+    def release(self) -> None:
+        self.location.join("release").write_bytes(b"")

@@ -23,6 +23,7 @@ from tests.multinode import (
     MARKERS,
     NODE_LOSS,
     PAIRANK,
+    SharedGate,
     audit,
     multinode,
     start_run,
@@ -43,12 +44,12 @@ LEASE_TTL_S = "20"
 #: Seconds the GCS refuses connections before the driver's watcher ends it as a driver whose head is gone (15 by
 #: default): a driver on a lost head spins in Ray's threads meanwhile, about a core.
 HEAD_GONE_S = "4"
-#: 5 SummEval articles x 16 summaries: each run commits its first 128 comparisons within seconds, and the 1,200
-#: leave the loss well inside both runs, the later of which may start many seconds after the other (at 0.03 s a
-#: comparison, on one actor, a run would take 36 s): few comparisons, each slow, cost little CPU.
+#: 5 SummEval articles x 16 summaries (1,200 comparisons, batches of 64).
 ARTICLES = 5
 COMPARISONS = ARTICLES * 16 * 15
-SECONDS_PER_COMPARISON = 0.03
+#: Batches each run judges before its gate holds it (the SIMULATED judge's ``hold``): 192 rows, a commit of 128 at
+#: least, then the run waits at the gate until the head is lost. Held, not timed: neither run can end first.
+JUDGED_BEFORE_LOSS = 3
 
 
 def committed(root: str) -> bool:
@@ -85,14 +86,18 @@ def test_after_losing_the_head_the_same_spec_resumes_from_the_store(cluster, tmp
     root, elsewhere = "s3://pairank/headloss", "s3://pairank/headloss-outside"
     store, table, calls = Location.of(f"{root}/store"), f"{root}/store/tables/judgments", f"{root}/calls/again"
     uri = write_input(f"{root}/input", summeval_tables, ARTICLES, 16).uri
+    gates = {"again": SharedGate(f"{root}/gate"), "outside": SharedGate(f"{elsewhere}/gate")}
     settings = {
         "scheduler": {"name": "full"},
-        "judge": {"seconds_per_comparison": SECONDS_PER_COMPARISON},
         "pool": {"size": 1, "num_cpus": 1, "batch_size": 64},
         "flush_rows": 128,
     }
-    path = write_spec(tmp_path, spec_on("again", uri, root, **settings))
-    outside = write_spec(tmp_path, spec_on("outside", uri, elsewhere, **settings))  # a store of its own
+
+    def spec(name: str, at: str) -> dict:
+        return spec_on(name, uri, at, judge=gates[name].judge(hold_from=JUDGED_BEFORE_LOSS), **settings)
+
+    path = write_spec(tmp_path, spec("again", root))
+    outside = write_spec(tmp_path, spec("outside", elsewhere))  # a store of its own
 
     # 1. one loss, two drivers: a submitted job's, which runs on the head and dies with it, and a driver that joined
     # from outside, which is told (each run on the worker node's CPUs)
@@ -101,6 +106,9 @@ def test_after_losing_the_head_the_same_spec_resumes_from_the_store(cluster, tmp
     logs = {"submit": tmp_path / "submit.log", "outside": tmp_path / "outside.log"}
     wait_for("a commit of the submitted job", lambda: committed(root), following, logs["submit"], 300)
     wait_for("a commit of the run from outside", lambda: committed(elsewhere), proc, logs["outside"], 300)
+    # each run held at its gate, a batch waiting there: the loss falls while both run
+    wait_for("the submitted job at its gate", lambda: gates["again"].arrived() > JUDGED_BEFORE_LOSS, following)
+    wait_for("the run from outside at its gate", lambda: gates["outside"].arrived() > JUDGED_BEFORE_LOSS, proc)
     address, dashboard = cluster.address, cluster.dashboard
     lose_the_head(cluster)
     assert is_held(store, "again")  # the lost driver released nothing
@@ -117,7 +125,10 @@ def test_after_losing_the_head_the_same_spec_resumes_from_the_store(cluster, tmp
     assert "the cluster's head node is gone" in said
 
     # 2. the cluster again, and the same spec once the lease has expired: it judges only what the store lacks
+    # (its gate open now: the rerun is not held)
+    gates["again"].release()
     cluster.restart()
+    # a poll of the lease's state; the 20 s TTL is the subject (time itself), 120 s bounds a hang
     wait_for("the lost driver's lease to expire", lambda: not is_held(store, "again"), timeout=120)
     out = submit(cluster, path, tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
