@@ -3,12 +3,14 @@
 is killed, the other asks what it left once its lease expires.
 
 Real parts: `pairank run` processes that join the session's Ray (as drivers join a cluster) with the SIMULATED
-judge (a delay per comparison, so the runs overlap), SIGKILLed for real (Ray then ends the killed driver's actors).
-Every judgment the engines return is committed to the store, so the store's rows per key count the engine calls.
+judge (its gate holds the runs' batches until the test lets them go, so the runs overlap), SIGKILLed for real
+(Ray then ends the killed driver's actors). Every judgment the engines return is committed to the store, so the
+store's rows per key count the engine calls.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,13 +18,14 @@ import sys
 import time
 import uuid
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import yaml
 
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import ROOT, joining, spec_for, write_input
+from tests.helpers import ROOT, Gate, joining, spec_for, write_input
 
 CONTEXTS, PER_CONTEXT = 4, 5
 COMPARISONS = CONTEXTS * PER_CONTEXT * (PER_CONTEXT - 1)  # full, one aspect
@@ -37,26 +40,37 @@ def wait_for(predicate, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
+        time.sleep(0.2)  # a poll of the state waited for, not a window
 
 
-def spec_file(tmp_path, name: str, folder: Location, out, scheduler: str, seconds: float) -> str:
-    data = spec_for(folder, out, name=name, scheduler={"name": scheduler}, judge={"seconds_per_comparison": seconds})
+def spec_file(tmp_path, name: str, folder: Location, out, scheduler: str, judge: dict) -> str:
+    data = spec_for(folder, out, name=name, scheduler={"name": scheduler}, judge=judge)
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return str(path)
 
 
 def start(spec: str, ttl_s: str, address: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec, *joining(address)],
-        cwd=ROOT,
-        env={**os.environ, "PAIRANK_LEASE_TTL_S": ttl_s},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    """``pairank run`` of ``spec``, its output (stdout and stderr) in ``<spec>.log``, which the test reads while
+    it runs."""
+    with open(f"{spec}.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pairank.jobs.cli.main", "run", spec, *joining(address)],
+            cwd=ROOT,
+            env={**os.environ, "PAIRANK_LEASE_TTL_S": ttl_s},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    proc.log = Path(f"{spec}.log")  # type: ignore[attr-defined]
+    return proc
+
+
+def said(proc: subprocess.Popen) -> str:
+    return proc.log.read_text(errors="replace")  # type: ignore[attr-defined]
+
+
+WAITING = "being judged by another run"
 
 
 def manifest(out, name: str) -> dict:
@@ -70,12 +84,21 @@ def claimers(out) -> set[str]:
 
 
 def two_runs(
-    tmp_path, summeval_tables, address: str, seconds: float, scheduler: str = "full", ttl_s: str = "20", out=None
+    tmp_path,
+    summeval_tables,
+    address: str,
+    gate: Gate,
+    hold_from: int,
+    scheduler: str = "full",
+    ttl_s: str = "20",
+    out=None,
 ) -> tuple[object, list[str], list[subprocess.Popen]]:
+    """Two runs of ``scheduler`` on one store, started together; their batches from the ``hold_from``-th on (of
+    both runs) held at ``gate`` until the test releases it."""
     folder = write_input(tmp_path / "input", summeval_tables, CONTEXTS, PER_CONTEXT)
     out = out or tmp_path / "store"
     names = ["left", "right"]
-    specs = [spec_file(tmp_path, name, folder, out, scheduler, seconds) for name in names]
+    specs = [spec_file(tmp_path, name, folder, out, scheduler, gate.judge(hold_from)) for name in names]
     return out, names, [start(spec, ttl_s, address) for spec in specs]  # started together
 
 
@@ -94,9 +117,25 @@ def twice(out) -> str:
 def finish(procs: list[subprocess.Popen]) -> list[tuple[int, str]]:
     done = []
     for p in procs:
-        out, err = p.communicate(timeout=900)
-        done.append((p.returncode, out + err))
+        p.wait(timeout=900)
+        done.append((p.returncode, said(p)))
     return done
+
+
+def judging_pids(gate: Gate) -> set[int]:
+    """The engine processes whose batches reached the gate (one actor a run here: the runs judging)."""
+    return {json.loads(f.read_text())["pid"] for f in gate.folder.glob("batch-*.json")}
+
+
+def release_once_they_overlap(gate: Gate, procs: list[subprocess.Popen]) -> None:
+    """Every batch is held until the runs overlap: one said it waits for the other's verdicts, or both judge (each
+    then waits for the other's once its own are in). Then the gate opens for good."""
+    deadline = time.monotonic() + 600  # a hang bound
+    while not (any(WAITING in said(p) for p in procs) or len(judging_pids(gate)) >= 2):
+        assert all(p.poll() is None for p in procs), "a run ended while every batch was held"
+        assert time.monotonic() < deadline, "the runs did not overlap"
+        time.sleep(0.2)  # a poll of the runs' logs and the gate, not a window
+    gate.release()
 
 
 @pytest.mark.parametrize(
@@ -109,8 +148,10 @@ def test_two_runs_started_together_ask_each_comparison_once(
     if where == "s3":  # the runs reach the S3 server through the AWS settings the fixture put in the environment
         request.getfixturevalue("s3_server")
         out = f"s3://pairank/claims-runs-{uuid.uuid4().hex[:8]}"
-    out, names, procs = two_runs(tmp_path, summeval_tables, ray_address, seconds=0.25, scheduler=scheduler, out=out)
+    gate = Gate(tmp_path / "gate")
+    out, names, procs = two_runs(tmp_path, summeval_tables, ray_address, gate, 0, scheduler=scheduler, out=out)
     try:
+        release_once_they_overlap(gate, procs)
         results = finish(procs)
     finally:
         for p in procs:
@@ -125,7 +166,7 @@ def test_two_runs_started_together_ask_each_comparison_once(
     counts = [manifest(out, name)["counts"] for name in names]
     assert [c["requests"] for c in counts] == [len(keys), len(keys)]  # each run used every comparison
     assert sum(c["judged_now"] for c in counts) == len(keys)
-    assert any("being judged by another run" in said for _, said in results), "the runs did not overlap"
+    assert any(WAITING in said for _, said in results), "the runs did not overlap"
     for name in names:  # complete outputs
         assert manifest(out, name)["state"] == "done"
         run = Location.of(str(out)).join("runs", name)
@@ -137,16 +178,19 @@ def test_two_runs_started_together_ask_each_comparison_once(
 def test_a_killed_claimers_comparisons_are_asked_by_the_other_once_its_lease_expires(
     tmp_path, summeval_tables, ray_address
 ):
-    out, names, procs = two_runs(tmp_path, summeval_tables, ray_address, seconds=0.25, ttl_s="6")
+    gate = Gate(tmp_path / "gate")  # the claimer's first batch (8) judged, the rest held until it is killed
+    out, names, procs = two_runs(tmp_path, summeval_tables, ray_address, gate, 1, ttl_s="6")
     by_name = dict(zip(names, procs))
     try:
         wait_for(lambda: (out / "claims").exists() and claimers(out), 600, "a claim")
         (claimer,) = claimers(out)  # one block: one run claimed every comparison
         survivor = next(n for n in names if n != claimer)
+        gate.wait_for(2, proc=by_name[claimer])
         wait_for(lambda: len(stored_keys(out)) >= 8, 600, "the claimer's first commit")
         os.killpg(by_name[claimer].pid, signal.SIGKILL)
         by_name[claimer].wait(timeout=60)
         committed = len(stored_keys(out))
+        gate.release()  # the survivor judges what the killed one left once its lease expires
         code, said = finish([by_name[survivor]])[0]
     finally:
         for p in procs:
