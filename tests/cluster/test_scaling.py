@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -19,7 +21,7 @@ from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import spec_for, write_input
+from tests.helpers import Gate, spec_for, write_input
 
 #: What Ray's (v1) autoscaler reads the requests of ``ray.autoscaler.sdk.request_resources`` from.
 REQUEST_KEY = b"autoscaler_resource_request"
@@ -64,15 +66,77 @@ def range_spec(input_folder, output, **pool) -> dict:
     )
 
 
+class Held:
+    """``run_job(spec)`` in a thread, its batches held at the SIMULATED judge's gate until :meth:`release`: the test
+    acts while the run is at a known point (every actor busy, calls waiting), not within a window of time."""
+
+    def __init__(self, spec: dict, gate: Gate):
+        self.gate, self.result, self.error = gate, None, None
+        spec["judge"] = {**spec["judge"], "seconds_per_comparison": 0, **gate.judge(hold_from=0)}
+        self.thread = threading.Thread(target=self._run, args=(parse_spec(spec, "test"),), daemon=True)
+
+    def _run(self, spec) -> None:
+        try:
+            self.result = run_job(spec, progress=lambda m: None)
+        except BaseException as exc:  # raised in the test by release()
+            self.error = exc
+
+    def __enter__(self) -> Held:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.gate.release()  # a test that failed holding the run lets it end
+        self.thread.join(600)
+
+    def release(self):
+        """Open the gate; the run's result once it has ended (600 s: a bound on a hang)."""
+        self.gate.release()
+        self.thread.join(600)
+        assert not self.thread.is_alive(), "the run did not end after its gate opened"
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class Said(logging.Handler):
+    """An event: ``logger`` said something containing ``text``."""
+
+    def __init__(self, logger: str, text: str):
+        super().__init__(logging.INFO)
+        self.text, self.event = text, threading.Event()
+        self.logger = logging.getLogger(logger)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.event.set()
+
+    def __enter__(self) -> Said:
+        self.level = self.logger.level
+        self.logger.setLevel(logging.INFO)
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.logger.removeHandler(self)
+        self.logger.setLevel(self.level)
+
+
 def stored_keys(output: Path) -> Counter:
     return Counter(JudgmentCache(Location.of(str(output)).join("tables", "judgments")).rows().column("key").to_pylist())
 
 
 def test_a_range_pool_grows_while_calls_wait_and_judges_each_key_once(ray_local, input_8x6, tmp_path):
+    """The run held at its first batch (every call waits): the pool grows, and once the new actor takes calls the
+    run is let go; the batches cut after it joined go to it by their contexts (held, not timed: at 0.05 s a
+    comparison the run had to outlast the second actor's start)."""
     out = tmp_path / "out"
-    spec = range_spec(input_8x6, out)
-    spec["judge"]["seconds_per_comparison"] = 0.05  # 12 s on one actor: the second starts in time on a loaded machine
-    result = run_job(parse_spec(spec, "test"), progress=lambda m: None)
+    with (
+        Said("pairank.cluster.scaling", "is up and takes calls") as joined,
+        Held(range_spec(input_8x6, out), Gate(tmp_path / "gate")) as run,
+    ):
+        assert joined.event.wait(240), "the pool did not grow while its calls waited"  # 240 s: a hang bound
+        result = run.release()
     total = 8 * 6 * 5
     assert result.errors == 0 and result.judged == result.requests == total
     keys = stored_keys(out)
@@ -97,7 +161,13 @@ def test_a_range_pool_stays_at_min_when_the_cluster_has_no_room_and_asks_the_aut
     ray.get(held.ready(), timeout=60)
     try:
         out = tmp_path / "out"
-        result = run_job(parse_spec(range_spec(input_8x6, out), "test"), progress=lambda m: None)
+        # the run held at its first batch (its calls wait) until the pool has asked for room, not timed
+        with Held(range_spec(input_8x6, out), Gate(tmp_path / "gate")) as run:
+            deadline = time.monotonic() + 240  # a bound on a hang
+            while not _internal_kv_get(REQUEST_KEY):
+                assert time.monotonic() < deadline and run.thread.is_alive(), "the pool did not ask for room"
+                time.sleep(0.1)  # a poll of the state waited for, not a window
+            result = run.release()
     finally:
         remove_placement_group(held)
     assert result.errors == 0 and result.judged == result.requests == 8 * 6 * 5
