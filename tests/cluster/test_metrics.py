@@ -24,7 +24,7 @@ from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import ROOT, free_port, full_matrix_spec, judge_actor_pids, write_input
+from tests.helpers import ROOT, Gate, free_port, full_matrix_spec, judge_actor_pids, write_input
 
 DASHBOARD = ROOT / "cluster" / "grafana-pairank.json"
 
@@ -95,22 +95,29 @@ def _installed(name: str) -> bool:
 
 
 class KillOnce(threading.Thread):
-    """SIGKILLs this session's one judge actor once the run has stored its first part."""
+    """SIGKILLs this session's one judge actor once the run has stored its first part and holds a batch at its
+    gate (the SIMULATED judge's ``hold``), then opens the gate once the process is gone: the kill falls while the
+    run judges, however fast it is."""
 
-    def __init__(self, output: Path, timeout: float = 240):
+    def __init__(self, output: Path, gate: Gate, held: int, timeout: float = 240):
         super().__init__(daemon=True)
         self.cache = JudgmentCache(Location.of(str(output)).join("tables", "judgments"))
-        self.timeout, self.killed = timeout, None
+        self.gate, self.held, self.timeout, self.killed = gate, held, timeout, None
 
     def run(self) -> None:
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            pids = judge_actor_pids(under=os.getpid())
-            if (self.cache.version() or 0) > 0 and len(pids) == 1:
-                os.kill(pids[0], signal.SIGKILL)
-                self.killed = pids[0]
-                return
-            time.sleep(0.05)
+        try:
+            deadline = time.monotonic() + self.timeout  # a bound on a hang
+            while time.monotonic() < deadline:
+                pids = judge_actor_pids(under=os.getpid())
+                if (self.cache.version() or 0) > 0 and self.gate.arrived() >= self.held and len(pids) == 1:
+                    os.kill(pids[0], signal.SIGKILL)
+                    while time.monotonic() < deadline and Path(f"/proc/{pids[0]}").exists():
+                        time.sleep(0.05)  # a poll of the process's end, not a window
+                    self.killed = pids[0]
+                    return
+                time.sleep(0.05)  # a poll of the state waited for, not a window
+        finally:
+            self.gate.release()  # killed or not, the run ends
 
 
 # -- on Ray ------------------------------------------------------------------------------------------------------
@@ -122,18 +129,20 @@ def test_a_killed_actor_s_prompts_and_tokens_are_still_counted_in_the_run_report
     one per comparison judged, and the tokens of the stored judgments."""
     data = write_input(tmp_path / "input", summeval_tables, 10, 8)
     out = tmp_path / "out"
+    gate = Gate(tmp_path / "gate")
     spec = full_matrix_spec(
         data,
         out,
         name="restarted",
-        seconds_per_comparison=0.02,
+        seconds_per_comparison=0,
         pool={"size": 1, "num_cpus": 1, "batch_size": 16},
         flush_rows=16,
+        judge=gate.judge(hold_from=2),  # 2 batches judged (a part stored), the third held until the kill
     )
-    killer = KillOnce(out)
+    killer = KillOnce(out, gate, held=3)
     killer.start()
     result = run_job(parse_spec(spec, "test"), progress=lambda m: None)
-    killer.join(timeout=5)
+    killer.join(timeout=60)  # it has opened the gate: the run could not end before
     assert killer.killed is not None, "the run ended before its actor was killed"
     report = result.report
     assert report["engines"]["lost"] == 1 and report["engines"]["restarted"] == 1
@@ -201,7 +210,7 @@ def test_a_run_s_counters_move_on_ray_s_prometheus_endpoint_tagged_with_its_name
         try:
             deadline = time.monotonic() + 400
             while proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.25)
+                time.sleep(0.25)  # a scrape's poll, not a window
                 try:
                     samples = scrape(port)
                 except OSError:
