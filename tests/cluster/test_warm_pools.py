@@ -60,7 +60,7 @@ def gone(pid: int, seconds: float = 30) -> bool:
     """Whether the process ``pid`` ends within ``seconds``."""
     deadline = time.monotonic() + seconds
     while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
+        time.sleep(0.1)  # a poll of the process's end, not a window
     return not alive(pid)
 
 
@@ -106,7 +106,7 @@ def free_cpus(seconds: float = 30) -> float:
 
     deadline = time.monotonic() + seconds
     while ray.available_resources().get("CPU", 0) < ray.cluster_resources()["CPU"] and time.monotonic() < deadline:
-        time.sleep(0.2)
+        time.sleep(0.2)  # a poll of the CPUs coming back, not a window
     return ray.available_resources().get("CPU", 0)
 
 
@@ -195,8 +195,8 @@ def test_jobs_of_two_modes_share_a_warm_engine_and_a_restarted_one_judges_in_the
         os.kill(first, signal.SIGKILL)
         deadline = time.monotonic() + 60
         while not [p for p in judge_actor_pids(under=os.getpid()) if p != first]:
-            assert time.monotonic() < deadline, "the killed actor was not restarted"
-            time.sleep(0.2)
+            assert time.monotonic() < deadline, "the killed actor was not restarted"  # 60 s: a hang bound
+            time.sleep(0.2)  # a poll of the restart, not a window
         again = run_job(job(tiny_input, tmp_path / "again", "again", judging={"mode": "generate"}, **engine))
         restarted = actor(again)["pid"]
         assert restarted != first
