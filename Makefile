@@ -1,5 +1,6 @@
 # pairank quick start:
-#   make demo   install everything into .venv, prepare the embedded judge, run configs/demo.yaml on data/
+#   make demo   install everything into .venv, prepare the embedded judge, run configs/demo.yaml on data/, then
+#               replay GPT-4's published LLMBar verdicts through the same pipeline (make demo-replay)
 #   make test   install everything into .venv (and Debian's chromium, for the browser tests), lint, run every test
 #   make test-fast  the tests that start nothing (no Ray, S3, engine or browser): a few minutes, no model needed
 #
@@ -19,7 +20,7 @@ BIN := $(VENV)/bin
 # venv holds 31,181 Python files (compileall: 63 CPU s, 34 s on 2 cores), `make test` imports about a third.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install install-test demo test test-fast test-cluster test-stress lint typecheck model data browser clean
+.PHONY: install install-test demo demo-replay test test-fast test-cluster test-stress lint typecheck model data browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +68,14 @@ data: | install
 
 demo: model
 	$(BIN)/pairank run configs/demo.yaml
+	@$(MAKE) --no-print-directory demo-replay
+
+# The demo's result with meaning: LLMBar Natural judged by replaying GPT-4's published verdicts through the same
+# pipeline (configs/demo-replay.yaml), then their meta-evaluation against the human labels. Seconds, no model;
+# after `make install`.
+demo-replay:
+	$(BIN)/pairank run configs/demo-replay.yaml
+	$(BIN)/pairank meta-eval --input data/llmbar-natural --judgments runs/store/tables/judgments --out runs/store/runs/demo-replay/meta-eval
 
 # The `browser` tests render the leaderboard page in headless Chromium (Debian's package; needs root or sudo).
 browser:

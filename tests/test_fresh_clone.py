@@ -44,6 +44,30 @@ def test_the_demo_runs_in_a_clone_with_nothing_beside_it(clone, default_model):
     assert "2 contexts, 8 candidates" in run.stderr
 
 
+@pytest.mark.ray
+def test_the_demos_replay_of_published_verdicts_gives_llmbars_own_statistics(clone):
+    """`make demo`'s second part (`make demo-replay`, run here with this checkout's venv): GPT-4's published CoT
+    verdicts on LLMBar Natural through the same pipeline, then their meta-evaluation. The figures are LLMBar's own
+    statistics.json for GPT-4/CoT on Natural (94.0% and 95.0% in the two orders, 90.0% right in both, 91.0% the
+    same pick), and the run's bias report finds its position preference: 9 of 100 pairs flip when the slots swap."""
+    run = subprocess.run(
+        ["make", "--no-print-directory", "demo-replay", f"BIN={Path(sys.executable).parent}"],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=dict(os.environ),
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = clone / "runs" / "store" / "runs" / "demo-replay" / "report.md"
+    assert str(report) in run.stdout.splitlines()
+    row = "| (none) | instruction_following | GPT-4/CoT | 100 | 94.0 | 95.0 | 94.5 | 90.0 | 91.0 | 0.264 | 0.263 |"
+    assert row in run.stdout
+    text = report.read_text()
+    assert "| instruction_following | 200 | 0.515 | 0.515 |" in text  # slot A wins 103 of 200
+    assert "| GPT-4/CoT | instruction_following | 100 | 100 | 9 | 0.090 " in text
+
+
 def test_the_tests_of_the_full_sets_skip_naming_the_folder(clone):
     run = subprocess.run(
         [
