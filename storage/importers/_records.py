@@ -24,6 +24,7 @@ import pyarrow as pa
 from pyarrow.fs import FileSelector, FileType
 
 from pairank.storage.fs import Location
+from pairank.storage.importers.sources import nesting
 from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, PAIRWISE_LABELS
 from pairank.storage.validation import TableError, empty, validate
 
@@ -69,10 +70,13 @@ def source_name(loc: Location) -> str:
 
 def parse_json(loc: Location) -> Any:
     """The parsed JSON document at ``loc``; a syntax error names file, line and column."""
+    text = loc.read_text()
     try:
-        return json.loads(loc.read_text())
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise TableError(loc.uri, None, None, "valid JSON", f"{e.msg} at line {e.lineno} column {e.colno}") from None
+    except RecursionError:
+        raise TableError(loc.uri, None, *nesting(text)) from None
 
 
 def raw_records(loc: Location) -> list[tuple[int, Any]]:
@@ -86,6 +90,8 @@ def raw_records(loc: Location) -> list[tuple[int, Any]]:
                 out.append((row, json.loads(line)))
             except json.JSONDecodeError as e:
                 raise TableError(source_name(loc), row, None, "a JSON object", f"{e.msg} at column {e.colno}") from None
+            except RecursionError:
+                raise TableError(source_name(loc), row, *nesting(line)) from None
         return out
     doc = parse_json(loc)
     if not isinstance(doc, list):

@@ -6,7 +6,8 @@ and Parquet by record batches. Each record comes with its place, told the way th
 file's format counts: the 1-based line of a text file (the line a JSON array's
 record starts on), the 0-based row of a Parquet file. An error names the file, that
 place and the field (:class:`Where` makes them); a line that is not JSON names its
-line and column.
+line and column, and a value nested deeper than Python's JSON parser goes (about
+1,000 levels) names the field it is in and how deep it goes (:func:`deepest`).
 
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "a.jsonl")
@@ -21,6 +22,8 @@ import codecs
 import csv
 import json
 import posixpath
+import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +52,58 @@ class Where:
     def fail(self, field: str | None, expected: str, found: str) -> TableError:
         """A :class:`TableError` naming the file, the line (or row) and the field (to raise)."""
         return TableError(f"{self.uri} {self.place}", None, field, expected, found)
+
+
+#: A JSON text's strings (with their escapes) and the marks that open, close and key its containers.
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:]')
+
+
+def deepest(text: str, start: int = 0) -> tuple[str | None, int]:
+    """Where the JSON value at ``text[start:]`` nests deepest: the field (object keys from the value's top, dotted,
+    at most 3; None when the value itself is the deep list) and how many levels deep it goes.
+
+    Read without recursion, for a value too deep for :mod:`json` (which raises ``RecursionError``).
+
+    >>> deepest('{"a": 1, "meta": {"n": [[[2]]]}, "b": {}}')
+    ('meta.n', 5)
+    >>> deepest("[" * 5000 + "]" * 5000)
+    (None, 5000)
+    """
+    frames: list[list] = []  # per open container: [is an object, the key being filled]
+    last: str | None = None  # the last string seen (a key when ':' follows)
+    depth, field = 0, None
+    for m in _TOKENS.finditer(text, start):
+        token = m.group()
+        if token[0] == '"':
+            last = token
+        elif token == ":":
+            if frames and frames[-1][0]:
+                frames[-1][1] = last
+        elif token in "[{":
+            frames.append([token == "{", None])
+            if len(frames) > depth:
+                depth, keys = len(frames), []
+                for is_object, key in frames[: min(3, len(frames) - 1)]:
+                    if not is_object or key is None:
+                        break
+                    keys.append(json.loads(key))
+                field = ".".join(keys) or None
+        else:
+            frames.pop() if frames else None
+            if not frames:
+                break
+    return field, depth
+
+
+def nesting(text: str, start: int = 0) -> tuple[str | None, str, str]:
+    """The field, what was expected and what was found, for a value :mod:`json` could not read for its nesting."""
+    field, depth = deepest(text, start)
+    return field, f"JSON nested fewer than about {sys.getrecursionlimit():,} levels deep", f"{depth:,} levels"
+
+
+def too_deep(where: Where, text: str, start: int = 0) -> TableError:
+    """The error naming ``where`` for a value too deep for :mod:`json` (see :func:`deepest`), to raise."""
+    return where.fail(*nesting(text, start))
 
 
 def kind_of(loc: Location, given: str | None = None) -> str:
@@ -111,9 +166,12 @@ def _jsonl(loc: Location) -> Iterator[tuple[Where, Any]]:
             continue
         where = Where(loc.uri, line=number)
         try:
-            yield where, json.loads(line)
+            value = json.loads(line)
         except json.JSONDecodeError as exc:
             raise where.fail(None, "a JSON object on the line", f"{exc.msg} at column {exc.colno}") from None
+        except RecursionError:
+            raise too_deep(where, line) from None
+        yield where, value
 
 
 def _json_array(loc: Location) -> Iterator[tuple[Where, Any]]:
@@ -171,6 +229,8 @@ def _json_array(loc: Location) -> Iterator[tuple[Where, Any]]:
                     continue
                 at = line + buf.count("\n", pos, exc.pos)
                 raise Where(loc.uri, line=at).fail(None, "a JSON record", exc.msg) from None
+            except RecursionError:
+                raise too_deep(Where(loc.uri, line=line), buf, pos) from None
         yield Where(loc.uri, line=line), value
         line += buf.count("\n", pos, end)
         pos, started = end, True

@@ -159,3 +159,15 @@ def test_leaderboard_input_names_a_judgment_outside_the_candidates(tmp_path):
     pq.write_table(pa.Table.from_pylist(rows, schema=JUDGMENTS), tmp_path / "j.parquet")
     with pytest.raises(ValueError, match="context 'b0004'.*'nowhere/ghost' are not both in"):
         input_leaderboard(str(tmp_path / "in"), [str(tmp_path / "j.parquet")])
+
+
+def test_style_counts_nested_too_deep_are_exit_2_naming_file_line_and_field(tmp_path, capsys):
+    """A RecursionError (exit 1) before."""
+    log = tmp_path / "deep.jsonl"
+    deep = "[" * 100_000 + "]" * 100_000
+    battle = '{"model_a": "x", "model_b": "y", "winner": "tie"'
+    log.write_text(f'{battle}}}\n{battle}, "conv_metadata": {{"sum_assistant_a_tokens": {deep}}}}}\n')
+    assert main(["import", "battles", str(log), str(tmp_path / "in")]) == 2
+    err = capsys.readouterr().err
+    assert f"column `conv_metadata.sum_assistant_a_tokens` in {log} line 2" in err, err
+    assert "expected JSON nested fewer than about 1,000 levels deep, found 100,002 levels" in err

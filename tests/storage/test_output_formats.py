@@ -222,3 +222,19 @@ def test_nothing_visible_when_a_run_reads_an_outputs_folder(tmp_path):
     names = read(tmp_path / "out").schema.names
     assert names[:5] == ["context_id", "context", "candidate_id", "system", "text"]
     assert set(names[5:]) == {"category", "conversation", "prior_replies", "reference"}
+
+
+#: A value nested 100,000 lists deep: too deep for Python's JSON parser (a RecursionError, exit 1, before).
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "json"])
+def test_json_nested_too_deep_is_exit_2_naming_file_line_and_field(tmp_path, capsys, suffix):
+    good = json.dumps({"instruction": "q", "output": "o", "generator": "x"})
+    bad = '{"instruction": "q", "generator": "y", "output": "o", "dataset": ' + DEEP + "}"
+    path = tmp_path / f"deep.{suffix}"
+    path.write_text(f"{good}\n{bad}\n" if suffix == "jsonl" else f"[{good},\n{bad}]\n")
+    assert main(["import", "outputs", str(path), str(tmp_path / "out"), "--format", "alpaca-eval"]) == 2
+    err = capsys.readouterr().err
+    assert f"column `dataset` in {path} line 2" in err, err
+    assert "expected JSON nested fewer than about 1,000 levels deep, found 100,001 levels" in err
