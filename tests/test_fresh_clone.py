@@ -26,17 +26,19 @@ def clone(tmp_path_factory) -> Path:
     return where
 
 
+def in_clone(clone: Path, *command: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """``command`` run in the clone with this process's environment; its output as text."""
+    return subprocess.run(
+        command, cwd=clone, capture_output=True, text=True, timeout=timeout, env=dict(os.environ), check=False
+    )
+
+
 @pytest.mark.ray  # and `engine`, from default_model
 def test_the_demo_runs_in_a_clone_with_nothing_beside_it(clone, default_model):
     # 2 of the demo's 4 articles (48 comparisons of the 96): the clone's paths, data and judge are the claim, not the
     # demo's size, which `make demo` runs as shipped
-    run = subprocess.run(
-        [sys.executable, "-m", "pairank.jobs.cli.main", "run", "configs/demo.yaml", "--set", "subset.contexts=2"],
-        cwd=clone,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=dict(os.environ),
+    run = in_clone(
+        clone, sys.executable, "-m", "pairank.jobs.cli.main", "run", "configs/demo.yaml", "--set", "subset.contexts=2"
     )
     assert run.returncode == 0, run.stderr[-3000:]
     report = clone / "runs" / "store" / "runs" / "demo" / "report.md"
@@ -50,14 +52,7 @@ def test_the_demos_replay_of_published_verdicts_gives_llmbars_own_statistics(clo
     verdicts on LLMBar Natural through the same pipeline, then their meta-evaluation. The figures are LLMBar's own
     statistics.json for GPT-4/CoT on Natural (94.0% and 95.0% in the two orders, 90.0% right in both, 91.0% the
     same pick), and the run's bias report finds its position preference: 9 of 100 pairs flip when the slots swap."""
-    run = subprocess.run(
-        ["make", "--no-print-directory", "demo-replay", f"BIN={Path(sys.executable).parent}"],
-        cwd=clone,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=dict(os.environ),
-    )
+    run = in_clone(clone, "make", "--no-print-directory", "demo-replay", f"BIN={Path(sys.executable).parent}")
     assert run.returncode == 0, run.stderr[-3000:]
     report = clone / "runs" / "store" / "runs" / "demo-replay" / "report.md"
     assert str(report) in run.stdout.splitlines()
@@ -69,25 +64,8 @@ def test_the_demos_replay_of_published_verdicts_gives_llmbars_own_statistics(clo
 
 
 def test_the_tests_of_the_full_sets_skip_naming_the_folder(clone):
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-rs",
-            "-p",
-            "no:cacheprovider",
-            "tests/test_shipped_data.py",
-            "tests/storage/test_importers.py",
-            "tests/storage/test_bad_inputs.py",
-        ],
-        cwd=clone,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=dict(os.environ),
-    )
+    tests = ["tests/test_shipped_data.py", "tests/storage/test_importers.py", "tests/storage/test_bad_inputs.py"]
+    run = in_clone(clone, sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *tests, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:]
     skipped = [line for line in run.stdout.splitlines() if line.startswith("SKIPPED")]
     assert skipped and all(str(clone.parent / "shared" / "data") in line for line in skipped), skipped
