@@ -29,12 +29,14 @@ Written under the destination (each table streamed to a hidden file, moved into 
 
 Refused, naming file, line (or Parquet row) and field: a missing or unknown winner, a missing model or the
 same model on both sides, a conversation that is not a list of messages ending with the assistant, two sides
-whose user turns differ, a battle id seen twice, a style count that is not a whole number.
+whose user turns differ, a battle id seen twice, a style count that is not a whole number, a ``tstamp`` that
+is not a finite Unix time in seconds within the years 1 to 9999.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +44,7 @@ import pyarrow as pa
 
 from pairank.storage.conversations import dump_messages, dump_replies, transcript
 from pairank.storage.fs import Location
+from pairank.storage.importers._records import show
 from pairank.storage.importers.outputs import SCHEMA as CANDIDATES_OUT
 from pairank.storage.importers.outputs import Writer, ident, text
 from pairank.storage.importers.sources import Where, records
@@ -54,6 +57,14 @@ ENGINE = "imported"
 #: The text of a side whose log has no conversation.
 NO_TEXT = "(the battle log gives no text)"
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+#: The ``tstamp`` values a time can hold (seconds since 1970): 0001-01-01 to 9999-12-31 23:59:59 UTC.
+TSTAMPS = (
+    (dt.datetime(1, 1, 1, tzinfo=dt.UTC) - EPOCH).total_seconds(),
+    (dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC) - EPOCH).total_seconds(),
+)
+TSTAMP_EXPECTED = (
+    f"a finite Unix time in seconds (a number from {TSTAMPS[0]:.0f} to {TSTAMPS[1]:.0f}: the years 1 to 9999)"
+)
 WINNERS = {
     "model_a": "A",
     "model_b": "B",
@@ -127,12 +138,18 @@ def _style(where: Where, r: dict, side: str) -> dict | None:
 
 
 def _created(where: Where, r: dict) -> dt.datetime:
+    """``tstamp`` as a time: seconds since 1970, finite and within the years 1 to 9999 (:data:`TSTAMPS`)."""
     t = r.get("tstamp")
     if t is None:
         return EPOCH
     if isinstance(t, (int, float)) and not isinstance(t, bool):
-        return dt.datetime.fromtimestamp(float(t), tz=dt.UTC)
-    raise where.fail("tstamp", "seconds since 1970 (a number)", repr(t)[:40])
+        try:
+            seconds = float(t)
+        except OverflowError:  # an int too large for a float
+            seconds = math.inf
+        if TSTAMPS[0] <= seconds <= TSTAMPS[1]:  # not NaN, not infinite, a year from 1 to 9999
+            return EPOCH + dt.timedelta(seconds=seconds)
+    raise where.fail("tstamp", TSTAMP_EXPECTED, show(t, 40))
 
 
 def import_battles(src: list[str], dst: str, fields: BattleFields = BattleFields(), layout: str = "lmarena") -> dict:

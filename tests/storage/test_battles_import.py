@@ -171,3 +171,29 @@ def test_style_counts_nested_too_deep_are_exit_2_naming_file_line_and_field(tmp_
     err = capsys.readouterr().err
     assert f"column `conv_metadata.sum_assistant_a_tokens` in {log} line 2" in err, err
     assert "expected JSON nested fewer than about 1,000 levels deep, found 100,002 levels" in err
+
+
+@pytest.mark.parametrize(
+    "tstamp, found",
+    [("Infinity", "inf"), ("1e300", "1e+300"), ("NaN", "nan"), ("-1e12", "-1000000000000.0"), ('"noon"', "'noon'")],
+)
+def test_a_tstamp_that_is_no_time_is_exit_2_naming_file_line_and_field(tmp_path, capsys, tstamp, found):
+    """Before: an OverflowError (exit 1) for Infinity and 1e300, a bare "Invalid value NaN" or "year -29719 is out
+    of range" for the others."""
+    log = tmp_path / "times.jsonl"
+    battle = '{"model_a": "x", "model_b": "y", "winner": "tie", "tstamp": '
+    log.write_text(f"{battle}1700000000.5}}\n{battle}{tstamp}}}\n")
+    assert main(["import", "battles", str(log), str(tmp_path / "in")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"column `tstamp` in {log} line 2: expected a finite Unix time in seconds (a number from -62135596800 to "
+        f"253402300799: the years 1 to 9999), found {found}"
+    ) in err, err
+
+
+def test_a_tstamp_is_the_judgment_time(tmp_path):
+    log = tmp_path / "times.jsonl"
+    log.write_text('{"model_a": "x", "model_b": "y", "winner": "tie", "tstamp": 1700000000.5}\n')
+    import_battles([str(log)], str(tmp_path / "in"))
+    created = pq.read_table(tmp_path / "in" / "judgments.parquet").column("created_at")[0].as_py()
+    assert created.isoformat() == "2023-11-14T22:13:20.500000+00:00"
