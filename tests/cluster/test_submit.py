@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ROOT, free_port, free_ports, shell_env, stop_process, write_input
+from tests.helpers import ROOT, Gate, free_port, free_ports, shell_env, stop_process, write_input
 
 PAIRANK = [sys.executable, "-m", "pairank.jobs.cli.main"]
 SECRET = "pairank-test-secret-value-0f9e"
@@ -76,7 +76,7 @@ def stop_tree(proc: subprocess.Popen, timeout: float = 10) -> None:
 
     deadline = time.monotonic() + timeout
     while any(running(p) for p in tree) and time.monotonic() < deadline:
-        time.sleep(0.2)
+        time.sleep(0.2)  # a poll of the processes' end, not a window
     for p in tree:
         if running(p):
             p.kill()
@@ -122,8 +122,8 @@ def ray_head():
         deadline = time.monotonic() + 180
         while not jobs_api_ready(address):
             assert proc.poll() is None, (temp / "ray-start.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, f"no Jobs API at {address} after 180 s"
-            time.sleep(1)
+            assert time.monotonic() < deadline, f"no Jobs API at {address} after 180 s"  # a hang bound
+            time.sleep(1)  # a poll of the Jobs API, not a window
         yield address
     finally:
         stop_tree(proc)
@@ -257,7 +257,8 @@ def test_submit_waits_streams_the_log_and_the_outputs_land_under_the_storage_roo
 
 def test_stop_stops_a_running_job_and_the_waiting_submit_exits_1(ray_head, tmp_path, summeval_tables):
     input_dir = write_input(tmp_path / "input", summeval_tables, 2, 3).path
-    spec = simulated_spec(tmp_path, input_dir, "slow", seconds_per_comparison=30)  # 12 comparisons: 6 minutes
+    gate = Gate(tmp_path / "gate")  # every batch held until the test is done: the job runs until it is stopped
+    spec = simulated_spec(tmp_path, input_dir, "slow", **gate.judge(hold_from=0))
     submit = subprocess.Popen(
         [*PAIRANK, "submit", str(spec), "--address", ray_head],
         cwd=ROOT,
@@ -270,11 +271,11 @@ def test_stop_stops_a_running_job_and_the_waiting_submit_exits_1(ray_head, tmp_p
     try:
         job_id = submit.stdout.readline().strip()
         assert job_id.startswith("pairank-slow-"), submit.stderr.read() if submit.poll() is not None else job_id
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 120  # a bound on a hang
         while (status := pairank("status", job_id, "--address", ray_head).stdout.split()[0]) != "RUNNING":
             assert status == "PENDING" and time.monotonic() < deadline, status
-            time.sleep(1)
-        time.sleep(5)  # the driver is under way
+            time.sleep(1)  # a poll of the job's status, not a window
+        gate.wait_for(1, timeout=240, proc=submit)  # the driver is under way: its first batch is at the gate
         stop = pairank("stop", job_id, "--address", ray_head)
         assert stop.returncode == 0 and stop.stdout.splitlines()[0] == "STOPPED", stop.stdout + stop.stderr
         assert submit.wait(timeout=120) == 1
@@ -282,6 +283,7 @@ def test_stop_stops_a_running_job_and_the_waiting_submit_exits_1(ray_head, tmp_p
         assert pairank("status", job_id, "--address", ray_head).stdout.splitlines()[0] == "STOPPED"
         assert not (tmp_path / "store" / "runs" / "slow" / "report.md").exists()
     finally:
+        gate.release()  # a stopped job's engine, if any is left, ends its batch
         if submit.poll() is None:
             stop_tree(submit)
 
