@@ -22,11 +22,13 @@ retries such transient errors with capped exponential backoff until
 then raises :class:`StorageUnavailable`. The window is a deadline for the outage,
 shared by every operation of the process (:class:`Outages`), not one per step.
 Other failures (no such path, a file where a folder should be, access denied) are
-not retried: they raise :class:`StorageError` naming the path, or ``FileNotFoundError``.
+not retried: they raise :class:`StorageError` naming the path, or ``FileNotFoundError``;
+a full disk raises :class:`DiskFull`, naming the path and the space left there.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import logging
@@ -34,6 +36,7 @@ import os
 import pickle
 import posixpath
 import random
+import shutil
 import threading
 import time
 import uuid
@@ -155,6 +158,69 @@ class StorageUnavailable(StorageError):
         self.uri, self.action, self.cause, self.waited, self.attempts = uri, action, cause, waited, attempts
 
 
+#: How a full disk is told: ENOSPC's text, and delta-rs' (Rust's own, "... (os error 28)").
+DISK_FULL_MARKERS = ("No space left on device", "(os error 28)")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc``, or an error it was raised from, is a full disk (``ENOSPC``, also inside delta-rs' errors)."""
+    seen: set[int] = set()
+    at: BaseException | None = exc
+    while at is not None and id(at) not in seen:
+        seen.add(id(at))
+        if (isinstance(at, OSError) and at.errno == errno.ENOSPC) or any(m in str(at) for m in DISK_FULL_MARKERS):
+            return True
+        at = at.__cause__ or at.__context__
+    return False
+
+
+def free_space(uri: str) -> str:
+    """How much room the device holding ``uri`` has now, as told in a message: "12.0 KiB free of 1.0 MiB" (measured
+    at the nearest folder of ``uri`` that exists); on an object store, that nothing says.
+
+    >>> free_space("s3://bucket/x")
+    'free space unknown (an object store)'
+    """
+    if urlparse(str(uri)).scheme == "s3":
+        return "free space unknown (an object store)"
+    path = os.path.abspath(urlparse(str(uri)).path if str(uri).startswith("file:") else str(uri))
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return "free space unknown"
+    return f"{_size(usage.free)} free of {_size(usage.total)}"
+
+
+def _size(n: float) -> str:
+    """``n`` bytes, readable.
+
+    >>> _size(512), _size(1536), _size(3 << 30)
+    ('512 B', '1.5 KiB', '3.0 GiB')
+    """
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+class DiskFull(StorageError):
+    """A write found the disk full (``ENOSPC``): the message names the path and the free space there now."""
+
+    def __init__(self, uri: str, action: str, cause: BaseException):
+        from pairank.storage.damage import delta_said  # (it imports this module)
+
+        OSError.__init__(
+            self,
+            f"{uri}: could not {action}: no space left on the device ({free_space(uri)}, too little for the write, "
+            f"which failed with: {' '.join(delta_said(cause).split())}). Free some space there, or write elsewhere, "
+            "and run again: nothing half-written is kept, and what was written before stays",
+        )
+        self.uri, self.action, self.cause = uri, action, cause
+
+
 #: Transient failures of one store further apart than this many seconds belong to two outages, not one.
 OUTAGE_GAP_S = 30.0
 
@@ -220,6 +286,9 @@ def with_retries(uri: str, action: str, fn, window: float | None = None):
             OUTAGES.reached(store)
             raise
         except Exception as exc:
+            if is_disk_full(exc) and not isinstance(exc, DiskFull):
+                OUTAGES.reached(store)
+                raise DiskFull(uri, action, exc) from exc
             if not is_transient(exc):
                 OUTAGES.reached(store)
                 if isinstance(exc, OSError) and not isinstance(exc, StorageError):

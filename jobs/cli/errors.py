@@ -10,7 +10,8 @@ EXIT_CODES = {
     2: "bad input: a spec, a table, a path or a setting; the message names it",
     3: "finished, but some comparisons are error rows (see the report)",
     4: "another writer got there first: a nightly commit race, or a run of that name holding its lease",
-    5: "storage or cluster unavailable after retrying: run again when it is back (nothing judged is lost)",
+    5: "storage or cluster unavailable after retrying, or a full disk: run again when it is back (nothing judged "
+    "is lost)",
 }
 #: What to do once a cluster's head is gone (docs/cluster.md, "Losing the head").
 AFTER_HEAD_LOSS = (
@@ -36,7 +37,7 @@ def explain(exc: BaseException) -> tuple[int, str]:
     from pairank.cluster.pools import EngineStartError
     from pairank.cluster.runtime import LocalRayStartError, is_ray_error, lost_cluster, raised_in_task
     from pairank.storage.commits import CommitConflict
-    from pairank.storage.fs import StorageError, StorageUnavailable
+    from pairank.storage.fs import DiskFull, StorageError, StorageUnavailable, is_disk_full
     from pairank.storage.lease import LeaseHeld
 
     exc = raised_in_task(exc)  # a corrupt file met in a Ray task is told as if the driver had met it
@@ -44,6 +45,16 @@ def explain(exc: BaseException) -> tuple[int, str]:
         return 4, str(exc)
     if isinstance(exc, StorageUnavailable):
         return 5, f"storage unavailable: {exc}"
+    if isinstance(exc, DiskFull):
+        return 5, str(exc)
+    if is_disk_full(exc):  # met outside pairank's storage layer (a library's own write): named as well as it can be
+        path = getattr(exc, "uri", None) or getattr(exc, "filename", None)
+        if path:
+            return 5, str(DiskFull(str(path), getattr(exc, "action", "write it"), getattr(exc, "cause", exc)))
+        return 5, (
+            f"no space left on a device ({' '.join(str(exc).split())}). Free some space where the command writes, "
+            "or write elsewhere, and run again"
+        )
     if isinstance(exc, LocalRayStartError):
         return 5, str(exc)
     if isinstance(exc, EngineStartError):

@@ -41,6 +41,7 @@ an unknown question, a context with fewer than 2 candidates (unless ``part``).
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import uuid
 from collections.abc import Iterable, Iterator
@@ -51,7 +52,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pairank.storage.conversations import ConversationError, check_messages, dump_messages, dump_replies, transcript
-from pairank.storage.fs import Location
+from pairank.storage.fs import DiskFull, Location, is_disk_full
 from pairank.storage.importers.sources import Where, records
 from pairank.storage.keys import text_hash
 from pairank.storage.schemas import CANDIDATE_OPTIONAL, CANDIDATES
@@ -392,11 +393,22 @@ class Writer:
         )
         if target.is_local:
             target.fs.create_dir(posixpath.dirname(target.path), recursive=True)
-        self.stream = target.fs.open_output_stream(self.tmp.path)
-        self.writer = pq.ParquetWriter(self.stream, schema, compression="zstd")
+        with self._full_disk_named():
+            self.stream = target.fs.open_output_stream(self.tmp.path)
+            self.writer = pq.ParquetWriter(self.stream, schema, compression="zstd")
         self.rows: list[dict] = []
         self.count = 0
         self.done = False
+
+    @contextlib.contextmanager
+    def _full_disk_named(self) -> Iterator[None]:
+        """A full disk met while writing is a :class:`DiskFull` naming the target and the space left there."""
+        try:
+            yield
+        except OSError as exc:
+            if is_disk_full(exc) and not isinstance(exc, DiskFull):
+                raise DiskFull(self.target.uri, "write it", exc) from exc
+            raise
 
     def add(self, r: dict) -> None:
         self.rows.append(r)
@@ -405,28 +417,30 @@ class Writer:
 
     def flush(self) -> None:
         if self.rows:
-            self.writer.write_table(pa.Table.from_pylist(self.rows, schema=self.schema))
+            with self._full_disk_named():
+                self.writer.write_table(pa.Table.from_pylist(self.rows, schema=self.schema))
             self.count += len(self.rows)
             self.rows = []
 
     def commit(self) -> None:
         self.flush()
-        self.writer.close()
-        self.stream.close()
+        with self._full_disk_named():
+            self.writer.close()
+            self.stream.close()
         self.tmp.move_to(self.target)
         self.done = True
 
     def abort(self) -> None:
-        """Close and delete the hidden file (nothing once committed)."""
+        """Close and delete the hidden file (nothing once committed). Closing may fail as the write did (a full
+        disk): the file is deleted all the same, and the error that ended the import is the one told."""
         if self.done:
             return
         self.done = True
-        try:
-            self.writer.close()
-            self.stream.close()
-        finally:
-            if self.tmp.exists():
-                self.tmp.fs.delete_file(self.tmp.path)
+        for close in (self.writer.close, self.stream.close):
+            with contextlib.suppress(OSError):
+                close()
+        if self.tmp.exists():
+            self.tmp.fs.delete_file(self.tmp.path)
 
 
 def _existing(target: Location) -> Iterable[tuple[str, dict]]:

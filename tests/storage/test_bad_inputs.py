@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import json
+import random
+import re
 import subprocess
 import sys
 
@@ -9,7 +13,7 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from pairank.storage.fs import Location
+from pairank.storage.fs import DiskFull, Location, with_retries
 from pairank.storage.inputs import read_candidate_ids, read_candidates, read_human_scores
 from pairank.storage.validation import TableError
 from tests.helpers import ROOT
@@ -124,3 +128,77 @@ def test_a_table_error_keeps_its_message_through_a_context_manager():
         with ExitStack() as stack:
             stack.enter_context(pool())
             raise TableError("f.parquet", 3, "text", "text", "7")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 1 MiB tmpfs (mounting needs root: skipped elsewhere; the injected test below runs everywhere)."""
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], capture_output=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_a_full_disk_under_an_import_is_exit_5_naming_the_file_and_the_free_space(tmp_path, tiny_disk, capsys):
+    """Before: exit 2 with pyarrow's "[Errno 28] Error writing bytes to file", naming no path."""
+    from pairank.jobs.cli.main import main
+
+    src = tmp_path / "big.jsonl"
+    noise = random.Random(0)  # texts that do not compress: 3.6 MB of them
+    rows = [{"prompt": f"p{i}", "output": noise.randbytes(300).hex(), "model": m} for i in range(3000) for m in "xy"]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["import", "outputs", str(src), str(tiny_disk / "out"), "--format", "table"]) == 5
+    err = capsys.readouterr().err
+    target = tiny_disk / "out" / "candidates.parquet"
+    assert f"{target}: could not write it: no space left on the device (" in err, err
+    assert re.search(r"\(\d+(\.\d)? (B|KiB) free of 1\.0 MiB, too little for the write", err), err
+    assert "No space left on device" in err and "run again" in err
+    assert not list(tiny_disk.rglob("*.tmp"))  # the hidden file is gone
+
+
+def test_a_full_disk_under_a_delta_append_is_exit_5_naming_the_table_and_the_free_space(tiny_disk):
+    """A run's judgments: before, exit 1 "unexpected DeltaError: ... No space left on device (os error 28)"."""
+    from pairank.jobs.cli.errors import explain
+    from pairank.storage import delta
+
+    table = Location.of(str(tiny_disk / "store" / "tables" / "judgments"))
+    noise = random.Random(0)  # keys that do not compress: 2.6 MB of them
+    rows = pa.table({"key": [noise.randbytes(64).hex() for _ in range(20_000)]})
+    delta.ensure_table(table, rows.schema, [])
+    with pytest.raises(DiskFull) as info:
+        delta.append(table, rows)
+    code, message = explain(info.value)
+    assert code == 5, message
+    assert message.startswith(f"{table.uri}: could not append to the Delta table: no space left on the device (")
+    assert " free of 1.0 MiB, too little for the write" in message and "(os error 28)" in message
+    assert delta.open_table(table).version() == 0  # the failed append committed nothing
+
+
+@pytest.mark.parametrize(
+    "cause",
+    [
+        OSError(errno.ENOSPC, "No space left on device"),
+        RuntimeError(
+            "Generic LocalFileSystem error: Unable to copy data to file: No space left on device (os error 28)"
+        ),
+    ],
+)
+def test_a_full_disk_met_at_the_filesystem_boundary_is_exit_5(tmp_path, cause):
+    """The fault injected where pairank's storage layer calls the filesystem (an ENOSPC, or delta-rs' text of one)."""
+    from pairank.jobs.cli.errors import explain
+
+    def write():
+        raise cause
+
+    uri = str(tmp_path / "runs" / "tables" / "judgments")
+    with pytest.raises(DiskFull) as info:
+        with_retries(uri, "append to the Delta table", write)
+    code, message = explain(info.value)
+    assert code == 5 and message.startswith(f"{uri}: could not append to the Delta table: no space left on the device")
+    assert re.search(r"\(\d+\.\d (KiB|MiB|GiB|TiB) free of \d+\.\d (KiB|MiB|GiB|TiB), too little", message), message
+    assert explain(cause)[0] == 5  # met outside the storage layer, still a full disk
