@@ -24,7 +24,7 @@ from pairank.jobs.cli.errors import EXIT_CODES
 from pairank.jobs.cli.main import main
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location, StorageError, StorageUnavailable, with_retries
-from tests.helpers import ROOT, S3_PORT, joining, spec_for, write_input
+from tests.helpers import ROOT, S3_PORT, Gate, joining, spec_for, write_input
 
 STALL_S = 30
 
@@ -65,28 +65,40 @@ def spec_file(tmp_path, data: dict) -> str:
 
 
 def test_a_30_s_stall_of_s3_mid_run_is_waited_out(ray_local, summeval_tables, tmp_path, capsys, caplog):
-    """SeaweedFS frozen for 30 s just as the first judgments are flushed: the run waits, then finishes (exit 0)."""
+    """SeaweedFS frozen for 30 s just as the first judgments are flushed: the run waits, then finishes (exit 0).
+
+    The run's first batch is judged and flushed, the next held at the SIMULATED judge's gate; then SeaweedFS is
+    frozen and the gate opened, so the run's next flush meets the stall (an event, not a time after the start)."""
     out = "s3://pairank/stall/store"
     folder = write_input("s3://pairank/stall/input", summeval_tables, 3, 5)
-    data = spec_for(folder, out, name="stall", scheduler={"name": "full"}, judge={"seconds_per_comparison": 0.1})
+    gate = Gate(tmp_path / "gate")
+    data = spec_for(folder, out, name="stall", scheduler={"name": "full"}, judge=gate.judge(hold_from=1))
     weed = weed_process()
-    thawed = threading.Event()
+    log = Location.of(out).join("tables", "judgments", "_delta_log")
+    thawed, stop = threading.Event(), threading.Event()
+    frozen: list[float] = []
 
-    def freeze() -> None:  # once the run has read its inputs and starts judging
+    def freeze() -> None:  # once the run's first judgments are flushed and its next batch is held
+        while not stop.is_set() and not (gate.arrived() >= 2 and len(log.files(".json")) >= 2):
+            time.sleep(0.2)  # a poll of the gate and the store, not a window
+        if stop.is_set():
+            return
         weed.suspend()
-        threading.Timer(STALL_S, lambda: (weed.resume(), thawed.set())).start()
+        frozen.append(time.monotonic())
+        gate.release()
+        threading.Timer(STALL_S, lambda: (weed.resume(), thawed.set())).start()  # the stall's length: the subject
 
-    trigger = threading.Timer(2.0, freeze)
+    trigger = threading.Thread(target=freeze, daemon=True)
     trigger.start()
-    started = time.monotonic()
     try:
         code = main(["run", spec_file(tmp_path, data)])
     finally:
-        trigger.cancel()
-        if not thawed.wait(STALL_S + 5):
+        stop.set()
+        trigger.join()
+        if frozen and not thawed.wait(STALL_S + 5):
             weed.resume()
     assert code == 0, capsys.readouterr().err[-2000:]
-    assert time.monotonic() - started >= STALL_S  # the stall happened inside the run
+    assert frozen and time.monotonic() - frozen[0] >= STALL_S  # the stall happened inside the run
     assert any("could not" in r.getMessage() and "retrying" in r.getMessage() for r in caplog.records)
     table = JudgmentCache(Location.of(out).join("tables", "judgments")).read()
     assert table.num_rows == 3 * 5 * 4 and Location.of(out).join("runs/stall/report.md").exists()
@@ -98,7 +110,7 @@ def test_s3_down_at_start_is_exit_5_naming_the_store_and_endpoint(tmp_path):
     started = time.monotonic()
     run = cli(["run", spec_file(tmp_path, data)], env)
     assert run.returncode == 5, run.stderr[-2000:]
-    assert time.monotonic() - started < 60
+    assert time.monotonic() - started < 60  # kept: the 2 s retry window is the subject (gives up, a 30x bound)
     last = error_line(run.stderr)
     assert last.startswith("pairank: error: storage unavailable: s3://pairank/nowhere/")
     assert "http://127.0.0.1:9" in last and "PAIRANK_STORAGE_RETRY_S" in last and "Traceback" not in run.stderr
@@ -191,7 +203,8 @@ def test_the_retry_window_is_a_deadline_for_the_whole_run_not_for_each_step(s3_s
     window = 30
     out = "s3://pairank/deadline/store"
     folder = write_input("s3://pairank/deadline/input", summeval_tables, 6, 6)
-    data = spec_for(folder, out, name="deadline", scheduler={"name": "full"}, judge={"seconds_per_comparison": 0.2})
+    gate = Gate(tmp_path / "gate")  # the first batch judged and flushed, the next held until the store is gone
+    data = spec_for(folder, out, name="deadline", scheduler={"name": "full"}, judge=gate.judge(hold_from=1))
     gateway = Gateway()
     env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{gateway.port}", "PAIRANK_STORAGE_RETRY_S": str(window)}
     proc = subprocess.Popen(
@@ -208,11 +221,12 @@ def test_the_retry_window_is_a_deadline_for_the_whole_run_not_for_each_step(s3_s
     log = Location.of(out).join("tables", "judgments", "_delta_log")
     try:
         deadline = time.monotonic() + 300
-        while len(log.files(".json")) < 2:  # created, and a first flush of judgments committed
+        while len(log.files(".json")) < 2 or gate.arrived() < 2:  # a first flush committed, the next batch held
             assert proc.poll() is None and time.monotonic() < deadline, "the run ended or never judged"
-            time.sleep(0.5)
+            time.sleep(0.5)  # a poll of the store and the gate, not a window
         gateway.close()
         gone = time.monotonic()
+        gate.release()  # the run goes on, and meets the store gone
         code = proc.wait(timeout=8 * window)
         ended = time.monotonic()
     finally:
@@ -225,6 +239,7 @@ def test_the_retry_window_is_a_deadline_for_the_whole_run_not_for_each_step(s3_s
     assert said.startswith("pairank: error: storage unavailable: s3://pairank/deadline/store/")
     assert lines[-1][1] == said  # Ray's late output went to the run's log
     assert "the storage kept failing for" in said and f"127.0.0.1:{gateway.port}" in said
+    # kept: the retry window's deadline is the subject (one window for the run, against 3-4 when each step had one)
     assert said_at - gone < 1.75 * window, f"the error came {said_at - gone:.0f} s after the store went away"
     assert ended - gone < 2.5 * window, f"exit 5 came {ended - gone:.0f} s after the store went away"
 
@@ -284,7 +299,7 @@ def test_operations_failing_one_after_another_share_one_window():
     started = time.monotonic()
     with pytest.raises(StorageUnavailable):
         with_retries("s3://outage-a/four", "read it", down, window=1.0)
-    assert len(calls) > 1 and time.monotonic() - started >= 1.0
+    assert len(calls) > 1 and time.monotonic() - started >= 1.0  # kept: retried until its 1 s window ran out
 
 
 def test_every_exit_code_is_documented():
