@@ -209,7 +209,7 @@ def wait_for(what: str, test, proc: subprocess.Popen | None = None, log: Path | 
                 proc.wait()
             said = log.read_text(errors="replace")[-4000:] if log is not None and log.exists() else ""
             pytest.fail(f"{what}: {'the run ended first' if ended else f'not after {timeout:.0f} s'}\n{said}")
-        time.sleep(0.2)
+        time.sleep(0.2)  # a poll of the state waited for, not a window
 
 
 def versions(table: str) -> int:
