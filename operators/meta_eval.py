@@ -66,6 +66,7 @@ import numpy as np
 import pyarrow as pa
 
 from pairank.operators.checks import require_columns
+from pairank.operators.reports import escape_markdown
 from pairank.operators.votes import JUDGE_COLUMNS, VOTE_COLUMNS, judge_names
 from pairank.storage.schemas import LABELS, META_EVAL
 from pairank.storage.validation import TableError
@@ -279,11 +280,12 @@ def markdown(table: pa.Table) -> str:
             if r["n_correct_False"] is None or r["n_correct_True"] is None
             else (r["n_correct_False"] + r["n_correct_True"]) / 2
         )
-        cells = [r["subset"] or "(none)", r["aspect"], r["judge"], str(total)]
+        names = [escape_markdown(r["subset"]) if r["subset"] else "(none)", escape_markdown(r["aspect"])]
+        cells = [*names, escape_markdown(r["judge"]), str(total)]
         cells += [pct(r[c], total) for c in ("n_correct_False", "n_correct_True")] + [pct(average, total)]
         cells += [pct(r[c], total) for c in ("n_correct_both", "n_equal")]
         cells += [kappa(r[c]) for c in ("kappa_False", "kappa_True", "kappa_average", "kappa_agreement")]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append("| " + " | ".join(cells) + " |")
     if any("embedded default" in (m or "") for m in table.column("model").to_pylist()):
         lines += [
             "",

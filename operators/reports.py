@@ -8,11 +8,15 @@ Spearman is computed at two levels, as in the comparative-assessment papers:
 *sample level* ranks the candidates of each context against that context's human
 scores and averages over contexts (with a bootstrap interval over contexts);
 *dataset level* pools every candidate.
+
+The run report's Markdown is written here (:func:`render_markdown`, with the sections ``pairank winrate`` prints);
+every piece of text from the data in it (names, aspects, contexts, errors) goes through :func:`escape_markdown`.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections import defaultdict
 
@@ -24,7 +28,6 @@ from pairank.operators.judge_bias import NOTE as JUDGE_BIAS_NOTE
 from pairank.operators.judge_bias import text_tables
 from pairank.operators.judges import ENGINES
 from pairank.operators.scores import hard_verdict
-from pairank.operators.style_control import style_control_lines
 from pairank.storage.schemas import POSITION_BIAS, SPEARMAN
 
 
@@ -207,6 +210,44 @@ def build_report(
     }
 
 
+#: What a character from the data becomes in Markdown: HTML's three specials as entities (no tag, comment or
+#: entity of the data survives), Markdown's own inline specials escaped, and a line break a space (a table row is
+#: one line). ``_`` is escaped where :func:`escape_markdown` finds it may open or close emphasis.
+_MARKDOWN = str.maketrans(
+    {
+        "&": "&amp;",
+        "<": "&lt;",
+        ">": "&gt;",
+        "\\": "\\\\",
+        "`": "\\`",
+        "*": "\\*",
+        "[": "\\[",
+        "]": "\\]",
+        "|": "\\|",
+        "~": "\\~",
+    }
+)
+_LINE_BREAK = re.compile(r"\r\n?|\n")
+#: An underscore that is not between two letters or digits (CommonMark never reads ``a_b`` as emphasis).
+_EMPHASIS_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+
+
+def escape_markdown(text: object) -> str:
+    r"""``text`` (a name, an aspect, a context id, an error from the data) as Markdown that shows it as it is.
+
+    Safe anywhere inline, table cells included: no HTML, link, code span, emphasis or cell border comes from it.
+
+    >>> print(escape_markdown("<script>alert(1)</script> & <img src=x onerror=alert(1)>"))
+    &lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;img src=x onerror=alert(1)&gt;
+    >>> print(escape_markdown("[x](javascript:y) `z` *w* ~v~ a|b \\"))
+    \[x\](javascript:y) \`z\` \*w\* \~v\~ a\|b \\
+    >>> print(escape_markdown("gpt_4 _x_ __init__"), escape_markdown("two\r\nlines\nhere"), sep=" / ")
+    gpt_4 \_x\_ \_\_init\_\_ / two lines here
+    """
+    out = _LINE_BREAK.sub(" ", str(text)).translate(_MARKDOWN)
+    return _EMPHASIS_UNDERSCORE.sub(r"\\_", out)
+
+
 def _fmt(v) -> str:
     if v is None:
         return "–"
@@ -223,7 +264,7 @@ def render_markdown(report: dict) -> str:
     engine = ENGINES.get(judge["engine"])
     notice = engine.notice if engine is not None else None  # e.g. that the verdicts are simulated
     lines = [
-        f"# pairank report: {report['name']}",
+        f"# pairank report: {escape_markdown(report['name'])}",
         "",
         *([f"> {notice}", ""] if notice else []),
         *(
@@ -236,14 +277,15 @@ def render_markdown(report: dict) -> str:
             if "embedded default" in str(judge.get("model"))
             else []
         ),
-        f"- judge: {judge['engine']} `{judge['model']}` revision `{judge.get('revision') or '–'}`"
+        f"- judge: {judge['engine']} {escape_markdown(judge['model'])} "
+        f"revision {escape_markdown(judge.get('revision') or '–')}"
         + "".join(f"; {line}" for line in report.get("judge_choices") or []),
         _judging_line(s.get("judging") or {"mode": "logprob"}, report.get("first_passes"), report.get("pool")),
         *_engines_line(report.get("engines")),
-        f"- aspects: {', '.join(s['aspects'])}; scheduler: {s['scheduler']['name']}"
+        f"- aspects: {', '.join(map(escape_markdown, s['aspects']))}; scheduler: {s['scheduler']['name']}"
         + (f" (R={s['scheduler']['comparisons']})" if s["scheduler"].get("comparisons") else "")
         + f"; win ratios: {', '.join(s['scoring']['verdicts'])}",
-        f"- input: `{s['input']}`",
+        f"- input: {escape_markdown(s['input'])}",
         "",
         "## Counts and cost",
         "",
@@ -262,12 +304,14 @@ def render_markdown(report: dict) -> str:
         lines += ["| aspect | method | level | rho | 95% CI | n |", "|---|---|---|---|---|---|"]
         for r in report["spearman"]:
             ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["ci_low"] is not None else "–"
-            lines.append(f"| {r['aspect']} | {r['method']} | {r['level']} | {_fmt(r['rho'])} | {ci} | {r['n']} |")
+            aspect = escape_markdown(r["aspect"])
+            lines.append(f"| {aspect} | {r['method']} | {r['level']} | {_fmt(r['rho'])} | {ci} | {r['n']} |")
     else:
         lines.append("No human scores for these aspects.")
     lines += ["", "## Position bias", "", "| aspect | n | slot A wins | mean p_a |", "|---|---|---|---|"]
     for r in report["position_bias"]:
-        lines.append(f"| {r['aspect']} | {r['n']} | {_fmt(r['slot_a_win_fraction'])} | {_fmt(r['mean_p_a'])} |")
+        aspect = escape_markdown(r["aspect"])
+        lines.append(f"| {aspect} | {r['n']} | {_fmt(r['slot_a_win_fraction'])} | {_fmt(r['mean_p_a'])} |")
     lines += judge_bias_lines(report.get("judge_bias"))
     lines += style_control_lines(report.get("style_control"))
     if report.get("fit_sample"):
@@ -284,10 +328,54 @@ def render_markdown(report: dict) -> str:
     lines += winrate_lines(report.get("winrates"), report.get("winrate_judges"))
     lines += ["", "## Failures", ""]
     if report["failures"]:
-        lines += ["| error | count |", "|---|---|"] + [f"| {f['error']} | {f['count']} |" for f in report["failures"]]
+        lines += ["| error | count |", "|---|---|"] + [
+            f"| {escape_markdown(f['error'])} | {f['count']} |" for f in report["failures"]
+        ]
     else:
         lines.append("None.")
     return "\n".join(lines) + "\n"
+
+
+def style_control_lines(sections: list[dict] | None) -> list[str]:
+    """The report's Markdown for :func:`pairank.operators.style_control.style_control_section`."""
+    if not sections:
+        return []
+    note = (
+        "Strengths with style held equal (Bradley-Terry with length and markdown covariates; "
+        "`operators/style_control.py`)."
+    )
+    lines = ["", "## Style control", "", note]
+    for s in sections:
+        aspect = escape_markdown(s["aspect"])
+        if "not_identified" in s:
+            why = escape_markdown(s["not_identified"].split(": ", 1)[-1])
+            lines += ["", f"**{aspect}**: not identified ({why})."]
+            continue
+        lines += ["", f"**{aspect}**", "", "| rank | system | strength | 95% interval |", "|---|---|---|---|"]
+        lines += [
+            f"| {r['rank']} | {escape_markdown(r['system'])} | {r['strength']:.3f} | [{r['strength_low']:.3f}, "
+            f"{r['strength_high']:.3f}] |"
+            for r in s["strengths"]
+        ]
+        coefs = ", ".join(f"{c['feature']} {c['coef']:+.3f} ± {c['se']:.3f}" for c in s["coefficients"])
+        lines += ["", f"Style coefficients (logit, ± SE): {coefs}."]
+        if s.get("length_controlled"):
+            lines += [
+                "",
+                "| system | vs | win rate | length-controlled | 95% interval | n |",
+                "|---|---|---|---|---|---|",
+            ]
+            lines += [
+                f"| {escape_markdown(r['system'])} | {escape_markdown(r['baseline'])} | {r['win_rate']:.3f} | "
+                + (
+                    "– | – |"
+                    if r["lc_win_rate"] is None
+                    else f"{r['lc_win_rate']:.3f} | [{r['lc_low']:.3f}, {r['lc_high']:.3f}] |"
+                )
+                + f" {r['n']} |"
+                for r in s["length_controlled"]
+            ]
+    return lines
 
 
 def judge_bias_lines(section: dict | None) -> list[str]:
@@ -298,10 +386,14 @@ def judge_bias_lines(section: dict | None) -> list[str]:
     for t in text_tables(section):
         lines += ["", f"### {t.title}", ""]
         if not t.rows:
-            lines.append(t.empty)
+            lines.append(escape_markdown(t.empty))  # may name the judge models
             continue
         lines += [t.note, "", "| " + " | ".join(t.head) + " |", "|" + "---|" * len(t.head)]
-        lines += ["| " + " | ".join(row) + " |" for row in t.rows]
+        # the first ``t.names`` cells are names from the data, the others numbers formatted here
+        lines += [
+            "| " + " | ".join(escape_markdown(v) if i < t.names else v for i, v in enumerate(row)) + " |"
+            for row in t.rows
+        ]
     return lines
 
 
@@ -318,7 +410,7 @@ def _nightly_lines(nightly: dict | None) -> list[str]:
         f"| {nightly['new']} | {nightly['extended']} | {nightly['unchanged']} | {nightly['rebuilt']} "
         f"| {nightly['new_outputs']} |",
         "",
-        f"Tables of the night: `{nightly['attempt']}`.",
+        f"Tables of the night: {escape_markdown(nightly['attempt'])}.",
     ]
 
 
@@ -363,7 +455,7 @@ def _judging_line(judging: dict, first_passes: dict | None, pool: list | None) -
     """One line: the mode, its prompt variants, first passes reused and run, and engine prompts per judging pass."""
     parts = [f"- judging mode: {judging['mode']}"]
     if judging.get("variants"):
-        parts.append(f"prompt variants {', '.join(judging['variants'])}")
+        parts.append(f"prompt variants {', '.join(map(escape_markdown, judging['variants']))}")
     if first_passes:
         fp = first_passes
         parts.append(
@@ -419,7 +511,8 @@ def _consistency_lines(transitivity: list | None, seeds: list | None) -> list[st
         ]
         for r in transitivity:
             lines.append(
-                f"| {r['aspect']} | {r['contexts']} | {r['triads']} | {r['intransitive']} | {_fmt(r['fraction'])} |"
+                f"| {escape_markdown(r['aspect'])} | {r['contexts']} | {r['triads']} | {r['intransitive']} "
+                f"| {_fmt(r['fraction'])} |"
             )
     if seeds:
         lines += [
@@ -430,7 +523,9 @@ def _consistency_lines(transitivity: list | None, seeds: list | None) -> list[st
             "|---|---|---|---|---|",
         ]
         for r in seeds:
-            lines.append(f"| {r['aspect']} | {r['level']} | {r['n']} | {_fmt(r['mean'])} | {_fmt(r['se'])} |")
+            lines.append(
+                f"| {escape_markdown(r['aspect'])} | {r['level']} | {r['n']} | {_fmt(r['mean'])} | {_fmt(r['se'])} |"
+            )
     return lines
 
 
@@ -453,9 +548,10 @@ def winrate_lines(winrates: list | None, judges: list | None) -> list[str]:
     for r in winrates:
         ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["ci_low"] is not None else "–"
         lines.append(
-            f"| {r['aspect']} | {r['system']} | {r['baseline']} | {r['method']} | {r['prior'] or '–'} "
-            f"| {r['judge'] or '–'} | {_fmt(r['estimate'])} | {_fmt(r['mode'])} | {ci} | {r['n_pairs']} "
-            f"| {r['n_judges']} | {r['n_gold']} | {r['n_ties']} | {r['status']} |"
+            f"| {escape_markdown(r['aspect'])} | {escape_markdown(r['system'])} | {escape_markdown(r['baseline'])} "
+            f"| {r['method']} | {r['prior'] or '–'} | {escape_markdown(r['judge'] or '–')} | {_fmt(r['estimate'])} "
+            f"| {_fmt(r['mode'])} | {ci} | {r['n_pairs']} "
+            f"| {r['n_judges']} | {r['n_gold']} | {r['n_ties']} | {escape_markdown(r['status'])} |"
         )
     if judges:
         lines += [
@@ -468,7 +564,8 @@ def winrate_lines(winrates: list | None, judges: list | None) -> list[str]:
         ]
         for r in judges:
             lines.append(
-                f"| {r['aspect']} | {r['system']} | {r['judge']} | {r['n_votes']} | {r['n_ties']} | {_fmt(r['k'])} "
+                f"| {escape_markdown(r['aspect'])} | {escape_markdown(r['system'])} | {escape_markdown(r['judge'])} "
+                f"| {r['n_votes']} | {r['n_ties']} | {_fmt(r['k'])} "
                 f"| {_fmt(r['q0'])} ({r['n_q0']}) | {_fmt(r['q1'])} ({r['n_q1']}) | {_fmt(r['ds_q0'])} "
                 f"| {_fmt(r['ds_q1'])} | {'**yes**' if r['below_chance'] else 'no'} |"
             )

@@ -376,46 +376,6 @@ def style_control_section(
     return out
 
 
-def style_control_lines(sections: list[dict] | None) -> list[str]:
-    """The report's Markdown for :func:`style_control_section`."""
-    if not sections:
-        return []
-    note = (
-        "Strengths with style held equal (Bradley-Terry with length and markdown covariates; "
-        "`operators/style_control.py`)."
-    )
-    lines = ["", "## Style control", "", note]
-    for s in sections:
-        if "not_identified" in s:
-            lines += ["", f"**{s['aspect']}**: not identified ({s['not_identified'].split(': ', 1)[-1]})."]
-            continue
-        lines += ["", f"**{s['aspect']}**", "", "| rank | system | strength | 95% interval |", "|---|---|---|---|"]
-        lines += [
-            f"| {r['rank']} | {r['system']} | {r['strength']:.3f} | [{r['strength_low']:.3f}, "
-            f"{r['strength_high']:.3f}] |"
-            for r in s["strengths"]
-        ]
-        coefs = ", ".join(f"{c['feature']} {c['coef']:+.3f} ± {c['se']:.3f}" for c in s["coefficients"])
-        lines += ["", f"Style coefficients (logit, ± SE): {coefs}."]
-        if s.get("length_controlled"):
-            lines += [
-                "",
-                "| system | vs | win rate | length-controlled | 95% interval | n |",
-                "|---|---|---|---|---|---|",
-            ]
-            lines += [
-                f"| {r['system']} | {r['baseline']} | {r['win_rate']:.3f} | "
-                + (
-                    "– | – |"
-                    if r["lc_win_rate"] is None
-                    else f"{r['lc_win_rate']:.3f} | [{r['lc_low']:.3f}, {r['lc_high']:.3f}] |"
-                )
-                + f" {r['n']} |"
-                for r in s["length_controlled"]
-            ]
-    return lines
-
-
 def board_columns(
     judgments: pa.Table,
     candidates: pa.Table,

@@ -153,8 +153,8 @@ def cmd_winrate(args: argparse.Namespace) -> int:
     from pairank.jobs.pipeline.winrates import winrate_tables
     from pairank.jobs.specs.job import WinRateSpec
     from pairank.operators.judges.replay_judge import read_judgments
-    from pairank.operators.reports import winrate_lines
-    from pairank.operators.style_control import style_control_lines, style_control_section
+    from pairank.operators.reports import style_control_lines, winrate_lines
+    from pairank.operators.style_control import style_control_section
     from pairank.storage.fs import Location
     from pairank.storage.inputs import read_candidates, read_human_scores, read_labels
 

@@ -72,7 +72,8 @@ def test_errors_and_unknown_baselines():
 
 
 def test_the_report_section_per_aspect():
-    from pairank.operators.style_control import style_control_lines, style_control_section
+    from pairank.operators.reports import style_control_lines
+    from pairank.operators.style_control import style_control_section
 
     cands, judged = world(length_bias=1.5, seed=5, contexts=40)
     sections = style_control_section(judged, cands, baseline="S2")
@@ -140,7 +141,8 @@ def test_pairank_winrate_prints_and_writes_the_style_control(tmp_path, capsys):
 
 
 def test_a_judge_that_always_picks_slot_a_is_not_identified():
-    from pairank.operators.style_control import style_control_lines, style_control_section
+    from pairank.operators.reports import style_control_lines
+    from pairank.operators.style_control import style_control_section
 
     cands, judged = world(length_bias=0.0, seed=7, contexts=10)
     always_a = judged.set_column(judged.schema.get_field_index("label"), "label", pa.array(["A"] * judged.num_rows))
