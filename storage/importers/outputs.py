@@ -53,7 +53,7 @@ import pyarrow.parquet as pq
 
 from pairank.storage.conversations import ConversationError, check_messages, dump_messages, dump_replies, transcript
 from pairank.storage.fs import DiskFull, Location, is_disk_full
-from pairank.storage.importers.sources import Where, records
+from pairank.storage.importers.sources import Where, parquet_batches, records
 from pairank.storage.keys import text_hash
 from pairank.storage.schemas import CANDIDATE_OPTIONAL, CANDIDATES
 from pairank.storage.validation import TableError, validate
@@ -447,14 +447,12 @@ def _existing(target: Location) -> Iterable[tuple[str, dict]]:
     """The rows already in ``target`` (validated as a part), with where each is."""
     if not target.exists():
         return
-    with target.fs.open_input_file(target.path) as f:
-        parquet = pq.ParquetFile(f)
-        row_no = 0
-        for batch in parquet.iter_batches(batch_size=ROWS_PER_GROUP):
-            t = validate(pa.Table.from_batches([batch]), CANDIDATES, target.uri, part=True)
-            for r in t.to_pylist():
-                yield f"{target.uri} row {row_no}", {c.name: r.get(c.name) for c in SCHEMA}
-                row_no += 1
+    row_no = 0
+    for batch in parquet_batches(target, ROWS_PER_GROUP):
+        t = validate(pa.Table.from_batches([batch]), CANDIDATES, target.uri, part=True)
+        for r in t.to_pylist():
+            yield f"{target.uri} row {row_no}", {c.name: r.get(c.name) for c in SCHEMA}
+            row_no += 1
 
 
 def import_outputs(fmt: str, src: list[str], dst: str, fields: Fields = Fields(), part: bool = False) -> dict:

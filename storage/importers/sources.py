@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pairank.storage.fs import Location
+from pairank.storage.fs import CorruptFile, Location, is_transient
 from pairank.storage.validation import TableError
 
 #: Bytes read at a time.
@@ -147,17 +147,23 @@ def _chunks(loc: Location) -> Iterator[str]:
                 return
 
 
-def lines(loc: Location) -> Iterator[tuple[int, str]]:
-    """``(1-based line number, line)`` of a text file, without the line ends."""
-    number, rest = 0, ""
+def lines_with_ends(loc: Location) -> Iterator[str]:
+    """The lines of a text file, each with its end as the file has it (``\\n`` or ``\\r\\n``; none on a last line
+    without one): what :mod:`csv` reads, so a line break inside a quoted field keeps its bytes."""
+    rest = ""
     for text in _chunks(loc):
         parts = (rest + text).split("\n")
         rest = parts.pop()
         for part in parts:
-            number += 1
-            yield number, part.rstrip("\r")
+            yield part + "\n"
     if rest:
-        yield number + 1, rest.rstrip("\r")
+        yield rest
+
+
+def lines(loc: Location) -> Iterator[tuple[int, str]]:
+    """``(1-based line number, line)`` of a text file, without the line ends."""
+    for number, line in enumerate(lines_with_ends(loc), 1):
+        yield number, line.removesuffix("\n").rstrip("\r")
 
 
 def _jsonl(loc: Location) -> Iterator[tuple[Where, Any]]:
@@ -236,21 +242,9 @@ def _json_array(loc: Location) -> Iterator[tuple[Where, Any]]:
         pos, started = end, True
 
 
-class _LineReader:
-    """The lines of a file as an iterator of strings with their ends, for :mod:`csv`."""
-
-    def __init__(self, loc: Location) -> None:
-        self._lines = lines(loc)
-
-    def __iter__(self) -> _LineReader:
-        return self
-
-    def __next__(self) -> str:
-        return next(self._lines)[1] + "\n"
-
-
 def _csv(loc: Location) -> Iterator[tuple[Where, Any]]:
-    reader = csv.reader(_LineReader(loc))
+    # the lines as the file has them (as open(..., newline="") gives them): a quoted field's CRLF stays CRLF
+    reader = csv.reader(lines_with_ends(loc))
     try:
         header = next(reader)
     except StopIteration:
@@ -267,12 +261,28 @@ def _csv(loc: Location) -> Iterator[tuple[Where, Any]]:
         start = reader.line_num + 1
 
 
-def _parquet(loc: Location) -> Iterator[tuple[Where, Any]]:
+def parquet_batches(loc: Location, batch_size: int = 4096) -> Iterator[Any]:
+    """The record batches of a Parquet file, streamed; a file that does not decode (truncated, garbage, a corrupt
+    page) raises :class:`~pairank.storage.fs.CorruptFile` naming it, its size and the row reached."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     row = 0
     with loc.fs.open_input_file(loc.path) as f:
-        for batch in pq.ParquetFile(f).iter_batches(batch_size=4096):
-            for record in batch.to_pylist():
-                yield Where(loc.uri, row=row), record
-                row += 1
+        try:
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_size):
+                yield batch
+                row += batch.num_rows
+        except (pa.ArrowInvalid, OSError) as exc:
+            if isinstance(exc, OSError) and (exc.errno is not None or is_transient(exc)):
+                raise  # the storage failed, not the file
+            at = f"reading from row {row}: " if row else ""
+            raise CorruptFile(loc.uri, f"{f.size()} bytes, {at}{exc}") from None
+
+
+def _parquet(loc: Location) -> Iterator[tuple[Where, Any]]:
+    row = 0
+    for batch in parquet_batches(loc):
+        for record in batch.to_pylist():
+            yield Where(loc.uri, row=row), record
+            row += 1

@@ -197,3 +197,16 @@ def test_a_tstamp_is_the_judgment_time(tmp_path):
     import_battles([str(log)], str(tmp_path / "in"))
     created = pq.read_table(tmp_path / "in" / "judgments.parquet").column("created_at")[0].as_py()
     assert created.isoformat() == "2023-11-14T22:13:20.500000+00:00"
+
+
+@pytest.mark.parametrize("broken", [b"PAR1 not a Parquet file", None])
+def test_a_battle_log_in_parquet_that_does_not_decode_is_named(tmp_path, capsys, broken):
+    """Before: pyarrow's "Parquet magic bytes not found in footer ..." alone, naming no file."""
+    log = tmp_path / "battles.parquet"
+    rows = [{"model_a": "x", "model_b": "y", "winner": "tie", "question_id": f"q{i}"} for i in range(100)]
+    pq.write_table(pa.Table.from_pylist(rows), log)
+    data = log.read_bytes()
+    log.write_bytes(broken if broken is not None else data[: len(data) - 9])  # garbage, or cut before its footer
+    assert main(["import", "battles", str(log), str(tmp_path / "in")]) == 2
+    err = capsys.readouterr().err
+    assert f"{log}: not a readable Parquet file ({log.stat().st_size} bytes, Parquet magic bytes" in err, err

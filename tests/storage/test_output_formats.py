@@ -238,3 +238,31 @@ def test_json_nested_too_deep_is_exit_2_naming_file_line_and_field(tmp_path, cap
     err = capsys.readouterr().err
     assert f"column `dataset` in {path} line 2" in err, err
     assert "expected JSON nested fewer than about 1,000 levels deep, found 100,001 levels" in err
+
+
+def _broken_parquets(folder) -> dict[str, tuple]:
+    """A truncated, a garbage and a corrupt-page Parquet file of a table import's layout, with what names them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = pa.table({"prompt": [f"p{i // 2}" for i in range(20_000)], "output": [f"o{i}" * 9 for i in range(20_000)]})
+    good = folder / "good.parquet"
+    pq.write_table(rows.append_column("model", pa.array(["m", "n"] * 10_000)), good, row_group_size=5000)
+    data = good.read_bytes()
+    made = {
+        "truncated": (data[: len(data) // 2], "Parquet magic bytes not found"),
+        "garbage": (b"PAR1 not a Parquet file", "Parquet magic bytes not found"),
+        "corrupt": (data[: len(data) // 2] + b"\0" * 4000 + data[len(data) // 2 + 4000 :], "reading from row "),
+    }
+    out = {}
+    for name, (blob, says) in made.items():
+        (folder / f"{name}.parquet").write_bytes(blob)
+        out[name] = (folder / f"{name}.parquet", f"{len(blob)} bytes, ", says)
+    return out
+
+
+@pytest.mark.parametrize("broken", ["truncated", "garbage", "corrupt"])
+def test_a_parquet_file_that_does_not_decode_is_named(tmp_path, capsys, broken):
+    """Before: pyarrow's "Parquet magic bytes not found in footer ..." alone, naming no file."""
+    path, size, says = _broken_parquets(tmp_path / "src")[broken]
+    assert main(["import", "outputs", str(path), str(tmp_path / "out"), "--format", "table"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: not a readable Parquet file ({size}" in err and says in err, err
