@@ -133,18 +133,41 @@ def records(loc: Location, kind: str | None = None) -> Iterator[tuple[Where, Any
 
 
 def _chunks(loc: Location) -> Iterator[str]:
+    """The file's text, :data:`CHUNK` bytes at a time; bytes that are not UTF-8 name their line and byte."""
     decoder = codecs.getincrementaldecoder("utf-8")()
+    read = lines = 0  # bytes read before this chunk, line ends among them
+    line_start = 0  # where the line being read began (a byte offset)
     with loc.fs.open_input_stream(loc.path) as f:
         while True:
             data = f.read(CHUNK)
+            pending = len(decoder.getstate()[0])  # the end of the last chunk: a character's first bytes, no line end
             try:
                 text = decoder.decode(data, final=not data)
             except UnicodeDecodeError as exc:
-                raise TableError(loc.uri, None, None, "UTF-8 text", f"invalid bytes ({exc.reason})") from None
+                raise _not_utf8(loc, exc, read - pending, lines, line_start) from None
+            lines += data.count(b"\n")
+            if (end := data.rfind(b"\n")) >= 0:
+                line_start = read + end + 1
+            read += len(data)
             if text:
                 yield text
             if not data:
                 return
+
+
+def _not_utf8(loc: Location, exc: UnicodeDecodeError, offset: int, lines: int, line_start: int) -> TableError:
+    """The error for ``exc``, met in bytes that begin at ``offset`` of the file, after ``lines`` line ends (the
+    last line began at byte ``line_start``): its line, its byte in that line and in the file, the bytes."""
+    data, at = exc.object, exc.start
+    if (end := data.rfind(b"\n", 0, at)) >= 0:
+        line_start = offset + end + 1
+    line = lines + data.count(b"\n", 0, at) + 1
+    bad = " ".join(f"0x{b:02x}" for b in data[at : exc.end])
+    return Where(loc.uri, line=line).fail(
+        None,
+        "UTF-8 text",
+        f"{bad} ({exc.reason}) at byte {offset + at - line_start + 1} of the line (file offset {offset + at:,})",
+    )
 
 
 def lines_with_ends(loc: Location) -> Iterator[str]:

@@ -266,3 +266,18 @@ def test_a_parquet_file_that_does_not_decode_is_named(tmp_path, capsys, broken):
     assert main(["import", "outputs", str(path), str(tmp_path / "out"), "--format", "table"]) == 2
     err = capsys.readouterr().err
     assert f"{path}: not a readable Parquet file ({size}" in err and says in err, err
+
+
+@pytest.mark.parametrize("chunk", [sources.CHUNK, 5])
+def test_bytes_that_are_not_utf8_are_named_by_line_and_byte(tmp_path, monkeypatch, chunk):
+    """Before: "<file>: expected UTF-8 text, found invalid bytes (invalid start byte)", naming no line."""
+    monkeypatch.setattr(sources, "CHUNK", chunk)  # the line found across the reader's buffers too
+    good = json.dumps({"instruction": "café", "output": "o", "generator": "x"}, ensure_ascii=False).encode()
+    before = b'{"instruction": "na'  # then a Latin-1 "ï": 0xef, not followed by UTF-8's continuation bytes
+    path = tmp_path / "outputs.jsonl"
+    path.write_bytes(good + b"\n\n" + before + b'\xefve", "output": "o", "generator": "y"}\n')
+    message = _refused(tmp_path, "alpaca-eval", [path])
+    assert message == (
+        f"{path} line 3: expected UTF-8 text, found 0xef (invalid continuation byte) at byte {len(before) + 1} of the "
+        f"line (file offset {len(good) + 2 + len(before)})"
+    )
