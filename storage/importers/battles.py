@@ -262,7 +262,7 @@ def import_battles(src: list[str], dst: str, fields: BattleFields = BattleFields
                 continue
             w.commit()
     except BaseException:
-        for w in writers.values():
+        for w in reversed(writers.values()):  # the first made the destination: it goes last, finding it empty
             w.abort()
         raise
     return {**counts, "models": sorted(models), "judge": fields.judge, "dst": out.uri}

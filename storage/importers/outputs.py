@@ -42,6 +42,7 @@ an unknown question, a context with fewer than 2 candidates (unless ``part``).
 from __future__ import annotations
 
 import contextlib
+import os
 import posixpath
 import uuid
 from collections.abc import Iterable, Iterator
@@ -391,7 +392,13 @@ class Writer:
             ),
             target.uri + ".tmp",
         )
+        #: The folders this writer made for the target, deepest first: :meth:`abort` removes them when empty.
+        self.created: list[str] = []
         if target.is_local:
+            folder = posixpath.dirname(target.path)
+            while not os.path.exists(folder) and posixpath.dirname(folder) != folder:
+                self.created.append(folder)
+                folder = posixpath.dirname(folder)
             target.fs.create_dir(posixpath.dirname(target.path), recursive=True)
         with self._full_disk_named():
             self.stream = target.fs.open_output_stream(self.tmp.path)
@@ -431,7 +438,8 @@ class Writer:
         self.done = True
 
     def abort(self) -> None:
-        """Close and delete the hidden file (nothing once committed). Closing may fail as the write did (a full
+        """Close and delete the hidden file (nothing once committed), and the folders made for it that are empty
+        now: a failed import leaves the destination as it found it. Closing may fail as the write did (a full
         disk): the file is deleted all the same, and the error that ended the import is the one told."""
         if self.done:
             return
@@ -441,6 +449,11 @@ class Writer:
                 close()
         if self.tmp.exists():
             self.tmp.fs.delete_file(self.tmp.path)
+        for folder in self.created:
+            try:
+                os.rmdir(folder)  # only an empty one
+            except OSError:
+                break
 
 
 def _existing(target: Location) -> Iterable[tuple[str, dict]]:

@@ -144,7 +144,7 @@ def _refused(tmp_path, fmt, src, *where, fields: Fields | None = None) -> str:
     message = str(e.value)
     for part in where:
         assert part in message, message
-    assert not out.exists() or list(out.iterdir()) == []  # nothing half-written
+    assert not out.exists()  # nothing half-written, and no folder made for it
     return message
 
 
@@ -281,3 +281,16 @@ def test_bytes_that_are_not_utf8_are_named_by_line_and_byte(tmp_path, monkeypatc
         f"{path} line 3: expected UTF-8 text, found 0xef (invalid continuation byte) at byte {len(before) + 1} of the "
         f"line (file offset {len(good) + 2 + len(before)})"
     )
+
+
+def test_a_failed_import_removes_the_folders_it_made_and_only_those(tmp_path):
+    """Before: the destination was left behind, an empty folder."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"instruction": "q", "output": "o", "generator": "x"}\n{"instruction": 3}\n')
+    with pytest.raises(TableError):
+        import_outputs("alpaca-eval", [str(bad)], str(tmp_path / "new" / "deeper" / "out"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
+    (tmp_path / "mine").mkdir()  # a destination that was there before stays, empty as it was
+    with pytest.raises(TableError):
+        import_outputs("alpaca-eval", [str(bad)], str(tmp_path / "mine"))
+    assert (tmp_path / "mine").is_dir() and list((tmp_path / "mine").iterdir()) == []
