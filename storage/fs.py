@@ -6,7 +6,8 @@ sources only (``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, ``AWS_REGION`` /
 ``AWS_DEFAULT_REGION``, the credential chain); none is ever written to an output.
 
 Writes are atomic: a reader sees a whole file or none. Locally a file is written
-under a hidden temporary name and renamed; on S3 an object appears only when its
+under a hidden temporary name that says which process writes it
+(:func:`temporary_path`) and renamed; on S3 an object appears only when its
 upload completes.
 
 :meth:`Location.create_exclusive` is the one conditional write: it creates a
@@ -36,7 +37,9 @@ import os
 import pickle
 import posixpath
 import random
+import re
 import shutil
+import socket
 import threading
 import time
 import uuid
@@ -330,6 +333,69 @@ def decode_utf8(data: bytes, source: str) -> str:
         ) from None
 
 
+#: This host's name, in the names of the temporary files its processes write (:func:`temporary_path`).
+HOST = socket.gethostname()
+#: A temporary file of another host (or of an older pairank, whose names say no writer) is stale once not
+#: modified for this long; one of this host is stale as soon as its process is gone.
+STALE_TMP_S = 3600.0
+
+
+def temporary_path(path: str) -> str:
+    """A hidden name beside ``path`` to write it under before it is moved into place: ``.<name>.<host>-<pid>.<random
+    hex>.tmp``, which says who writes it, so that a later writer can tell one left by a process that is gone
+    (:func:`remove_stale_temporaries`).
+
+    >>> name = posixpath.basename(temporary_path("/data/out/candidates.parquet"))
+    >>> name.startswith(f".candidates.parquet.{HOST}-{os.getpid()}.") and name.endswith(".tmp")
+    True
+    """
+    name = f".{posixpath.basename(path)}.{HOST}-{os.getpid()}.{uuid.uuid4().hex}.tmp"
+    return posixpath.join(posixpath.dirname(path), name)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: it runs
+        return True
+    return True
+
+
+def remove_stale_temporaries(target: Location) -> list[str]:
+    """Delete the temporary files of ``target`` (local only; on S3 an upload that did not finish leaves no object)
+    whose writers are gone: of a process of this host that no longer runs, or, for another host's or a name
+    without its writer, not modified for :data:`STALE_TMP_S`. A killed writer leaves its file behind; the next
+    writer of the same file removes it. Returns the paths deleted."""
+    if not target.is_local:
+        return []
+    parent, base = posixpath.split(target.path)
+    pattern = re.compile(re.escape(f".{base}.") + r"(?:(?P<host>.+)-(?P<pid>\d+)\.)?[0-9a-f]{32}\.tmp")
+    removed = []
+    try:
+        entries = list(os.scandir(parent))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    for entry in entries:
+        m = pattern.fullmatch(entry.name)
+        if m is None:
+            continue
+        try:
+            if m["host"] == HOST:
+                stale = int(m["pid"]) != os.getpid() and not _running(int(m["pid"]))
+            else:
+                stale = time.time() - entry.stat().st_mtime > STALE_TMP_S
+            if stale:
+                os.unlink(entry.path)
+                removed.append(entry.path)
+        except FileNotFoundError:  # its writer finished (or another one removed it) meanwhile
+            continue
+    if removed:
+        log.info("%s: removed %d temporary file(s) left by writers that are gone", target.uri, len(removed))
+    return removed
+
+
 class CorruptFile(ValueError):
     """A file that exists but cannot be decoded as what it should be (a truncated or garbage Parquet part)."""
 
@@ -491,7 +557,7 @@ class Location:
         parent = posixpath.dirname(self.path)
         if self.is_local:
             self.fs.create_dir(parent, recursive=True)
-            tmp = posixpath.join(parent, f".{posixpath.basename(self.path)}.{uuid.uuid4().hex}.tmp")
+            tmp = temporary_path(self.path)
             try:
                 with self.fs.open_output_stream(tmp) as f:
                     f.write(data)
@@ -528,7 +594,7 @@ class Location:
         parent = posixpath.dirname(self.path)
         if self.is_local:
             self.fs.create_dir(parent, recursive=True)
-            tmp = posixpath.join(parent, f".{posixpath.basename(self.path)}.{uuid.uuid4().hex}.tmp")
+            tmp = temporary_path(self.path)
             with open(tmp, "wb") as f:
                 f.write(data)
             try:

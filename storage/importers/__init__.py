@@ -16,7 +16,7 @@ import inspect
 import posixpath
 from collections.abc import Callable
 
-from pairank.storage.fs import Location
+from pairank.storage.fs import Location, remove_stale_temporaries
 from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, PAIRWISE_LABELS
 from pairank.storage.validation import validate
 
@@ -90,6 +90,7 @@ def run_import(
     }
     for table_name, table in tables.items():
         target = out.join(f"{table_name}.parquet")
+        remove_stale_temporaries(target)  # left by an import of the set that was killed
         if table.num_rows or table_name not in OPTIONAL_TABLES:
             target.write_parquet(table)
         elif target.exists():

@@ -44,7 +44,6 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, overload
@@ -53,7 +52,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pairank.storage.conversations import ConversationError, check_messages, dump_messages, dump_replies, transcript
-from pairank.storage.fs import DiskFull, Location, is_disk_full
+from pairank.storage.fs import DiskFull, Location, is_disk_full, remove_stale_temporaries, temporary_path
 from pairank.storage.importers.sources import Where, parquet_batches, records
 from pairank.storage.keys import text_hash
 from pairank.storage.schemas import CANDIDATE_OPTIONAL, CANDIDATES
@@ -381,17 +380,13 @@ class _Seen:
 
 class Writer:
     """Rows in row groups to a hidden file beside the target, moved into place by :meth:`commit` (or deleted by
-    :meth:`abort`): nothing half-written is ever visible."""
+    :meth:`abort`): nothing half-written is ever visible. A hidden file that a killed writer of the same target
+    left is deleted first (:func:`~pairank.storage.fs.remove_stale_temporaries`)."""
 
     def __init__(self, target: Location, schema: pa.Schema = SCHEMA) -> None:
         self.target, self.schema = target, schema
-        self.tmp = Location(
-            target.fs,
-            posixpath.join(
-                posixpath.dirname(target.path), f".{posixpath.basename(target.path)}.{uuid.uuid4().hex}.tmp"
-            ),
-            target.uri + ".tmp",
-        )
+        remove_stale_temporaries(target)  # those of writers of this file that were killed
+        self.tmp = Location(target.fs, temporary_path(target.path), target.uri + ".tmp")
         #: The folders this writer made for the target, deepest first: :meth:`abort` removes them when empty.
         self.created: list[str] = []
         if target.is_local:

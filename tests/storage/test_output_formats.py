@@ -4,6 +4,11 @@ record refused with its file, line and field; a grown set re-imported keeps its 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -294,3 +299,43 @@ def test_a_failed_import_removes_the_folders_it_made_and_only_those(tmp_path):
     with pytest.raises(TableError):
         import_outputs("alpaca-eval", [str(bad)], str(tmp_path / "mine"))
     assert (tmp_path / "mine").is_dir() and list((tmp_path / "mine").iterdir()) == []
+
+
+def test_the_next_import_removes_what_a_killed_one_left(tmp_path):
+    """A writer killed mid-import (SIGKILL: no clean-up runs) leaves its hidden file; the next import of the same
+    destination deletes it. Before, nothing did (the chaos run found a 7.6 MB one)."""
+    files = F.alpaca_eval(tmp_path / "src", n=3)
+    out = tmp_path / "out"
+    held = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from pairank.storage.fs import Location\n"
+            "from pairank.storage.importers.outputs import Writer\n"
+            f"w = Writer(Location.of({str(out / 'candidates.parquet')!r}))\n"
+            "print(w.tmp.path, flush=True)\n"
+            "time.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        said = held.stdout.readline().strip()  # the writer's hidden file exists: it is mid-import
+        assert said, "the writer did not start"
+        left = Path(said)
+        assert left.exists()
+        other = out / f".candidates.parquet.elsewhere-1.{'0' * 32}.tmp"  # another host's, being written
+        other.write_bytes(b"partial")
+        held.kill()
+        held.wait()
+        assert left.exists()  # nothing removed it
+        import_outputs("alpaca-eval", [str(p) for p in files], str(out))
+        assert not left.exists() and other.exists()  # the dead writer's file is gone; a live one's kept
+        hour_ago = time.time() - 3601
+        os.utime(other, (hour_ago, hour_ago))  # not written for an hour: its writer is gone too
+        import_outputs("alpaca-eval", [str(p) for p in files], str(out))
+        assert sorted(p.name for p in out.iterdir()) == ["candidates.parquet"]
+    finally:
+        held.kill()
+        held.wait()
