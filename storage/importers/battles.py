@@ -186,7 +186,7 @@ def import_battles(src: list[str], dst: str, fields: BattleFields = BattleFields
                 if winner not in WINNERS:
                     raise where.fail(fields.winner, f"one of {list(WINNERS)}", repr(winner)[:40])
                 ctx = ident(where, r, fields.id) if fields.id and r.get(fields.id) is not None else None
-                ctx = ctx or f"battle/{text_hash(loc.uri)}/{where.place.split()[-1]}"
+                ctx = ctx or f"battle/{text_hash(loc.uri)}/{where.line if where.line is not None else where.row}"
                 if ctx in seen:
                     raise where.fail(fields.id or "id", f"a unique battle id ({ctx!r} is also in {seen[ctx]})", "again")
                 seen[ctx] = f"{where.uri} {where.place}"

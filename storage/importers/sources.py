@@ -4,10 +4,11 @@ A file is never read whole: JSON lines and CSV go line by line through a buffer 
 :data:`CHUNK` bytes, a JSON array is decoded record by record from the same buffer,
 and Parquet by record batches. Each record comes with its place, told the way the
 file's format counts: the 1-based line of a text file (the line a JSON array's
-record starts on), the 0-based row of a Parquet file. An error names the file, that
-place and the field (:class:`Where` makes them); a line that is not JSON names its
-line and column, and a value nested deeper than Python's JSON parser goes (about
-1,000 levels) names the field it is in and how deep it goes (:func:`deepest`).
+record starts on, and its 0-based index in the array), the 0-based row of a Parquet
+file. An error names the file, that place and the field (:class:`Where` makes them);
+a line that is not JSON names its line and column, and a value nested deeper than
+Python's JSON parser goes (about 1,000 levels) names the field it is in and how
+deep it goes (:func:`deepest`).
 
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "a.jsonl")
@@ -39,15 +40,22 @@ SUFFIXES = {".jsonl": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parq
 
 @dataclass(frozen=True)
 class Where:
-    """A record's place: its file and its line (text files) or row (Parquet)."""
+    """A record's place: its file and its line (text files) or row (Parquet); in a JSON array also its index.
+
+    >>> Where("a.json", line=1, index=7).place, Where("a.jsonl", line=3).place, Where("a.parquet", row=0).place
+    ('line 1, array index 7', 'line 3', 'row 0')
+    """
 
     uri: str
     line: int | None = None
     row: int | None = None
+    index: int | None = None
 
     @property
     def place(self) -> str:
-        return f"line {self.line}" if self.line is not None else f"row {self.row}"
+        if self.line is None:
+            return f"row {self.row}"
+        return f"line {self.line}" if self.index is None else f"line {self.line}, array index {self.index}"
 
     def fail(self, field: str | None, expected: str, found: str) -> TableError:
         """A :class:`TableError` naming the file, the line (or row) and the field (to raise)."""
@@ -207,7 +215,7 @@ def _json_array(loc: Location) -> Iterator[tuple[Where, Any]]:
     """The records of a JSON array, decoded one at a time from a moving buffer."""
     decoder = json.JSONDecoder()
     chunks = _chunks(loc)
-    buf, pos, line, started = "", 0, 1, False
+    buf, pos, line, started, index = "", 0, 1, False, 0
 
     def more() -> bool:
         nonlocal buf, pos
@@ -257,12 +265,12 @@ def _json_array(loc: Location) -> Iterator[tuple[Where, Any]]:
                 if cut and more():
                     continue
                 at = line + buf.count("\n", pos, exc.pos)
-                raise Where(loc.uri, line=at).fail(None, "a JSON record", exc.msg) from None
+                raise Where(loc.uri, line=at, index=index).fail(None, "a JSON record", exc.msg) from None
             except RecursionError:
-                raise too_deep(Where(loc.uri, line=line), buf, pos) from None
-        yield Where(loc.uri, line=line), value
+                raise too_deep(Where(loc.uri, line=line, index=index), buf, pos) from None
+        yield Where(loc.uri, line=line, index=index), value
         line += buf.count("\n", pos, end)
-        pos, started = end, True
+        pos, started, index = end, True, index + 1
 
 
 def _csv(loc: Location) -> Iterator[tuple[Where, Any]]:

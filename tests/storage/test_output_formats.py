@@ -339,3 +339,13 @@ def test_the_next_import_removes_what_a_killed_one_left(tmp_path):
     finally:
         held.kill()
         held.wait()
+
+
+def test_a_record_of_a_json_array_on_one_line_is_named_by_its_index(tmp_path):
+    """Before: "line 1" alone for the 8th record of a compact array."""
+    rows = [{"instruction": F.question(i), "output": F.answer(s, i), "generator": s} for i in range(4) for s in "xy"]
+    rows[7]["output"] = 7
+    path = tmp_path / "model_outputs.json"
+    path.write_text(json.dumps(rows))
+    message = _refused(tmp_path, "alpaca-eval", [path])
+    assert message == f"column `output` in {path} line 1, array index 7: expected a text, found int 7"
