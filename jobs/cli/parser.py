@@ -89,8 +89,8 @@ def parser() -> argparse.ArgumentParser:
     out.add_argument(
         "--format",
         default=None,
-        help="outputs: alpaca-eval, arena-hard, mt-bench or table (JSONL, JSON, CSV or Parquet by suffix); "
-        "battles: lmarena (default) or table",
+        help="outputs: alpaca-eval, arena-hard, mt-bench or table (JSONL, JSON, CSV or Parquet by suffix; '_' for "
+        "'-' is accepted too: alpaca_eval); battles: lmarena (default) or table",
     )
     out.add_argument("--context-field", default=None, help="table: the field of the context (a text or messages)")
     out.add_argument("--output-field", default=None, help="table: the field of the output")

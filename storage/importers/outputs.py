@@ -1,7 +1,8 @@
 """Outputs in the field's formats, read into a CANDIDATES table: ``pairank import outputs``.
 
 Formats (each read from the projects' published layouts; the fields named here are all
-that is read, others are ignored):
+that is read, others are ignored; a name may spell ``-`` as ``_``: ``alpaca_eval``, as
+AlpacaEval's package is called, is ``alpaca-eval``):
 
 - ``alpaca-eval``: JSON arrays (or JSON lines) of ``{instruction, output, generator}``
   records, e.g. one ``model_outputs.json`` per model. ``dataset`` is the category.
@@ -335,6 +336,19 @@ def table(sources: list[Location], fields: Fields) -> Iterator[tuple[Where, dict
 READERS = {"alpaca-eval": alpaca_eval, "arena-hard": arena_hard, "mt-bench": mt_bench, "table": table}
 
 
+def format_name(given: str) -> str:
+    """The format called ``given``, which may spell ``-`` as ``_`` (``alpaca_eval`` is the package's name); an
+    unknown one is a ValueError listing the formats.
+
+    >>> format_name("alpaca_eval"), format_name("mt-bench")
+    ('alpaca-eval', 'mt-bench')
+    """
+    name = given.replace("_", "-")
+    if name not in READERS:
+        raise ValueError(f"unknown output format {given!r}; available: {', '.join(FORMATS)} ('_' for '-' accepted)")
+    return name
+
+
 # --- checks and the streamed write ---------------------------------------------------------------
 
 
@@ -469,8 +483,7 @@ def import_outputs(fmt: str, src: list[str], dst: str, fields: Fields = Fields()
     Returns the counts: contexts, candidates, systems, added, kept (already there), same (a record of a
     candidate already there, with the same text), dst.
     """
-    if fmt not in READERS:
-        raise ValueError(f"unknown output format {fmt!r}; available: {', '.join(FORMATS)}")
+    fmt = format_name(fmt)
     sources = [Location.of(s) for s in src]
     for loc in sources:
         if not loc.exists():

@@ -349,3 +349,13 @@ def test_a_record_of_a_json_array_on_one_line_is_named_by_its_index(tmp_path):
     path.write_text(json.dumps(rows))
     message = _refused(tmp_path, "alpaca-eval", [path])
     assert message == f"column `output` in {path} line 1, array index 7: expected a text, found int 7"
+
+
+def test_a_format_may_be_spelt_with_underscores(tmp_path, capsys):
+    """``alpaca_eval`` (the peer's package name) as well as ``alpaca-eval``; before, it was refused."""
+    files = F.alpaca_eval(tmp_path / "src", n=2)
+    out = str(tmp_path / "out")
+    assert main(["import", "outputs", *map(str, files), out, "--format", "alpaca_eval"]) == 0
+    assert json.loads(capsys.readouterr().out)["format"] == "alpaca-eval" and read(out).num_rows == 8
+    assert main(["import", "outputs", *map(str, files), out, "--format", "alpaca.eval"]) == 2
+    assert "unknown output format 'alpaca.eval'; available: alpaca-eval, arena-hard" in capsys.readouterr().err
