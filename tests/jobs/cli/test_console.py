@@ -13,6 +13,8 @@ import io
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ import yaml
 from pairank.jobs.cli.console import Console
 from pairank.jobs.pipeline.progress import PassProgress
 from pairank.storage.fs import Location
-from tests.helpers import ROOT, joining, shell_env, spec_for, write_input
+from tests.helpers import ROOT, Gate, joining, shell_env, spec_for, write_input
 
 #: What Ray Data says in the log of a run that plans in Ray Data tasks (a static schedule's runs; an adaptive run
 #: renders its rounds in plain tasks and may start no Ray Data execution).
@@ -91,7 +93,7 @@ def test_the_console_speaks_while_the_engine_starts_and_before_the_first_batch_i
     batch after 25 s; the console says what happens before that, at most every 10 s, and the plan line comes
     before the first judged numbers."""
     folder = write_input(tmp_path / "input", summeval_tables, 2, 3)
-    slow = {"start_seconds": 25.0, "seconds_per_comparison": 0.1}
+    slow = {"start_seconds": 25.0, "seconds_per_comparison": 0.1}  # kept: the heartbeat's 10 s period is the subject
     run = pairank_run(
         spec_for(folder, tmp_path / "store", name="slow", scheduler={"name": "full"}, judge=slow),
         tmp_path,
@@ -223,7 +225,8 @@ def test_two_runs_of_a_name_started_together_each_print_their_own_log(tmp_path, 
     folder = write_input(tmp_path / "input", summeval_tables, 2, 4)
     out = tmp_path / "store"
     path = tmp_path / "spec.yaml"
-    spec = spec_for(folder, out, name="twice", scheduler={"name": "full"}, judge={"seconds_per_comparison": 0.3})
+    gate = Gate(tmp_path / "gate")  # every batch held until the refused run has ended: the runs overlap
+    spec = spec_for(folder, out, name="twice", scheduler={"name": "full"}, judge=gate.judge(hold_from=0))
     path.write_text(yaml.safe_dump(spec))
     procs = [
         subprocess.Popen(
@@ -235,7 +238,19 @@ def test_two_runs_of_a_name_started_together_each_print_their_own_log(tmp_path, 
         )
         for _ in range(2)
     ]
-    done = [p.communicate(timeout=600) for p in procs]
+    done: list[tuple[str, str] | None] = [None, None]
+    readers = [
+        threading.Thread(target=lambda i=i: done.__setitem__(i, procs[i].communicate()), daemon=True) for i in (0, 1)
+    ]
+    for reader in readers:
+        reader.start()
+    deadline = time.monotonic() + 600  # a hang bound
+    while all(p.poll() is None for p in procs):
+        assert time.monotonic() < deadline, "neither run ended while the batches were held"
+        time.sleep(0.2)  # a poll of the runs, not a window
+    gate.release()
+    for reader in readers:
+        reader.join(600)
     codes = sorted(p.returncode for p in procs)
     assert codes == [0, 4], [err[-2000:] for _, err in done]
     logs = {}
