@@ -31,7 +31,8 @@ from pairank.operators.judges.simulated import latent_quality
 from pairank.operators.prompts import load_prompts
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import ROOT, joining, spec_for, write_input
+from pairank.storage.lease import is_held
+from tests.helpers import ROOT, Gate, joining, spec_for, write_input
 
 
 @pytest.fixture
@@ -184,11 +185,24 @@ def write_spec(tmp_path: Path, input_folder, output: Path, **over) -> Path:
 
 
 def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_address, six_input, tmp_path):
-    slow = {
-        "judge": {"engine": "simulated", "noise": 0.5, "seed": 3, "seconds_per_comparison": 0.05},
-        "scheduler": {"name": "pairs_beam", "seed": 2},
-    }
-    spec = write_spec(tmp_path, six_input, tmp_path / "killed", **slow)
+    """Killed between rounds 3 and 4, held there by the SIMULATED judge's gate: an uninterrupted run first
+    counts its batches up to its round 3 line, and the killed run holds the next one (round 4's first)."""
+    judge = {"engine": "simulated", "noise": 0.5, "seed": 3}
+    scheduler = {"name": "pairs_beam", "seed": 2}
+    counted, at_round_3 = Gate(tmp_path / "counted"), []
+
+    def progress(line: str) -> None:
+        if line.startswith("round 3:"):
+            at_round_3.append(counted.arrived())
+
+    # the uninterrupted run, its batches numbered at a gate that holds none
+    uninterrupted = {"judge": {**judge, **counted.judge(hold_from=10**6)}, "scheduler": scheduler}
+    clean = run_job(load_spec(write_spec(tmp_path, six_input, tmp_path / "clean", **uninterrupted)), progress=progress)
+    (rounds_1_to_3,) = at_round_3
+
+    gate = Gate(tmp_path / "gate")
+    held = {"judge": {**judge, **gate.judge(hold_from=rounds_1_to_3)}, "scheduler": scheduler}
+    spec = write_spec(tmp_path, six_input, tmp_path / "killed", **held)
     log_path = tmp_path / "run1.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
@@ -200,11 +214,10 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_address, 
             env={**os.environ, "PAIRANK_LEASE_TTL_S": str(LEASE_TTL_S)},
         )
         try:
-            deadline = time.monotonic() + 240
-            while "round 3:" not in log_path.read_text():
-                assert proc.poll() is None, log_path.read_text()[-3000:]
-                assert time.monotonic() < deadline, "driver did not reach round 3 in time"
-                time.sleep(0.05)
+            gate.wait_for(rounds_1_to_3 + 1, proc=proc)  # rounds 1-3 judged, round 4's first batch held
+            said = log_path.read_text()
+            assert proc.poll() is None, said[-3000:]
+            assert "round 3:" in said and "round 4:" not in said, said[-3000:]  # between rounds
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -212,7 +225,8 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_address, 
     before = {r["key"]: r["created_at"] for r in cache.rows().to_pylist()}
     assert before, "nothing was judged before the kill"
 
-    time.sleep(LEASE_TTL_S)  # the killed run holds its name until its lease runs out
+    wait_for_free(Location.of(str(tmp_path / "killed")), "adaptive")  # the killed run holds its name until then
+    gate.release()  # the second run judges freely
     second = subprocess.run(
         [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec), *joining(ray_address)],
         cwd=ROOT,
@@ -227,10 +241,18 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_address, 
     assert all(r["created_at"] == before[r["key"]] for r in rows if r["key"] in before)
 
     # the resumed run ends exactly where an uninterrupted run does
-    clean = run_job(load_spec(write_spec(tmp_path, six_input, tmp_path / "clean", **slow)), progress=lambda m: None)
     resumed = Location.of(str(tmp_path / "killed" / "runs" / "adaptive" / "rankings.parquet")).read_parquet()
     assert resumed.to_pylist() == clean.layout.rankings.read_parquet().to_pylist()
     assert len(rows) == clean.requests
+
+
+def wait_for_free(root: Location, name: str, timeout: float = 120) -> None:
+    """Until the lease of ``name`` under ``root`` is free (a killed run's runs out ``LEASE_TTL_S`` after its last
+    renewal); ``timeout`` only bounds a hang."""
+    deadline = time.monotonic() + timeout
+    while is_held(root, name):
+        assert time.monotonic() < deadline, f"the lease of {name!r} under {root.uri} was still held after {timeout} s"
+        time.sleep(0.1)  # a poll of the lease, not a window
 
 
 def test_report_has_transitivity_seed_spread_and_quantile_scores(ray_local, six_input, tmp_path):
