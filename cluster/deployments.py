@@ -16,8 +16,9 @@ Two deployments:
   thread-bound engine always sees the same thread; commits run on another.
 * :class:`Ingress`: a plain ``__call__(starlette Request)`` deployment (no
   FastAPI) that hands each request to :meth:`pairank.jobs.serve.OnlineJudging.handle`
-  with its body unread, as a stream: ``handle`` decides what the headers decide
-  before it reads a byte, and reads at most its limit.
+  with its body unread, as the request's ASGI ``receive``: ``handle`` decides what
+  the headers decide before it reads a byte, and reads at most its limit, within
+  its time.
 
 Serve's proxy does not wait for the body: it forwards the request once the headers
 are in, and queues the body's chunks as they arrive, without bound, until the reply
@@ -25,6 +26,11 @@ is sent; the replica fetches them from that queue while the request runs (Ray 2.
 A request refused on its headers is answered before much of its body is queued (a
 1 GB upload without the token: under 10 MB more in the proxy and the ingress), and
 the reply's ``Connection: close`` makes the proxy stop reading the rest.
+
+The ingress takes ``requests_at_once`` requests at once (its ``max_ongoing_requests``); more wait in the proxy.
+A request whose body is still arriving holds one of them, so ``handle`` bounds the time a body may take and the
+number arriving slowly at once (:class:`pairank.jobs.serve_body.BodyLimits`); without those bounds, 300 slow bodies
+hold all 256, and every other request waits in the proxy until one of them ends.
 
 Serve's HTTP proxy binds ``host`` (127.0.0.1 unless told otherwise), on the head
 node only. The judge replicas import only the judge code: vLLM's CPU kernel
@@ -45,6 +51,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from ray import serve
+from ray.exceptions import TaskCancelledError
 
 from pairank.cluster.batching import Batches, Forwarding, GroupCommit, NotStored
 
@@ -145,8 +152,21 @@ class Ingress:
         from starlette.responses import Response
 
         judge = self.forwarding.submit if self.judge_handle is not None else None
-        reply = await self.service.handle(request.method, request.url.path, request.headers, request.stream(), judge)
+        reply = await self.service.handle(request.method, request.url.path, request.headers, _receive(request), judge)
         return Response(reply.body, status_code=reply.status, media_type=reply.content_type, headers=reply.headers)
+
+
+def _receive(request):
+    """The request's ASGI ``receive``, where a client gone mid-body is the ASGI ``http.disconnect`` it means (Serve's
+    proxy cancels the fetch of the body's next piece: ``TaskCancelledError``)."""
+
+    async def receive() -> dict:
+        try:
+            return await request.receive()
+        except TaskCancelledError:
+            return {"type": "http.disconnect"}
+
+    return receive
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -168,6 +188,8 @@ def start(
     port: int = 8000,
     name: str = "pairank",
     local: bool = True,
+    *,
+    requests_at_once: int,
 ) -> str:
     """Start Serve's proxy on ``host:port`` and deploy the application; returns its URL once it is running.
 
@@ -175,7 +197,8 @@ def start(
     ``resources`` a :class:`pairank.cluster.pools.PoolResources`), or None to deploy no
     engine (a mode that is not served online). Ray must already be up
     (:func:`pairank.cluster.runtime.ensure_ray`); ``local``: the head node is this machine,
-    so the port is checked here first.
+    so the port is checked here first. ``requests_at_once``: the HTTP requests the ingress
+    takes at once (more wait in Serve's proxy).
     """
     if local:
         check_port_free(host, port)
@@ -209,7 +232,7 @@ def start(
         ).bind(factory, commit, request_schema, pool.batch_size)
     forward_size = judge[3].batch_size if judge is not None else 1
     app = Ingress.options(  # type: ignore[attr-defined]  # a Deployment, as JudgeReplica
-        ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256
+        ray_actor_options={"num_cpus": 0}, max_ongoing_requests=requests_at_once
     ).bind(service, handle, forward_size)
     serve.run(app, name=name, route_prefix="/", blocking=False)
     return f"http://{host}:{port}"

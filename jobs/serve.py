@@ -23,7 +23,9 @@ With a token, every request must carry ``Authorization: Bearer <token>``. Only a
 SHA-256 digest of the token reaches the server's processes, and the token is never
 logged. What the headers decide (the token, the route, the method, a declared
 length over :data:`pairank.jobs.serve_body.MAX_BODY`) is answered before a byte of
-the body is read; the body's limits and checks are in :mod:`pairank.jobs.serve_body`.
+the body is read; the body's limits (its size, the time it may take, how many may
+arrive slowly at once: the spec's ``serve`` section) and checks are in
+:mod:`pairank.jobs.serve_body`.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ import pyarrow as pa
 from pairank.cluster.batching import NotStored
 from pairank.jobs.cli.console import console
 from pairank.jobs.pipeline.requests import RequestMaker
-from pairank.jobs.serve_body import Body, CompareRequest, HttpError, RequestBody, parse_compare
-from pairank.jobs.specs.job import JobSpec
+from pairank.jobs.serve_body import MAX_BODY, Body, BodyLimits, CompareRequest, HttpError, RequestBody, parse_compare
+from pairank.jobs.specs.job import SERVE_REQUESTS_AT_ONCE, JobSpec
 from pairank.storage.cache import JudgmentCache, context_bucket
 from pairank.storage.cache_index import CacheIndex
 from pairank.storage.fs import Location, StorageError
@@ -154,7 +156,8 @@ class OnlineJudging:
 
     Built on the driver from the spec (prompts read, judge identity computed
     there, as ``pairank run`` does), then shipped to the HTTP ingress. Holds no
-    token, only its digest.
+    token, only its digest, and the body limits of the spec's ``serve`` section
+    (:class:`BodyLimits`, which counts the slow bodies being read).
     """
 
     def __init__(self, spec: JobSpec, token_sha256: str | None = None):
@@ -172,6 +175,7 @@ class OnlineJudging:
         else:
             self.variants = [] if self.mode == "logprob" else ["v1"]
         self.token_sha256 = token_sha256
+        self.body_limits = BodyLimits(spec.serve.body_timeout_s, spec.serve.slow_bodies)
         self._index: CacheIndex | None = None
         self._refreshes: SingleFlight | None = None
         self._inflight: dict[str, asyncio.Future] = {}
@@ -216,6 +220,12 @@ class OnlineJudging:
             "variants": self.variants,
             "output": self.output,
             "token": self.token_sha256 is not None,
+            "bodies": {
+                "max_bytes": MAX_BODY,
+                "timeout_s": self.body_limits.timeout_s,
+                "slow_at_once": self.body_limits.slow_bodies,
+                "slow_now": self.body_limits.arriving,
+            },
         }
 
     async def handle(
@@ -223,12 +233,14 @@ class OnlineJudging:
     ) -> Reply:
         """One HTTP request: authorise, route, answer; every error is JSON ``{"error": ...}``.
 
-        ``body`` is the whole body, or its chunks as they arrive. What the headers decide
-        (the token, the route, the method, a declared length) is answered before a byte
-        of it is read, and only ``POST /compare`` reads it (:class:`RequestBody`). A reply
-        given while the client still sends closes the connection, so the rest is not read either.
+        ``body`` is the whole body, or the ASGI ``receive`` its pieces come from as they arrive.
+        What the headers decide (the token, the route, the method, a declared length) is
+        answered before a byte of it is read, and only ``POST /compare`` reads it, within
+        :attr:`body_limits` (:class:`RequestBody`). A reply given while the client still
+        sends (a refusal, or a body that took too long) closes the connection, so the rest
+        is not read either.
         """
-        request_body = RequestBody(body, headers)
+        request_body = RequestBody(body, headers, self.body_limits)
         reply = await self._answer(method, path, headers, request_body, judge)
         if request_body.left_unread:
             return replace(reply, headers={**reply.headers, "Connection": "close"})
@@ -346,7 +358,7 @@ def start_server(
         append = CacheAppend(service.layout.judgments.uri)
         judge = (judge_factory(spec), append, REQUESTS, pool_resources(spec))
     local = not spec.cluster.address
-    return start(service, judge, host=host, port=port, name=name, local=local)
+    return start(service, judge, host=host, port=port, name=name, local=local, requests_at_once=SERVE_REQUESTS_AT_ONCE)
 
 
 #: The server compacts the judgment table once its own commits have added this many data files since it last did

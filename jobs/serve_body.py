@@ -1,9 +1,12 @@
 """The body of a ``pairank serve`` request: read within its limits, and a ``POST /compare`` body checked.
 
 A body is read up to :data:`MAX_BODY` bytes (a declared larger one is refused
-before a byte is read), JSON nested deeper than :data:`MAX_DEPTH` is refused
-before it is parsed, and a compare body that is not what :data:`COMPARE_FIELDS`
-says is a 400 whose message names the field and what was expected. No field of a
+before a byte is read) and within ``serve.body_timeout_s`` (then 408), and at most
+``serve.slow_bodies`` bodies are read at once that did not come whole in their
+first piece (one more is 429 at once: :class:`BodyLimits`). JSON nested deeper
+than :data:`MAX_DEPTH` is refused before it is parsed, and a compare body that is
+not what :data:`COMPARE_FIELDS` says is a 400 whose message names the field and
+what was expected. No field of a
 compare body is a number: numbers are kept as the text they were written in
 (:class:`JsonNumber`), so none (100,000 digits, ``1e999``, ``NaN``) can fail the
 parse, and the field it was sent in is named in the 400.
@@ -11,10 +14,13 @@ parse, and the field it was sent in is named in the 400.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import json
+import math
 import re
-from collections.abc import AsyncIterable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from pairank.storage.keys import text_hash
@@ -45,36 +51,101 @@ class HttpError(Exception):
 # -- the body ------------------------------------------------------------------------------------------------------
 
 
-#: A request's body: whole, or its chunks as they arrive.
-Body = bytes | AsyncIterable[bytes]
+#: An ASGI ``receive``: a request's messages (``http.request`` with ``body`` and ``more_body``, ``http.disconnect``).
+Receive = Callable[[], Awaitable[Mapping]]
+#: A request's body: whole, or the ASGI ``receive`` its pieces come from as they arrive.
+Body = bytes | Receive
+
+
+class BodyLimits:
+    """How long a body may take to arrive, and how many may be arriving in pieces at once; one per server.
+
+    ``timeout_s`` (``serve.body_timeout_s``) bounds the whole body, from when it starts to be read. A body that did
+    not come whole in its first piece is *slow* while the rest arrives; at most ``slow_bodies``
+    (``serve.slow_bodies``) are at once, and one more is answered 429 at once, so that slow clients cannot take
+    every request the server takes at once. A server has one token (or none), so this is the bound per token;
+    ``arriving`` is how many slow bodies are being read now.
+
+    >>> limits = BodyLimits(timeout_s=10, slow_bodies=1)
+    >>> with limits.slow():
+    ...     try:
+    ...         with limits.slow():
+    ...             pass
+    ...     except HttpError as e:
+    ...         print(e.status, e.headers, limits.arriving)
+    429 {'Retry-After': '10'} 1
+    >>> limits.arriving
+    0
+    """
+
+    def __init__(self, timeout_s: float, slow_bodies: int):
+        self.timeout_s, self.slow_bodies = timeout_s, slow_bodies
+        self.arriving = 0
+
+    @contextlib.contextmanager
+    def slow(self) -> Iterator[None]:
+        """Count one slow body while the block reads it; a 429 when ``slow_bodies`` are already being read."""
+        if self.arriving >= self.slow_bodies:
+            raise HttpError(
+                429,
+                f"body: still arriving after its first piece while {self.arriving} other bodies are, the most the "
+                f"server reads at once per token (serve.slow_bodies: {self.slow_bodies}); send it all at once, or "
+                f"again within {self.timeout_s:g} s (serve.body_timeout_s), when they are done",
+                {"Retry-After": str(math.ceil(self.timeout_s))},
+            )
+        self.arriving += 1
+        try:
+            yield
+        finally:
+            self.arriving -= 1
 
 
 class RequestBody:
-    """A request's body, whole (bytes) or as its chunks arrive: read once, and at most :data:`MAX_BODY` bytes of it.
+    """A request's body, whole (bytes) or as its pieces arrive (an ASGI ``receive``): read once, within its limits.
 
-    A declared ``Content-Length`` over the limit is refused before a byte is read; a
-    body of undeclared length (chunked) is read until it passes the limit, then refused.
+    At most :data:`MAX_BODY` bytes: a declared ``Content-Length`` over it is refused (413) before a byte is read, and
+    a body of undeclared length (chunked) is read until it passes it, then refused. Pieces are read within
+    ``limits.timeout_s`` (then 408), and a body that does not come whole in its first piece is a slow one
+    (:meth:`BodyLimits.slow`: 429 when too many are being read).
 
     >>> import asyncio
-    >>> async def chunks(n):
-    ...     for _ in range(n):
-    ...         yield b"x" * 1024 * 1024
-    >>> asyncio.run(RequestBody(chunks(2), {"transfer-encoding": "chunked"}).read()) == b"x" * 2 * 1024 * 1024
+    >>> def pieces(n, size=1024 * 1024):
+    ...     messages = iter([{"type": "http.request", "body": b"x" * size, "more_body": i < n - 1} for i in range(n)])
+    ...     async def receive():
+    ...         return next(messages)
+    ...     return receive
+    >>> limits = BodyLimits(timeout_s=10, slow_bodies=4)
+    >>> asyncio.run(RequestBody(pieces(2), {"transfer-encoding": "chunked"}, limits).read()) == b"x" * 2 * 1024 * 1024
     True
-    >>> body = RequestBody(chunks(8), {"transfer-encoding": "chunked"})
+    >>> body = RequestBody(pieces(8), {"transfer-encoding": "chunked"}, limits)
     >>> try:
     ...     asyncio.run(body.read())
     ... except HttpError as e:
-    ...     print(e.status, e.message, body.left_unread)
-    413 body: more than 4194304 bytes; at most 4194304 accepted True
+    ...     print(e.status, e.message, body.left_unread, limits.arriving)
+    413 body: more than 4194304 bytes; at most 4194304 accepted True 0
+    >>> def held():  # one byte, then nothing
+    ...     sent = []
+    ...     async def receive():
+    ...         if sent:
+    ...             await asyncio.Event().wait()
+    ...         sent.append(1)
+    ...         return {"type": "http.request", "body": b"{", "more_body": True}
+    ...     return receive
+    >>> async def two_slow(limits):
+    ...     bodies = [RequestBody(held(), {"content-length": "100"}, limits) for _ in range(2)]
+    ...     return await asyncio.gather(*(b.read() for b in bodies), return_exceptions=True)
+    >>> [(e.status, e.message[:40]) for e in asyncio.run(two_slow(BodyLimits(timeout_s=0.05, slow_bodies=1)))]
+    [(408, 'body: 1 of 100 declared bytes came withi'), (429, 'body: still arriving after its first pie')]
     """
 
-    def __init__(self, body: Body, headers: Mapping[str, str]):
+    def __init__(self, body: Body, headers: Mapping[str, str], limits: BodyLimits | None = None):
         self._body = body
+        self.limits = limits
         length = (headers.get("content-length") or "").strip()
         self.declared = int(length) if length.isdigit() else None
         self.sent = bool(self.declared) or "transfer-encoding" in headers
         self.complete = isinstance(body, bytes)
+        self.received = 0
 
     @property
     def left_unread(self) -> bool:
@@ -88,12 +159,38 @@ class RequestBody:
             if len(self._body) > MAX_BODY:
                 raise HttpError(413, f"body: {len(self._body)} bytes; at most {MAX_BODY} accepted")
             return self._body
-        parts, size = [], 0
-        async for chunk in self._body:
-            size += len(chunk)
-            if size > MAX_BODY:
-                raise HttpError(413, f"body: more than {MAX_BODY} bytes; at most {MAX_BODY} accepted")
-            parts.append(chunk)
+        if self.limits is None:
+            raise TypeError("a body read as it arrives needs its BodyLimits")
+        deadline = asyncio.timeout(self.limits.timeout_s)
+        try:
+            async with deadline:
+                return await self._pieces(self._body, self.limits)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            of = f"{self.received} of {self.declared} declared" if self.declared is not None else f"{self.received}"
+            raise HttpError(
+                408,
+                f"body: {of} bytes came within {self.limits.timeout_s:g} s, the most a body may take "
+                "(serve.body_timeout_s); send the whole body within that time",
+            ) from None
+
+    async def _pieces(self, receive: Receive, limits: BodyLimits) -> bytes:
+        parts: list[bytes] = []
+        with contextlib.ExitStack() as slow:
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":  # http.disconnect: nobody reads the answer
+                    raise HttpError(400, f"body: the client closed the connection after {self.received} bytes")
+                chunk = message.get("body", b"")
+                self.received += len(chunk)
+                if self.received > MAX_BODY:
+                    raise HttpError(413, f"body: more than {MAX_BODY} bytes; at most {MAX_BODY} accepted")
+                parts.append(chunk)
+                if not message.get("more_body", False):
+                    break
+                if len(parts) == 1:  # not whole in its first piece: a slow body while the rest arrives
+                    slow.enter_context(limits.slow())
         self.complete = True
         return b"".join(parts)
 

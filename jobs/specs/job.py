@@ -248,6 +248,31 @@ class ClusterSpec(Strict):
     )
 
 
+#: Requests the HTTP ingress of ``pairank serve`` takes at once (its ``max_ongoing_requests``; more wait in Serve's
+#: proxy); slow bodies may hold at most half of them.
+SERVE_REQUESTS_AT_ONCE = 256
+
+
+class ServeSpec(Strict):
+    """The limits ``pairank serve`` puts on a request's body (docs/serving.md)."""
+
+    body_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="The most seconds a request's whole body may take to arrive, counted from when the server starts "
+        "to read it (once its headers are in); a body not complete by then is answered 408 and its connection closed.",
+    )
+    slow_bodies: int = Field(
+        64,
+        ge=1,
+        le=SERVE_REQUESTS_AT_ONCE // 2,
+        description="The most bodies per token still arriving at once after their first piece (a body that arrives "
+        "all at once is never one of them); one more is answered 429 at once. At most "
+        f"{SERVE_REQUESTS_AT_ONCE // 2}, half the {SERVE_REQUESTS_AT_ONCE} requests the server takes at once, so "
+        "slow bodies leave room for the rest.",
+    )
+
+
 class NightlySpec(Strict):
     night: str | None = Field(
         None,
@@ -323,6 +348,10 @@ class JobSpec(Strict):
     )
     report: ReportSpec = Field(default_factory=ReportSpec, description="Report settings.")
     cluster: ClusterSpec = Field(default_factory=ClusterSpec, description="Where Ray runs.")
+    serve: ServeSpec = Field(
+        default_factory=ServeSpec,
+        description="`pairank serve`'s limits on request bodies (the other commands ignore it).",
+    )
     flush_rows: int = Field(64, ge=1, description="Judgments written per cache part (smaller: less lost if killed).")
     nightly: NightlySpec | None = Field(
         None,
