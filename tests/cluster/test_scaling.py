@@ -200,7 +200,7 @@ def wait_for(condition, timeout: float = 20) -> bool:
     while not condition():
         if time.monotonic() > deadline:
             return False
-        time.sleep(0.1)
+        time.sleep(0.1)  # a poll of the state waited for, not a window
     return True
 
 
