@@ -258,7 +258,10 @@ class NightlyTable:
     application transaction ``pairank-<table>:<name>`` at version ``seq``, so two
     publishers cannot add one night twice. Columns: the snapshot's schema, the committed
     night (``night_column``) and ``seq``; columns added to the snapshot's schema later are
-    merged into the table's schema by the next append (older nights read null there).
+    merged into the table's schema by the next append (older nights read null there). The
+    nights are appended without the fields' descriptions (the table keeps those it was made
+    with; :meth:`read` gives the schema's own), so a description reworded later does not
+    stop the appends (delta-rs refuses to merge two values of one field's metadata key).
     """
 
     def __init__(
@@ -277,6 +280,11 @@ class NightlyTable:
     @property
     def folder(self) -> Location:
         return self.layout.folder.join(self.table)
+
+    @property
+    def _appended(self) -> pa.Schema:
+        """The schema of the rows appended: the table's, without the fields' metadata (see the class docstring)."""
+        return pa.schema([f.remove_metadata() for f in self.schema])
 
     @property
     def app_id(self) -> str:
@@ -309,7 +317,7 @@ class NightlyTable:
                     self.folder._retrying(
                         "append a night to the history",
                         lambda t=table, r=rows, props=props: write_deltalake(
-                            t, r.cast(self.schema), mode="append", schema_mode="merge", commit_properties=props
+                            t, r.cast(self._appended), mode="append", schema_mode="merge", commit_properties=props
                         ),
                     )
                     added += 1

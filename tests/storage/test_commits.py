@@ -205,3 +205,35 @@ def test_the_history_table_takes_columns_added_to_its_snapshots_later(tmp_path):
     )
     after = history.read(upto=2)
     assert after.column("system").to_pylist() == ["a", "b"] and after.column("style_rank").to_pylist() == [None, 2]
+
+
+def test_the_history_table_takes_nights_after_a_column_description_changed(tmp_path):
+    """A history table made while a column's description read otherwise (as LEADERBOARD's `style_low` once said
+    "Wald" only): the next night is appended all the same, and reads with the description of today's schema."""
+    from pairank.storage.commits import Commit, NightlyTable
+
+    layout = NightlyLayout(Location.of(str(tmp_path)), "board")
+
+    def schema(doc: str) -> pa.Schema:
+        low = pa.field("style_low", pa.float64(), nullable=True, metadata={"description": doc})
+        return pa.schema(
+            [pa.field("aspect", pa.string()), pa.field("rank", pa.int64()), pa.field("system", pa.string()), low]
+        )
+
+    old, new = schema("Lower end of its 95% Wald interval."), schema("Lower end of its 95% interval.")
+    nights = [Commit(seq, {"night": f"n{seq}", "folder": f"nights/n{seq}"}) for seq in (1, 2)]
+    NightlyTable(layout, "history", old).catch_up(
+        nights[:1],
+        lambda c: pa.table({"aspect": ["overall"], "rank": [1], "system": ["a"], "style_low": [0.1]}, schema=old),
+    )
+    history = NightlyTable(layout, "history", new)
+    assert (
+        history.catch_up(
+            nights,
+            lambda c: pa.table({"aspect": ["overall"], "rank": [1], "system": ["a"], "style_low": [0.2]}, schema=new),
+        )
+        == 1
+    )
+    after = history.read(upto=2)
+    assert after.column("style_low").to_pylist() == [0.1, 0.2]
+    assert after.schema.field("style_low").metadata == {b"description": b"Lower end of its 95% interval."}
