@@ -7,8 +7,9 @@
   the same context: a win is 1, a tie 1/2; ``win_rate`` is the mean of p_a-based preferences (slot-adjusted, as
   AlpacaEval averages its soft preferences), ``discrete_win_rate`` the mean of the hard verdicts,
   ``standard_error`` the standard error of the soft preferences; ``avg_length`` the mean characters of the
-  system's outputs; the length-controlled columns are the board's ``lc_win_rate`` and its Wald interval's
-  half-width / 1.96. ``mode`` is ``pairank``.
+  system's outputs; the length-controlled columns are the board's ``lc_win_rate`` and its interval's
+  half-width / 1.96 (Wald's, or under compat alpaca-eval AlpacaEval's own standard error). ``mode`` is
+  ``pairank``.
 - :func:`arena_hard_csv`: Arena-Hard's columns ``model``, ``score``, ``rating_q025``, ``rating_q975``, ``CI``,
   ``avg_tokens``: the Bradley-Terry win rate against the baseline in percent, 100 / (1 + exp(theta_base -
   theta)), at the point strength and at the board's interval ends (the baseline's strength held at its point),

@@ -38,7 +38,8 @@ per (aspect or ``"overall"``, system). The rules:
 - **Rank** by point strength, 1 best; equal strengths share the smallest rank.
 - **Style control** (:mod:`pairank.operators.style_control`, where the candidates have
   texts): per aspect and overall, the style-controlled Bradley-Terry strength (length
-  and markdown held equal; 95% Wald interval, whatever ``mass``) and its rank, and
+  and markdown held equal; a 95% interval, whatever ``mass``: bootstrap percentiles of ``n_boot`` refits on
+  contexts resampled, or with ``n_boot`` 0 Wald's; see :func:`interval_kinds`) and its rank, and
   with a baseline the length-controlled win rate against it; ``style_status`` says
   why they are null where they are (a separated fit is not identified).
 - **Win rates** against a baseline are not recomputed: for each (aspect, system)
@@ -123,11 +124,25 @@ class Leaderboard:
     intervals: dict = field(default_factory=dict)
 
 
-def interval_kinds(options: LeaderboardOptions) -> dict[str, str]:
-    """What each interval of a board is: the strengths' a bootstrap, the style-controlled columns' Wald intervals.
+def _style_kind(n_boot: int, lmarena: bool) -> str:
+    if n_boot:
+        over = "battles" if lmarena else "contexts"
+        compat = "; compat lmarena" if lmarena else ""
+        return f"bootstrap percentile, 95%, over {over} resampled with replacement ({n_boot} refits{compat})"
+    if lmarena:
+        return "sandwich (arena-rank's), 95%, of the one style-controlled fit (compat lmarena; n_boot 0)"
+    return "Wald, 95%, from the inverse Hessian of the one style-controlled fit (n_boot 0)"
 
-    >>> interval_kinds(LeaderboardOptions(n_boot=0))["strength"]
-    'none (n_boot 0)'
+
+def interval_kinds(options: LeaderboardOptions) -> dict[str, str]:
+    """What each interval of a board is: the strengths' and the style-controlled strengths' a bootstrap (with
+    ``n_boot``), the LC win rates' their fits' own.
+
+    >>> kinds = interval_kinds(LeaderboardOptions(n_boot=0))
+    >>> kinds["strength"], kinds["style_strength"]
+    ('none (n_boot 0)', 'Wald, 95%, from the inverse Hessian of the one style-controlled fit (n_boot 0)')
+    >>> interval_kinds(LeaderboardOptions(n_boot=50, compat=("lmarena",)))["style_strength"]
+    'bootstrap percentile, 95%, over battles resampled with replacement (50 refits; compat lmarena)'
     """
     boot = (
         f"bootstrap percentile, {options.mass:.0%}, over contexts resampled with replacement ({options.n_boot} refits)"
@@ -138,9 +153,7 @@ def interval_kinds(options: LeaderboardOptions) -> dict[str, str]:
     return {
         "strength": boot,
         "elo": boot,
-        "style_strength": "sandwich (arena-rank's), 95%, of the one style-controlled fit (compat lmarena)"
-        if style_compat
-        else "Wald, 95%, from the inverse Hessian of the one style-controlled fit (no bootstrap)",
+        "style_strength": _style_kind(options.n_boot, bool(style_compat)),
         "lc_win_rate": "LC win rate -/+ 1.96 standard errors of the mean prediction (AlpacaEval's, compat alpaca-eval)"
         if lc_compat
         else "Wald, 95%, from the inverse Hessian of each system's length-controlled fit",
@@ -449,7 +462,14 @@ def leaderboard(
     by_aspect = {OVERALL: judgments} if aspects else {}
     by_aspect |= {a: judgments.filter(pc.equal(judgments.column("aspect"), a)) for a in aspects}
     style = board_columns(
-        judgments, candidates, baseline, by_aspect, given_features(style_features), compat=options.compat
+        judgments,
+        candidates,
+        baseline,
+        by_aspect,
+        given_features(style_features),
+        compat=options.compat,
+        n_boot=options.n_boot,
+        seed=options.seed,
     )
     for row in out:
         row.update(style.get((row["aspect"], row["system"]), {"style_status": "not in the style-controlled fit"}))

@@ -57,8 +57,9 @@ def style_toggle(rows: list[dict]) -> list[str]:
         f'<label class="toggle" for="{TOGGLE_ID}">Style-controlled ranking</label>',
         '<p class="note styled">Style-controlled: Bradley-Terry with the log length ratio and normalised markdown '
         "headers, bold spans and list items as covariates (LMArena's style control), so a system is not ranked up "
-        "for being longer or more formatted; 95% Wald intervals. Length-controlled win rate: AlpacaEval 2's GLM per "
-        "system against the baseline, at equal length with slots balanced. The coefficients are in the run "
+        "for being longer or more formatted; 95% intervals (of which kind: leaderboard.json's intervals). "
+        "Length-controlled win rate: a fit per system against the baseline (AlpacaEval 2's GLM under compat "
+        "alpaca-eval), at equal length with slots balanced. The coefficients are in the run "
         "reports' Style control section.</p>",
     ]
 

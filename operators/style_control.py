@@ -31,7 +31,9 @@ systems' substance; ``beta`` says how much each style element buys (reported wit
 standard errors); ``gamma`` is the slot-A bias.
 
 Ties count half a win to each side (a fractional outcome); error rows are left out.
-Intervals are 95% Wald intervals from the fit's inverse Hessian. A fit whose outcomes
+Intervals are 95% Wald intervals from the fit's inverse Hessian; the style-controlled
+strengths', given a bootstrap count (the leaderboard's ``--n-boot``), are the percentiles
+of refits on contexts resampled with replacement (:func:`context_bootstrap`). A fit whose outcomes
 are separated (a judge that always picks one slot, or one system that always wins)
 has no finite maximum: it is reported as not identified (:data:`SEPARATED`), not
 with the huge numbers the small ridge would give it.
@@ -41,6 +43,8 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
+import zlib
 from typing import Any
 
 import numpy as np
@@ -74,9 +78,17 @@ def separated(coef: np.ndarray, cov: np.ndarray, x: np.ndarray | None = None) ->
     return bool(np.max(np.abs(coef), initial=0.0) > SEPARATED[0] or np.max(se, initial=0.0) > SEPARATED[1])
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, ridge: np.ndarray | float = 1e-6, iters: int = 50):
+def fit_logistic(
+    x: np.ndarray,
+    y: np.ndarray,
+    ridge: np.ndarray | float = 1e-6,
+    iters: int = 50,
+    weights: np.ndarray | None = None,
+    start: np.ndarray | None = None,
+):
     """Maximum-likelihood logistic regression with fractional outcomes ``y`` in [0, 1] and an L2 ``ridge`` per
-    coefficient (Newton's method). Returns the coefficients and their covariance (the inverse Hessian).
+    coefficient (Newton's method from ``start``, default 0), each row counted ``weights`` times (default once).
+    Returns the coefficients and their covariance (the inverse Hessian).
 
     >>> x = np.array([[1.0], [1.0], [1.0], [1.0]]); y = np.array([1.0, 1.0, 1.0, 0.0])
     >>> coef, cov = fit_logistic(x, y)
@@ -85,18 +97,48 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, ridge: np.ndarray | float = 1e-6,
     """
     k = x.shape[1]
     penalty = np.broadcast_to(np.asarray(ridge, dtype=float), (k,))
-    beta = np.zeros(k)
+    w = np.ones(len(y)) if weights is None else weights
+    beta = np.zeros(k) if start is None else np.array(start, dtype=float)
     for _ in range(iters):
         p = expit(x @ beta)
-        grad = x.T @ (y - p) - penalty * beta
-        hess = (x * (p * (1 - p))[:, None]).T @ x + np.diag(penalty)
+        grad = x.T @ (w * (y - p)) - penalty * beta
+        hess = (x * (w * p * (1 - p))[:, None]).T @ x + np.diag(penalty)
         step = np.linalg.solve(hess, grad)
         beta = beta + step
         if np.max(np.abs(step)) < 1e-10:
             break
     p = expit(x @ beta)
-    hess = (x * (p * (1 - p))[:, None]).T @ x + np.diag(penalty)
+    hess = (x * (w * p * (1 - p))[:, None]).T @ x + np.diag(penalty)
     return beta, np.linalg.inv(hess)
+
+
+def context_bootstrap(
+    x: np.ndarray,
+    y: np.ndarray,
+    ridge: np.ndarray,
+    contexts: list,
+    n: int,
+    n_boot: int,
+    seed: int,
+    start: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The 95% percentile interval of the first ``n`` coefficients (the strengths, centred) of ``n_boot`` refits
+    of :func:`fit_logistic` on contexts resampled with replacement (a context carries all its rows, as the
+    leaderboard's Bradley-Terry bootstrap resamples them), each started from ``start`` (the full fit: fewer
+    Newton steps). A system absent from a resample is left out of that refit (the others centred without it);
+    one absent from every resample has a nan interval (null in the tables)."""
+    groups = np.unique(np.asarray(contexts, dtype=object).astype(str), return_inverse=True)[1]
+    k = int(groups.max()) + 1
+    rng = np.random.default_rng(seed)
+    reps = np.full((n_boot, n), np.nan)
+    for r in range(n_boot):
+        w = np.bincount(rng.integers(0, k, size=k), minlength=k).astype(float)[groups]
+        present = np.any(x[w > 0, :n] != 0, axis=0)
+        coef, _ = fit_logistic(x, y, ridge=ridge, weights=w, start=start)
+        reps[r, present] = coef[:n][present] - coef[:n][present].mean()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns: a system in no resample
+        return np.nanquantile(reps, 0.025, axis=0), np.nanquantile(reps, 0.975, axis=0)
 
 
 def _outcomes(judgments: pa.Table) -> dict[str, list]:
@@ -229,11 +271,15 @@ def style_controlled_bt(
     candidates: pa.Table,
     given: dict[str, dict[str, float]] | None = None,
     compat: str | None = None,
+    n_boot: int = 0,
+    seed: int = 0,
 ) -> tuple[pa.Table, pa.Table]:
     """Systems' strengths with style held equal, and the style coefficients (see the module docstring).
     ``given``: style counts per candidate id (:func:`given_features`), used instead of counting them in the text.
-    ``compat="lmarena"``: the fit as LMArena's arena-rank makes it, with its sandwich intervals
-    (:mod:`pairank.operators.compat`)."""
+    The strengths' 95% intervals: with ``n_boot`` 0 Wald's (from the inverse Hessian), else the percentiles of
+    ``n_boot`` refits on contexts resampled with replacement (:func:`context_bootstrap`, seeded by ``seed``).
+    ``compat="lmarena"``: the fit as LMArena's arena-rank makes it, with its sandwich intervals, or with
+    ``n_boot`` its bootstrap of battles (:func:`pairank.operators.compat.lmarena_style`)."""
     system_of, text_of = _candidates(candidates)
     o = _outcomes(judgments)
     keep = [
@@ -249,7 +295,7 @@ def style_controlled_bt(
     feats = {c: given.get(c) or style_features(text_of[c]) for c in {o[s][i] for i in keep for s in ("a", "b")}}
     names = list(STYLE_FEATURES)
     if compat == "lmarena":
-        return _lmarena_bt(o, keep, systems, system_of, feats)
+        return _lmarena_bt(o, keep, systems, system_of, feats, n_boot, seed)
     x = np.zeros((len(keep), len(systems) + len(names) + 1))
     for r, i in enumerate(keep):
         a, b = o["a"][i], o["b"][i]
@@ -276,13 +322,17 @@ def style_controlled_bt(
             "style-controlled Bradley-Terry: the outcomes are separated (one slot or one system always "
             "wins): no finite fit"
         )
+    if n_boot:
+        low, high = context_bootstrap(x, y, ridge, [o["context_id"][i] for i in keep], n, n_boot, seed, coef)
+    else:
+        low, high = theta - Z95 * theta_se, theta + Z95 * theta_se
     strengths: list[dict[str, Any]] = sorted(
         (
             {
                 "system": s,
                 "strength": float(theta[j]),
-                "strength_low": float(theta[j] - Z95 * theta_se[j]),
-                "strength_high": float(theta[j] + Z95 * theta_se[j]),
+                "strength_low": None if math.isnan(low[j]) else float(low[j]),
+                "strength_high": None if math.isnan(high[j]) else float(high[j]),
             }
             for j, s in enumerate(systems)
         ),
@@ -298,14 +348,16 @@ def style_controlled_bt(
     return pa.Table.from_pylist(strengths, schema=STYLE_BT), pa.Table.from_pylist(coefs, schema=STYLE_COEFS)
 
 
-def _lmarena_bt(o: dict, keep: list[int], systems: list[str], system_of: dict, feats: dict):
+def _lmarena_bt(o: dict, keep: list[int], systems: list[str], system_of: dict, feats: dict, n_boot: int, seed: int):
     from pairank.operators.compat import lmarena_style
 
     index = {s: j for j, s in enumerate(systems)}
     first = np.array([index[system_of[o["a"][i]]] for i in keep])
     second = np.array([index[system_of[o["b"][i]]] for i in keep])
     fa, fb = (np.array([[feats[o[s][i]][f] for f in STYLE_FEATURES] for i in keep]) for s in ("a", "b"))
-    fit = lmarena_style(first, second, np.array([o["y"][i] for i in keep]), fa, fb, len(systems))
+    fit = lmarena_style(
+        first, second, np.array([o["y"][i] for i in keep]), fa, fb, len(systems), n_boot=n_boot, seed=seed
+    )
     theta = fit["theta"]
     if not np.all(np.isfinite(theta)) or separated(theta, np.diag((fit["high"] - theta) ** 2 / Z95**2)):
         raise Separated("style-controlled Bradley-Terry (compat lmarena): the outcomes are separated: no finite fit")
@@ -383,11 +435,15 @@ def board_columns(
     groups: dict[str, pa.Table],
     given: dict[str, dict[str, float]] | None = None,
     compat: tuple[str, ...] = (),
+    n_boot: int = 0,
+    seed: int = 0,
 ) -> dict[tuple[str, str], dict]:
     """The leaderboard's style-controlled columns (``style_*``, ``lc_*``; see LEADERBOARD) per (group, system),
     ``groups`` naming each aspect's (or the pooled) judgments. Without candidate texts, or where the fit is not
     identified, the values are null and ``style_status`` says why. ``compat``: names of
-    :data:`pairank.operators.compat.COMPAT`."""
+    :data:`pairank.operators.compat.COMPAT`. ``n_boot``: the bootstrap refits behind ``style_low``/``style_high``
+    (:func:`style_controlled_bt`; 0: Wald's, or under compat lmarena the sandwich interval), seeded by
+    ``(seed, group)`` as the leaderboard's strengths are; the LC intervals take none."""
     style_compat, lc_compat = split_compat(compat)
     missing = (
         "no candidate texts"
@@ -400,7 +456,8 @@ def board_columns(
     out: dict[tuple[str, str], dict] = {}
     for group, mine in groups.items():
         try:
-            strengths, _ = style_controlled_bt(mine, candidates, given, style_compat)
+            group_seed = zlib.crc32(f"{seed}/{group}".encode())
+            strengths, _ = style_controlled_bt(mine, candidates, given, style_compat, n_boot, group_seed)
         except ValueError as exc:  # Separated, or fewer than two systems compared
             not_identified = isinstance(exc, Separated)
             status = "not identified (separated outcomes)" if not_identified else str(exc).split(": ", 1)[-1]

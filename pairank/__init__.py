@@ -19,8 +19,9 @@ small, stable API a program needs:
   :class:`JudgeSettings` model, builder and hooks) and :func:`register_engine` adds it;
 - :func:`bradley_terry` and :func:`style_controlled` take a table of battles (``model_a``,
   ``model_b``, ``winner``, optional ``context`` and style columns) and return a
-  :class:`BattleBoard`: scores, intervals (their kind stated) and bootstrap replicates
-  (:mod:`pairank.operators.battles`).
+  :class:`BattleBoard`: scores, intervals (their kind stated) and bootstrap replicates;
+  :func:`length_controlled` gives each system's raw and length-controlled win rate against a
+  baseline (:mod:`pairank.operators.battles`).
 
 A run on the SIMULATED judge (no model needed), two texts of one context, both slot
 orders::
@@ -72,6 +73,7 @@ _API = {
     "SCHEDULERS": ("pairank.jobs.schedulers", "REGISTRY"),
     "bradley_terry": ("pairank.operators.battles", "bradley_terry"),
     "style_controlled": ("pairank.operators.battles", "style_controlled"),
+    "length_controlled": ("pairank.operators.battles", "length_controlled"),
     "BattleBoard": ("pairank.operators.battles", "BattleBoard"),
 }
 

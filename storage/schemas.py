@@ -331,17 +331,32 @@ STYLE_COLUMNS = [
         "centred to mean 0; null where not identified or without candidate texts.",
         nullable=True,
     ),
-    _field("style_low", pa.float64(), "Lower end of its 95% Wald interval.", nullable=True),
-    _field("style_high", pa.float64(), "Upper end of its 95% Wald interval.", nullable=True),
+    _field(
+        "style_low",
+        pa.float64(),
+        "Lower end of its 95% interval: with n_boot > 0 the bootstrap percentile interval over contexts resampled "
+        "with replacement (compat lmarena: over battles), with n_boot 0 the Wald interval of the fit (compat "
+        "lmarena: arena-rank's sandwich interval); leaderboard.json's `intervals` names it.",
+        nullable=True,
+    ),
+    _field("style_high", pa.float64(), "Upper end of that interval.", nullable=True),
     _field("style_rank", pa.int64(), "Rank by style-controlled strength (1 is best).", nullable=True),
     _field(
         "lc_win_rate",
         pa.float64(),
-        "Length-controlled win rate against the baseline (AlpacaEval 2's GLM per system; per aspect).",
+        "Length-controlled win rate against the baseline, per aspect: by default pairank's fit per system "
+        "(strength, tanh of the length difference, slot; operators.style_control) at equal length, slots "
+        "balanced; under compat alpaca-eval AlpacaEval 2's GLM (operators.compat).",
         nullable=True,
     ),
-    _field("lc_low", pa.float64(), "Lower end of its 95% interval.", nullable=True),
-    _field("lc_high", pa.float64(), "Upper end of its 95% interval.", nullable=True),
+    _field(
+        "lc_low",
+        pa.float64(),
+        "Lower end of its 95% interval: Wald's by default; under compat alpaca-eval the LC win rate -/+ 1.96 of "
+        "AlpacaEval's standard error. No bootstrap.",
+        nullable=True,
+    ),
+    _field("lc_high", pa.float64(), "Upper end of that interval.", nullable=True),
     _field(
         "style_status",
         pa.string(),

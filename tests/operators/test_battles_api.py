@@ -111,3 +111,13 @@ def test_a_dataframe_and_the_win_rate_against_a_baseline():
     board = bradley_terry(df, n_boot=0)
     rates = win_rate_against(board, "c")
     assert rates["c"] == 0.5 and rates["a"] > rates["b"] > 0.5 > rates["d"]
+
+
+def test_import_pairank_exports_the_three_battle_statistics():
+    import pairank
+    from pairank.operators import battles
+
+    for name in ("bradley_terry", "style_controlled", "length_controlled", "BattleBoard"):
+        assert name in pairank.__all__ and getattr(pairank, name) is getattr(battles, name)
+    rates = {r["system"]: r for r in pairank.length_controlled(simulate(800, seed=6), "c").to_pylist()}
+    assert set(rates) == {"a", "b", "d"} and rates["a"]["win_rate"] > 0.5 > rates["d"]["win_rate"]

@@ -132,3 +132,51 @@ def test_the_toggle_switches_the_tables_in_chromium(biased, tmp_path):
     dom_ticked, shot_ticked = render(ticked, tmp_path / "b")
     assert "Style-controlled ranking" in dom and "style-controlled θ" in dom
     assert shot.read_bytes() != shot_ticked.read_bytes()
+
+
+def intervals(board, aspect: str) -> dict[str, tuple]:
+    return {s: (r["style_low"], r["style_high"]) for s, r in by_aspect(board, aspect).items()}
+
+
+def test_n_boot_reaches_the_style_controlled_intervals(biased):
+    """``--n-boot`` (LeaderboardOptions.n_boot) is the bootstrap count of the style-controlled strengths too: 0 is
+    the fit's Wald interval (the fixture's board), N refits on resampled contexts a percentile interval that
+    another N or seed changes; the point strengths, ranks and LC columns do not move."""
+    judgments, cands, wald = biased
+    boot = {
+        (n, seed): leaderboard(judgments, cands, options=LeaderboardOptions(n_boot=n, seed=seed, baseline="S2"))
+        for n, seed in ((30, 0), (60, 0), (30, 1))
+    }
+    assert wald.intervals["style_strength"].startswith("Wald") and "n_boot 0" in wald.intervals["style_strength"]
+    for (n, _), board in boot.items():
+        assert board.intervals["style_strength"] == (
+            f"bootstrap percentile, 95%, over contexts resampled with replacement ({n} refits)"
+        )
+    for aspect in ("helpfulness", "clarity", OVERALL):
+        w = by_aspect(wald, aspect)
+        for board in boot.values():
+            b = by_aspect(board, aspect)
+            for system, r in w.items():
+                kept = ("style_strength", "style_rank", "lc_win_rate", "lc_low", "lc_high")
+                assert [b[system][c] for c in kept] == pytest.approx([r[c] for c in kept])
+                assert b[system]["style_low"] < b[system]["style_strength"] < b[system]["style_high"]
+                # the bootstrap measures the same spread as Wald's, not another scale
+                width, wald_width = (x["style_high"] - x["style_low"] for x in (b[system], r))
+                assert 0.5 < width / wald_width < 2.0
+        assert intervals(wald, aspect) != intervals(boot[30, 0], aspect) != intervals(boot[60, 0], aspect)
+        assert intervals(boot[30, 0], aspect) != intervals(boot[30, 1], aspect)
+    again = leaderboard(judgments, cands, options=LeaderboardOptions(n_boot=30, seed=0, baseline="S2"))
+    assert intervals(again, OVERALL) == intervals(boot[30, 0], OVERALL)  # seeded
+
+
+def test_n_boot_reaches_the_style_intervals_under_compat_lmarena(biased):
+    judgments, cands, _ = biased
+    boards = {
+        n: leaderboard(judgments, cands, options=LeaderboardOptions(n_boot=n, baseline="S2", compat=("lmarena",)))
+        for n in (0, 20)
+    }
+    assert boards[0].intervals["style_strength"].startswith("sandwich")
+    assert boards[20].intervals["style_strength"].startswith("bootstrap percentile, 95%, over battles")
+    assert intervals(boards[0], OVERALL) != intervals(boards[20], OVERALL)
+    strengths = [{s: r["style_strength"] for s, r in by_aspect(b, OVERALL).items()} for b in boards.values()]
+    assert strengths[0] == pytest.approx(strengths[1])
