@@ -90,7 +90,7 @@ class BodyLimits:
                 429,
                 f"body: still arriving after its first piece while {self.arriving} other bodies are, the most the "
                 f"server reads at once per token (serve.slow_bodies: {self.slow_bodies}); send it all at once, or "
-                f"again within {self.timeout_s:g} s (serve.body_timeout_s), when they are done",
+                f"again in {self.timeout_s:g} s, by when each of those is in or timed out (serve.body_timeout_s)",
                 {"Retry-After": str(math.ceil(self.timeout_s))},
             )
         self.arriving += 1
@@ -138,7 +138,7 @@ class RequestBody:
     [(408, 'body: 1 of 100 declared bytes came withi'), (429, 'body: still arriving after its first pie')]
     """
 
-    def __init__(self, body: Body, headers: Mapping[str, str], limits: BodyLimits | None = None):
+    def __init__(self, body: Body, headers: Mapping[str, str], limits: BodyLimits):
         self._body = body
         self.limits = limits
         length = (headers.get("content-length") or "").strip()
@@ -159,8 +159,6 @@ class RequestBody:
             if len(self._body) > MAX_BODY:
                 raise HttpError(413, f"body: {len(self._body)} bytes; at most {MAX_BODY} accepted")
             return self._body
-        if self.limits is None:
-            raise TypeError("a body read as it arrives needs its BodyLimits")
         deadline = asyncio.timeout(self.limits.timeout_s)
         try:
             async with deadline:
