@@ -241,7 +241,7 @@ def raised_in_task(exc: BaseException) -> BaseException:
     Data's streams raise that too); ``exc`` itself for anything else.
 
     pairank's errors say what failed and where (a data file of the store that is gone or corrupt, a bad row of an
-    input) and pickle whole (:func:`pairank.storage.fs.rebuilt`), so the driver tells them as it would had it
+    input) and pickle whole (:func:`pairank.storage.errors.rebuilt`), so the driver tells them as it would had it
     read the file itself. A foreign error in a task stays Ray's: the cluster or an engine failed.
     """
     if "ray" not in sys.modules:

@@ -40,7 +40,8 @@ from pairank.jobs.pipeline.setup import prepare_judging
 from pairank.jobs.pipeline.winrates import win_rates
 from pairank.jobs.specs.job import JobSpec, load_spec
 from pairank.storage.claims import Claims, Holder
-from pairank.storage.fs import Location, StorageUnavailable
+from pairank.storage.errors import StorageUnavailable
+from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
 from pairank.storage.lease import take
 

@@ -48,7 +48,8 @@ from pairank.jobs.serve_body import MAX_BODY, Body, BodyLimits, CompareRequest, 
 from pairank.jobs.specs.job import SERVE_REQUESTS_AT_ONCE, JobSpec
 from pairank.storage.cache import JudgmentCache, context_bucket
 from pairank.storage.cache_index import CacheIndex
-from pairank.storage.fs import Location, StorageError
+from pairank.storage.errors import StorageError
+from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
 from pairank.storage.schemas import REQUESTS
 

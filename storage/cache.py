@@ -35,7 +35,8 @@ import pyarrow.fs as pafs
 
 from pairank.storage import delta
 from pairank.storage.damage import MissingFile, verify_hint
-from pairank.storage.fs import CorruptFile, Location, StorageError, StorageUnavailable, is_transient
+from pairank.storage.errors import CorruptFile, StorageError, StorageUnavailable, is_transient
+from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS
 from pairank.storage.validation import TableError, validate
 

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from pairank.storage import delta
 from pairank.storage.cache import JudgmentCache
-from pairank.storage.fs import CorruptFile
+from pairank.storage.errors import CorruptFile
 
 
 class CacheIndex:

@@ -19,7 +19,8 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from pairank.storage.fs import CorruptFile, Location, reduced
+from pairank.storage.errors import CorruptFile, reduced
+from pairank.storage.fs import Location
 
 LOG = "_delta_log"
 #: Fields a reader needs in each kind of Delta action (the Delta protocol's required fields), with their JSON types.
@@ -30,16 +31,6 @@ REQUIRED: dict[str, dict[str, type]] = {
     "protocol": {"minReaderVersion": int, "minWriterVersion": int},
 }
 JSON_TYPES: dict[type, str] = {str: "text", dict: "an object", int: "an integer", bool: "true or false", list: "a list"}
-_BACKTRACE = re.compile(r"\n\s*0: ")
-
-
-def delta_said(exc: BaseException) -> str:
-    r"""What delta-rs said, without the Rust backtrace it appends when ``RUST_BACKTRACE`` is set.
-
-    >>> delta_said(RuntimeError("Kernel error: Json error: bad\n   0: <unknown>\n   1: <unknown>"))
-    'Kernel error: Json error: bad'
-    """
-    return _BACKTRACE.split(str(exc), maxsplit=1)[0].strip()
 
 
 def store_root(table: Location) -> Location | None:

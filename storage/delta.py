@@ -40,8 +40,9 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
-from pairank.storage.damage import damaged_commit, delta_said
-from pairank.storage.fs import Location, StorageError
+from pairank.storage.damage import damaged_commit
+from pairank.storage.errors import StorageError, delta_said
+from pairank.storage.fs import Location
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,8 @@ import posixpath
 import pyarrow as pa
 
 from pairank.storage.cache import latest_per_key
-from pairank.storage.fs import CorruptFile, Location
+from pairank.storage.errors import CorruptFile
+from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS
 from pairank.storage.validation import validate
 

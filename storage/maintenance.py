@@ -24,8 +24,9 @@ import pyarrow.compute as pc
 from pairank.storage import delta
 from pairank.storage.cache import PARTITIONS, JudgmentCache, latest_per_key
 from pairank.storage.commits import NightlyLayout, migrate_log
-from pairank.storage.damage import CorruptLog, damaged_commit, delta_said
-from pairank.storage.fs import Location, StorageError
+from pairank.storage.damage import CorruptLog, damaged_commit
+from pairank.storage.errors import StorageError, delta_said
+from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
 from pairank.storage.legacy import PartFolder
 from pairank.storage.schemas import JUDGMENTS, PASSES

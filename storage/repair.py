@@ -45,7 +45,8 @@ from pairank.storage.damage import (
     store_root,
     verify_hint,
 )
-from pairank.storage.fs import CorruptFile, Location, StorageUnavailable, reduced
+from pairank.storage.errors import CorruptFile, StorageUnavailable, reduced
+from pairank.storage.fs import Location
 
 #: Keys of lost rows a report lists at most (the count is always whole).
 SHOWN_KEYS = 10

@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pairank.storage.damage import LOG, CorruptLog, MissingFile, damaged_commit
-from pairank.storage.fs import CorruptFile, Location
+from pairank.storage.errors import CorruptFile
+from pairank.storage.fs import Location
 from pairank.storage.maintenance import STORES, store
 from pairank.storage.repair import Listed, Plan, Restored, Step, drop_gone, listed_files, no_step, restore
 from pairank.storage.validation import TableError

@@ -37,7 +37,7 @@ def explain(exc: BaseException) -> tuple[int, str]:
     from pairank.cluster.pools import EngineStartError
     from pairank.cluster.runtime import LocalRayStartError, is_ray_error, lost_cluster, raised_in_task
     from pairank.storage.commits import CommitConflict
-    from pairank.storage.fs import DiskFull, StorageError, StorageUnavailable, is_disk_full
+    from pairank.storage.errors import DiskFull, StorageError, StorageUnavailable, is_disk_full
     from pairank.storage.lease import LeaseHeld
 
     exc = raised_in_task(exc)  # a corrupt file met in a Ray task is told as if the driver had met it

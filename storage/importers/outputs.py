@@ -53,7 +53,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pairank.storage.conversations import ConversationError, check_messages, dump_messages, dump_replies, transcript
-from pairank.storage.fs import DiskFull, Location, is_disk_full, remove_stale_temporaries, temporary_path
+from pairank.storage.errors import DiskFull, is_disk_full
+from pairank.storage.fs import Location, remove_stale_temporaries, temporary_path
 from pairank.storage.importers.sources import Where, parquet_batches, records
 from pairank.storage.keys import text_hash
 from pairank.storage.schemas import CANDIDATE_OPTIONAL, CANDIDATES

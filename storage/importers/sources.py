@@ -29,7 +29,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pairank.storage.fs import CorruptFile, Location, is_transient
+from pairank.storage.errors import CorruptFile, is_transient
+from pairank.storage.fs import Location
 from pairank.storage.validation import TableError
 
 #: Bytes read at a time.

@@ -9,7 +9,7 @@ import pytest
 from pairank.cluster.runtime import raised_in_task
 from pairank.jobs.cli.errors import explain
 from pairank.storage.damage import CorruptLog, MissingFile
-from pairank.storage.fs import CorruptFile, StorageError
+from pairank.storage.errors import CorruptFile, StorageError
 from pairank.storage.validation import TableError
 
 ERRORS = {

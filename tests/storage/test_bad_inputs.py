@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from pairank.storage.fs import DiskFull, Location, with_retries
+from pairank.storage.errors import DiskFull, with_retries
+from pairank.storage.fs import Location
 from pairank.storage.inputs import read_candidate_ids, read_candidates, read_human_scores
 from pairank.storage.validation import TableError
 from tests.helpers import ROOT

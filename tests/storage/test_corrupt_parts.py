@@ -13,7 +13,8 @@ from pairank.jobs.cli.main import main
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
 from pairank.storage.cache import JudgmentCache
-from pairank.storage.fs import CorruptFile, Location
+from pairank.storage.errors import CorruptFile
+from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
 from tests.helpers import spec_for, write_input
 

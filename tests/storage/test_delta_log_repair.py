@@ -13,7 +13,8 @@ from pairank.jobs.cli.main import main
 from pairank.storage import delta
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.damage import LOG, CorruptLog, MissingFile, commit_name, damaged_commit
-from pairank.storage.fs import CorruptFile, Location, StorageError, StorageUnavailable
+from pairank.storage.errors import CorruptFile, StorageError, StorageUnavailable
+from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
 from pairank.storage.validation import TableError
 from pairank.storage.verify import verify_store

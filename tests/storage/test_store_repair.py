@@ -19,7 +19,8 @@ from pairank.jobs.run import run, run_job
 from pairank.jobs.specs.job import parse_spec
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.damage import LOG, CorruptLog, MissingFile, actions, commit_name
-from pairank.storage.fs import CorruptFile, Location
+from pairank.storage.errors import CorruptFile
+from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
 from pairank.storage.repair import listed_files
 from tests.helpers import kill_repair_at, spec_for, write_input
