@@ -24,6 +24,7 @@ import yaml
 
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
+from pairank.storage.lease import is_held
 from tests.helpers import CPU_ENGINE_ENV, ROOT, SHORT_TEXT_WORDS, process_titles, titled_pids, write_input
 
 PAIRANK = [sys.executable, "-m", "pairank.jobs.cli.main"]
@@ -68,14 +69,38 @@ def all_rows() -> list[dict]:
     return list(cache.rows().to_pylist())
 
 
-def one_core(run: int, timeout: float = 15) -> int:
-    """The one engine core of ``run``, waiting up to ``timeout`` s (a restarting actor has none for a moment); a
-    failure lists the run's processes."""
+def one_core(proc: subprocess.Popen, timeout: float = 400) -> int:
+    """The one engine core of the run ``proc``, once it has one (an engine starting, or a restarting actor, has
+    none for a while); ``timeout`` only bounds a hang, and a run that ends first is an error. A failure lists the
+    run's processes."""
     deadline = time.monotonic() + timeout
-    while len(pids := titled_pids(CORE, under=run)) != 1:
-        assert time.monotonic() < deadline, f"expected one engine core, found {pids} in {process_titles(run)}"
-        time.sleep(0.1)
+    while len(pids := titled_pids(CORE, under=proc.pid)) != 1:
+        assert proc.poll() is None, f"the run ended ({proc.returncode}) with engine cores {pids}"
+        assert time.monotonic() < deadline, f"expected one engine core, found {pids} in {process_titles(proc.pid)}"
+        time.sleep(0.1)  # a poll of the run's processes, not a window
     return pids[0]
+
+
+def group_alive(group: int) -> list[int]:
+    """The live (not zombie) processes of process group ``group``."""
+    alive = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == group:
+            alive.append(int(stat.parent.name))
+    return alive
+
+
+def wait_gone(group: int, timeout: float = 120) -> None:
+    """Until no process of process group ``group`` is left (a killed run's Ray daemons and workers: then none of
+    them writes to S3 any more); ``timeout`` only bounds a hang."""
+    deadline = time.monotonic() + timeout
+    while alive := group_alive(group):
+        assert time.monotonic() < deadline, f"processes {alive} of group {group} still alive after {timeout} s"
+        time.sleep(0.1)  # a poll of the processes, not a window
 
 
 def test_import_to_s3_with_the_cli(s3_server, shared_data):
@@ -114,14 +139,19 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice_though_its_engin
         while commits_on_s3(s3_server) < 1:
             assert proc.poll() is None, (tmp_path / "run1.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "no judgment part written in time"
-            time.sleep(0.1)
+            time.sleep(0.1)  # a poll of the store, not a window
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         log.close()
-    # Ray's own daemons were in the killed process group too; give S3 a moment to settle, and let the
-    # killed run's lease (2 s) run out: until then its name is taken
-    time.sleep(2.5)
+    # Ray's own daemons were in the killed process group too: once they are all gone nothing of the killed run
+    # writes to S3; and its name is taken until its lease (2 s) runs out
+    wait_gone(proc.pid)
+    killstore = Location.of("s3://pairank/killstore")
+    deadline = time.monotonic() + 120
+    while is_held(killstore, "killed"):
+        assert time.monotonic() < deadline, "the killed run's lease was still held after 120 s"
+        time.sleep(0.1)  # a poll of the lease, not a window
     before = all_rows()
     parts_before = parts_on_s3(s3_server)
     assert 0 < len(before) < TOTAL, f"kill came too late to test anything ({len(before)} of {TOTAL} judged)"
@@ -129,8 +159,8 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice_though_its_engin
 
     # the rerun, on the async engine: once it has stored a part of its own its engine core is SIGKILLed; the actor
     # sees its engine dead and ends, Ray restarts it, the batches it held are judged again on the new engine, and the
-    # run ends as if nothing happened
-    committed = commits_on_s3(s3_server)
+    # run ends as if nothing happened. Its part is one committed after its engine core is up (the states waited for;
+    # the core is not looked for in a window of time after the commit)
     err = tmp_path / "run2.err"
     cores: set[int] = set()  # every engine core of the rerun seen, the killed one's replacement too
     done, missed = threading.Event(), []
@@ -141,7 +171,7 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice_though_its_engin
                 cores.update(titled_pids(CORE, under=run))
             except Exception as exc:  # a daemon thread's error would go unseen
                 missed.append(repr(exc))
-            time.sleep(0.5)  # each look reads /proc (hundreds of processes beside it under xdist)
+            time.sleep(0.5)  # a poll, not a window: each look reads /proc (hundreds of processes beside it under xdist)
 
     with open(err, "wb") as stderr:
         second = subprocess.Popen(
@@ -153,12 +183,14 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice_though_its_engin
         )
         threading.Thread(target=watch, args=(second.pid,), daemon=True).start()
         try:
+            core = one_core(second)  # its engine is up
+            committed = commits_on_s3(s3_server)
             deadline = time.monotonic() + 400
             while commits_on_s3(s3_server) <= committed:
                 assert second.poll() is None, err.read_text()[-3000:]
                 assert time.monotonic() < deadline, "the rerun stored nothing in time"
-                time.sleep(0.1)
-            core = one_core(second.pid)
+                time.sleep(0.1)  # a poll of the store, not a window
+            assert one_core(second) == core, "the rerun's engine core changed before the kill"
             os.kill(core, signal.SIGKILL)
             assert second.wait(timeout=600) == 0, err.read_text()[-3000:]
         finally:
@@ -170,9 +202,9 @@ def test_killed_run_loses_no_judgment_and_rerun_asks_none_twice_though_its_engin
     # with its actor when the run stopped its pool). Under load the watcher has missed the replacement's core (two
     # CI runs, the old test of its own and this one), though the report says it judged: it is not required here.
     assert core in cores and not missed, (sorted(cores), missed)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 120  # a hang bound
     while (alive := [p for p in cores if Path(f"/proc/{p}").exists()]) and time.monotonic() < deadline:
-        time.sleep(0.2)
+        time.sleep(0.2)  # a poll of the cores' processes, not a window
     assert not alive, "an engine core outlived its actor"
     assert set(parts_before) <= set(parts_on_s3(s3_server))  # every written part is still there
     rows = all_rows()
