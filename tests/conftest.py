@@ -107,7 +107,7 @@ def s3_server(tmp_path_factory):
                 client.create_bucket(Bucket="pairank")
                 break
             except Exception:  # the S3 gateway answers before the filer is ready
-                time.sleep(0.2)
+                time.sleep(0.2)  # a poll until the filer is ready (100 tries: a hang bound)
         client.head_bucket(Bucket="pairank")
         yield client
     finally:

@@ -32,6 +32,6 @@ def test_a_local_ray_keeps_the_workers_of_more_zero_cpu_tasks_than_it_has_cpus(r
     assert len(workers) == tasks, f"{len(workers)} workers ran {tasks} tasks that wait for each other"
     # time is the subject (an idle worker is kept, not ended after Ray's 1 s idle threshold): 10 s allows Ray's
     # check a factor of 10 under load
-    time.sleep(10)
+    time.sleep(10)  # time is the subject: see above
     ended = [p for p in workers if not psutil.pid_exists(p) or psutil.Process(p).status() == psutil.STATUS_ZOMBIE]
     assert not ended, f"{len(ended)} of {len(workers)} idle workers ended"

@@ -139,7 +139,7 @@ def test_slow_bodies_beyond_the_bound_are_refused_and_another_client_is_answered
         deadline = time.monotonic() + HANG_S
         while slow_now(url):
             assert time.monotonic() < deadline, "the server still counts slow bodies of closed connections"
-            time.sleep(0.05)
+            time.sleep(0.05)  # a poll of the server's count, not a window
 
 
 def test_a_body_that_takes_too_long_is_answered_408_and_its_connection_closed(tmp_path, summeval_tables, ray_local):

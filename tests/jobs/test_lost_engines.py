@@ -67,7 +67,7 @@ class Killer(threading.Thread):
                 os.kill(fresh[0], signal.SIGKILL)
                 self.killed.append(fresh[0])
                 seen = parts
-            time.sleep(0.05)
+            time.sleep(0.05)  # a poll of the actors and parts, not a window
         if len(self.killed) < self.times:
             self.error = f"killed {len(self.killed)} of {self.times} times before the deadline"
 
