@@ -137,6 +137,7 @@ def _import_formats(args: argparse.Namespace) -> int:
             "model_b": args.model_b_field,
             "winner": args.winner_field,
             "id": args.id_field,
+            "context": args.context_field,
             "category": args.category_field,
             "judge": args.judge,
         }

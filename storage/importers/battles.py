@@ -15,7 +15,10 @@ Written under the destination (each table streamed to a hidden file, moved into 
 
 - ``candidates.parquet``: per battle a context ``<battle id>`` (the user's turns; several turns a
   ``conversation``) and one candidate per side, ``<battle id>/<model>`` (the model's last reply; its earlier
-  replies in ``prior_replies``). A log without conversations gets placeholder texts
+  replies in ``prior_replies``). With a context field (``BattleFields.context``, ``--context-field``) the battles
+  that name one prompt share its context, ``<prompt id>``, and a model's reply there is one candidate,
+  ``<prompt id>/<model>``; each battle stays a judgment of its own (the battle id is in its key), repeated votes
+  on one pair too. A log without conversations gets placeholder texts
   (:data:`NO_TEXT`), which rank but carry no style.
 - ``judgments.parquet``: one JUDGMENTS row per battle, slot A = model_a: label ``A``, ``B`` or ``tie`` (both
   bad is a tie, as LMArena counts it) with p_a 1, 0 or 0.5; ``raw_text`` keeps the published winner; engine
@@ -29,7 +32,8 @@ Written under the destination (each table streamed to a hidden file, moved into 
 
 Refused, naming file, line (or Parquet row) and field: a missing or unknown winner, a missing model or the
 same model on both sides, a conversation that is not a list of messages ending with the assistant, two sides
-whose user turns differ, a battle id seen twice, a style count that is not a whole number, a ``tstamp`` that
+whose user turns differ, a battle id seen twice, battles of one shared context whose prompts differ or that
+give one model two replies there, a style count that is not a whole number, a ``tstamp`` that
 is not a finite Unix time in seconds within the years 1 to 9999.
 """
 
@@ -85,6 +89,9 @@ class BattleFields:
     model_b: str = "model_b"
     winner: str = "winner"
     id: str | None = "question_id"
+    #: The field naming the prompt (the context) that several battles share, e.g. ``question_id`` in a log where
+    #: every model meets the baseline on each question; None: each battle is a context of its own.
+    context: str | None = None
     category: str | None = "category"
     conversation_a: str = "conversation_a"
     conversation_b: str = "conversation_b"
@@ -171,7 +178,9 @@ def import_battles(src: list[str], dst: str, fields: BattleFields = BattleFields
     }
     if human:
         writers["pairwise_labels"] = Writer(out.join("pairwise_labels.parquet"), PAIRWISE_LABELS)
-    seen: dict[str, str] = {}
+    seen: dict[str, str] = {}  # battle id -> where
+    contexts: dict[str, tuple[str, str]] = {}  # shared context id -> (its text, where first)
+    written: dict[str, tuple[str, str]] = {}  # candidate id -> (its text, where first)
     counts: dict[str, Any] = {"battles": 0, "ties": 0, "both_bad": 0, "with_style": 0}
     models: set[str] = set()
     try:
@@ -185,21 +194,36 @@ def import_battles(src: list[str], dst: str, fields: BattleFields = BattleFields
                 winner = r.get(fields.winner)
                 if winner not in WINNERS:
                     raise where.fail(fields.winner, f"one of {list(WINNERS)}", repr(winner)[:40])
-                ctx = ident(where, r, fields.id) if fields.id and r.get(fields.id) is not None else None
-                ctx = ctx or f"battle/{text_hash(loc.uri)}/{where.line if where.line is not None else where.row}"
-                if ctx in seen:
-                    raise where.fail(fields.id or "id", f"a unique battle id ({ctx!r} is also in {seen[ctx]})", "again")
-                seen[ctx] = f"{where.uri} {where.place}"
+                by_id = fields.id and fields.id != fields.context and r.get(fields.id) is not None
+                battle = ident(where, r, fields.id) if by_id else None
+                battle = battle or f"battle/{text_hash(loc.uri)}/{where.line if where.line is not None else where.row}"
+                if battle in seen:
+                    hint = f"; if {fields.id} names the prompt that battles share, give --context-field {fields.id}"
+                    expected = f"a unique battle id ({battle!r} is also in {seen[battle]}){hint * (not fields.context)}"
+                    raise where.fail(fields.id or "id", expected, "again")
+                seen[battle] = f"{where.uri} {where.place}"
+                ctx = ident(where, r, fields.context) if fields.context else battle
                 user, replies_a, replies_b = _sides(where, r, fields)
                 category = text(where, r, fields.category, optional=True) if fields.category else None
                 context = (
                     transcript(user) if user and len(user) > 1 else (user[0]["content"] if user else f"battle {ctx}")
                 )
                 conversation = dump_messages(user) if user and len(user) > 1 else None
+                if fields.context:
+                    first = contexts.setdefault(ctx, (context, f"{where.uri} {where.place}"))
+                    if first[0] != context:
+                        raise where.fail(fields.context, f"the same prompt as context {ctx!r} in {first[1]}", "another")
                 cands = {}
                 for side, model, replies in (("a", a, replies_a), ("b", b, replies_b)):
                     cid = f"{ctx}/{model}"
                     cands[side] = (cid, replies[-1] if replies else NO_TEXT)
+                    if cid in written:  # a model's reply in a context that another battle shares
+                        if written[cid][0] != cands[side][1]:
+                            field = fields.conversation_a if side == "a" else fields.conversation_b
+                            expected = f"{model}'s reply in context {ctx!r} as in {written[cid][1]}"
+                            raise where.fail(field, expected, "another reply")
+                        continue
+                    written[cid] = (cands[side][1], f"{where.uri} {where.place}")
                     earlier = replies[:-1] if conversation is not None else []
                     writers["candidates"].add(
                         {
@@ -219,9 +243,12 @@ def import_battles(src: list[str], dst: str, fields: BattleFields = BattleFields
                         writers["style_features"].add({"candidate_id": cid, **style})
                 label = WINNERS[winner]
                 (id_a, text_a), (id_b, text_b) = cands["a"], cands["b"]
+                # battles that share a context are each a judgment of their own: the battle is in the key, so a
+                # repeated vote on one (context, a, b) is kept beside the first, not taken for it
+                keyed = {**judge, "battle": battle} if fields.context else judge
                 writers["judgments"].add(
                     {
-                        "key": judgment_key(judge, prompt_hash, ASPECT, ctx, context, id_a, text_a, id_b, text_b),
+                        "key": judgment_key(keyed, prompt_hash, ASPECT, ctx, context, id_a, text_a, id_b, text_b),
                         "engine": ENGINE,
                         "model": fields.judge,
                         "revision": layout,

@@ -13,6 +13,7 @@ import pytest
 
 from pairank.jobs.cli.main import main
 from pairank.jobs.leaderboard_input import input_leaderboard
+from pairank.operators.battles import bradley_terry
 from pairank.operators.board_csv import ALPACA_EVAL_COLUMNS, ARENA_HARD_COLUMNS
 from pairank.operators.judges.replay_judge import read_judgments
 from pairank.storage.fs import Location
@@ -116,8 +117,9 @@ def test_a_public_log_gets_a_leaderboard_and_the_peers_csv(tmp_path, where, requ
 
 
 def test_the_leaderboard_computes_as_the_peers_when_asked(tmp_path):
-    """``--compat lmarena --compat alpaca-eval``: the style-controlled and LC columns are the peers' fits (the
-    battles API's on the same log), the intervals say whose; an unknown name is refused by the parser."""
+    """``--compat lmarena --compat alpaca-eval``: the strengths (Elo), style-controlled and LC columns are the
+    peers' fits (the battles API's on the same log), the intervals say whose; an unknown name is refused by the
+    parser."""
     log = F.battles(tmp_path, n=200, seed=3)
     dst = str(tmp_path / "in")
     assert main(["import", "battles", str(log), dst]) == 0
@@ -137,6 +139,17 @@ def test_the_leaderboard_computes_as_the_peers_when_asked(tmp_path):
     assert [r["style_strength"] for r in rows["own"].values()] != [r["style_strength"] for r in rows["compat"].values()]
     lc = [r["lc_win_rate"] for s, r in rows["compat"].items() if s != "base"]
     assert lc and all(v is not None and 0 <= v <= 1 for v in lc)
+    # the Elo column is arena-rank's Bradley-Terry (no prior, sandwich intervals): the battles API's lmarena fit
+    battles = [json.loads(line) for line in log.read_text().splitlines()]
+    api = bradley_terry(
+        {k: [b[k] for b in battles] for k in ("model_a", "model_b", "winner")}, compat="lmarena", n_boot=0
+    )
+    for r in api.table.to_pylist():
+        got = rows["compat"][r["system"]]
+        assert max(abs(got[k] - r[k]) for k in ("elo", "elo_low", "elo_high")) < 1e-6
+    assert docs["compat"]["intervals"]["elo"].startswith("sandwich") and docs["compat"]["prior_ties"] == 0
+    assert max(abs(rows["own"][s]["elo"] - rows["compat"][s]["elo"]) for s in rows["own"]) > 0.1
+    assert "compat lmarena" in Location.of(str(tmp_path / "compat")).join("index.html").read_text()
     with pytest.raises(SystemExit):
         main(["leaderboard", "--input", dst, "--compat", "arena"])
 
@@ -213,3 +226,72 @@ def test_a_battle_log_in_parquet_that_does_not_decode_is_named(tmp_path, capsys,
     assert main(["import", "battles", str(log), str(tmp_path / "in")]) == 2
     err = capsys.readouterr().err
     assert f"{log}: not a readable Parquet file ({log.stat().st_size} bytes, Parquet magic bytes" in err, err
+
+
+def arena_hard_log(folder, questions: int = 6, repeat: int = 2):
+    """Battles in the lmarena layout whose question_id is the prompt (as in Arena-Hard's judgments): on each
+    question every other system meets the baseline (SYSTEMS[0]), each with one reply per question, and each
+    (question, pair) is voted ``repeat`` times (different winners: repeated votes)."""
+    rows = []
+    for q in range(questions):
+        for other in F.SYSTEMS[1:]:
+            for vote in range(repeat):
+                conv = {
+                    s: [
+                        {"role": "user", "content": f"question {q}"},
+                        {"role": "assistant", "content": f"{s} answers {q}"},
+                    ]
+                    for s in F.SYSTEMS
+                }
+                rows.append(
+                    {
+                        "question_id": f"q{q}",
+                        "model_a": F.SYSTEMS[0],
+                        "model_b": other,
+                        "winner": ["model_a", "model_b", "tie"][(q + vote) % 3],
+                        "conversation_a": conv[F.SYSTEMS[0]],
+                        "conversation_b": conv[other],
+                    }
+                )
+    return F.write_jsonl(folder / "arena_hard.jsonl", rows), rows
+
+
+def test_a_log_whose_question_id_is_the_prompt_imports_with_a_context_field(tmp_path, capsys):
+    """Issue 49, item 1: the battles of one question share its context, each model's reply there is one candidate,
+    and repeated votes on one (question, a, b) are judgments of their own. Without the field, the log is refused
+    with a hint naming it."""
+    log, rows = arena_hard_log(tmp_path)
+    assert main(["import", "battles", str(log), str(tmp_path / "refused")]) == 2
+    assert "give --context-field question_id" in capsys.readouterr().err
+
+    assert main(["import", "battles", str(log), str(tmp_path / "in"), "--context-field", "question_id"]) == 0
+    folder = Location.of(str(tmp_path / "in"))
+    cands = read_candidates(folder)
+    assert sorted(set(cands.column("context_id").to_pylist())) == [f"q{q}" for q in range(6)]
+    assert cands.num_rows == 6 * len(F.SYSTEMS)  # one candidate per (question, model)
+    judged = read_judgments(folder.join("judgments.parquet").uri)  # one row per key: nothing collapsed
+    assert judged.num_rows == len(rows) == 6 * (len(F.SYSTEMS) - 1) * 2
+    pair = [r for r in judged.to_pylist() if r["context_id"] == "q0" and r["candidate_b"] == f"q0/{F.SYSTEMS[1]}"]
+    assert sorted(r["label"] for r in pair) == ["A", "B"]  # the two votes on one pair, both kept
+    assert read_labels(folder).num_rows == len(rows)
+
+
+def test_battles_of_one_context_that_disagree_on_its_prompt_or_a_reply_are_refused(tmp_path):
+    log, rows = arena_hard_log(tmp_path, questions=2)
+    rows[3]["conversation_b"][-1]["content"] = "another reply"
+    F.write_jsonl(log, rows)
+    with pytest.raises(TableError) as e:
+        import_battles([str(log)], str(tmp_path / "in"), BattleFields(context="question_id"))
+    assert (
+        "line 4" in str(e.value) and "`conversation_b`" in str(e.value) and "'s reply in context 'q0'" in str(e.value)
+    )
+    rows[3]["conversation_b"][-1]["content"] = rows[2]["conversation_b"][-1]["content"]
+    rows[5]["conversation_a"][0]["content"] = rows[5]["conversation_b"][0]["content"] = "another question"
+    F.write_jsonl(log, rows)
+    with pytest.raises(TableError) as e:
+        import_battles([str(log)], str(tmp_path / "in"), BattleFields(context="question_id"))
+    assert (
+        "line 6" in str(e.value)
+        and "`question_id`" in str(e.value)
+        and "the same prompt as context 'q0'" in str(e.value)
+    )
