@@ -92,11 +92,21 @@ def parser() -> argparse.ArgumentParser:
         help="outputs: alpaca-eval, arena-hard, mt-bench or table (JSONL, JSON, CSV or Parquet by suffix; '_' for "
         "'-' is accepted too: alpaca_eval); battles: lmarena (default) or table",
     )
-    out.add_argument("--context-field", default=None, help="table: the field of the context (a text or messages)")
+    out.add_argument(
+        "--context-field",
+        default=None,
+        help="outputs table: the field of the context (a text or messages); battles: the field naming the prompt "
+        "that several battles share (e.g. question_id, where every model meets a baseline on each question)",
+    )
     out.add_argument("--output-field", default=None, help="table: the field of the output")
     out.add_argument("--system-field", default=None, help="table: the field naming the system (model)")
     out.add_argument("--system", default=None, help="one system name for every record (e.g. a file per model)")
-    out.add_argument("--id-field", default=None, help="table: the field of the context id (default: a text hash)")
+    out.add_argument(
+        "--id-field",
+        default=None,
+        help="outputs table: the field of the context id (default: a text hash); battles: the battle id "
+        "(default question_id; the line without one)",
+    )
     out.add_argument("--category-field", default=None, help="table: the field of the context's category")
     out.add_argument("--reference-field", default=None, help="table: the field of a reference answer")
     out.add_argument("--system-prompt-field", default=None, help="table: the field of a system prompt")
