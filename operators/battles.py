@@ -10,7 +10,7 @@ A battle table is a pyarrow Table, a mapping of columns, or a pandas DataFrame, 
 - ``model_a``, ``model_b``: the two systems; ``winner``: ``model_a`` / ``A``, ``model_b`` / ``B``, ``tie``,
   ``tie (bothbad)`` / ``both_bad`` (ties count half a win to each side, both bad too, as LMArena counts them);
 - ``context`` (optional): the prompt's id; with it the bootstrap resamples contexts (a context carries all its
-  battles), without it battles;
+  battles), without it (and under ``compat="lmarena"``, as arena-rank) battles;
 - style features, for :func:`style_controlled`: given as columns ``<feature>_a`` and ``<feature>_b`` for each of
   :data:`FEATURES` (tokens or characters, headers, bold spans, list items: as LMArena's and Arena-Hard's
   metadata count them), or computed from the texts in ``text_a`` and ``text_b``
@@ -20,7 +20,7 @@ A missing column is a ValueError naming the columns the table lacks and needs. E
 :class:`BattleBoard`: the scores with their intervals, the bootstrap replicates (one row per refit, one column
 per system, in ``systems`` order; empty without a bootstrap) and ``interval``, which says what kind of interval
 it is: a bootstrap percentile interval, or (``n_boot=0`` for the style fit) a Wald interval from the fit's
-inverse Hessian.
+inverse Hessian, or under ``compat="lmarena"`` with ``n_boot=0`` arena-rank's sandwich interval.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from pairank.operators.bradley_terry import PRIOR_TIES, bt_strengths, win_matrix
 from pairank.operators.checks import require_columns
-from pairank.operators.compat import check_compat, lmarena_style
+from pairank.operators.compat import check_compat, lmarena_bt, lmarena_style
 from pairank.operators.leaderboard import elo
 from pairank.operators.scores import min_ranks
 from pairank.operators.style_control import Z95, fit_logistic, lc_table, style_features
@@ -145,19 +145,40 @@ def _what(resampled: str, n_boot: int, mass: float) -> str:
 
 
 def bradley_terry(
-    battles, *, n_boot: int = 200, seed: int = 0, mass: float = 0.95, prior_ties: float = PRIOR_TIES
+    battles,
+    *,
+    n_boot: int = 200,
+    seed: int = 0,
+    mass: float = 0.95,
+    prior_ties: float | None = None,
+    compat: str | None = None,
 ) -> BattleBoard:
     """Bradley-Terry strengths of the battles' systems, as the leaderboard fits them (choix's ILSR with the
-    virtual-draw prior, centred), with bootstrap percentile intervals."""
+    virtual-draw prior of ``prior_ties`` ties per system, default :data:`PRIOR_TIES`, centred), with bootstrap
+    percentile intervals over contexts (or battles without ``context``). ``compat="lmarena"``: as arena-rank's
+    ``BradleyTerry`` fits them (:func:`pairank.operators.compat.lmarena_bt`: ties 0.5, no prior, a bootstrap of
+    battles whatever the contexts or, with ``n_boot=0``, its sandwich interval); ``prior_ties`` is then refused
+    unless 0."""
+    check_compat(compat, "bt")
+    if compat == "lmarena" and prior_ties not in (None, 0):
+        raise ValueError(
+            f"prior_ties: compat 'lmarena' fits arena-rank's maximum likelihood, which has no prior; expected it "
+            f"unset or 0, found {prior_ties}"
+        )
     t, systems, first, second, points, groups = _parse(battles)
     n = len(systems)
-    theta = bt_strengths(win_matrix(first, second, points, n), prior_ties)
+    counts = np.bincount(first, minlength=n) + np.bincount(second, minlength=n)
+    if compat == "lmarena":
+        fit = lmarena_bt(first, second, points, n, n_boot=n_boot, seed=seed, mass=mass)
+        table = _board(systems, fit["theta"], fit["low"], fit["high"], counts)
+        return BattleBoard(table, systems, fit["replicates"], fit["interval"])
+    prior = PRIOR_TIES if prior_ties is None else prior_ties
+    theta = bt_strengths(win_matrix(first, second, points, n), prior)
     rng = np.random.default_rng(seed)
     reps = np.empty((n_boot, n))
     for r in range(n_boot):
-        reps[r] = bt_strengths(win_matrix(first, second, points, n, _resample(rng, groups)), prior_ties)
+        reps[r] = bt_strengths(win_matrix(first, second, points, n, _resample(rng, groups)), prior)
     low, high = _percentiles(reps, mass)
-    counts = np.bincount(first, minlength=n) + np.bincount(second, minlength=n)
     what = "contexts" if "context" in t.column_names else "battles"
     interval = _what(what, n_boot, mass) if n_boot else "none (n_boot 0)"
     return BattleBoard(_board(systems, theta, low, high, counts), systems, reps, interval)

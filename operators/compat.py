@@ -1,10 +1,22 @@
 """Compatibility settings: a statistic computed as a peer tool computes it, for a user who must match its board.
 
-pairank's own style control and length-controlled (LC) win rates are the defaults
-(:mod:`pairank.operators.style_control`). Two settings, each named for the tool it reproduces
-(docs/leaderboards.md lays each difference beside its measured effect):
+pairank's own Bradley-Terry fit (:mod:`pairank.operators.bradley_terry`), style control and length-controlled
+(LC) win rates are the defaults (:mod:`pairank.operators.style_control`). Two settings, each named for the tool
+it reproduces (docs/leaderboards.md lays each difference beside its measured effect):
 
-``lmarena`` (style-controlled Bradley-Terry as LMArena fits it with arena-rank's ``ContextualBradleyTerry``)
+``lmarena`` for plain Bradley-Terry (the strengths and Elo as arena-rank's ``BradleyTerry`` fits them)
+    - ties (``tie``, ``both_bad``) are an outcome of 0.5, every battle weighs 1 (``PairDataset``'s default, no
+      reweighting), and there is no prior: the maximum likelihood, strengths summing to 0, which exists only
+      where the comparison graph is strongly connected (pairank's own fit adds one virtual tie per system);
+    - the battles are aggregated into unique ``(a, b, outcome)`` rows with their counts, as arena-rank does;
+    - intervals: a bootstrap of battles (a multinomial draw of the rows' counts, as arena-rank's, refitted on the
+      systems it draws; a draw whose graph is not strongly connected has no maximum and is left out), or with
+      no bootstrap its sandwich interval;
+    - it is the style-controlled fit below without features: :func:`lmarena_fit` and :func:`lmarena_sandwich`
+      with no style columns (so no penalty).
+
+``lmarena`` for style control (style-controlled Bradley-Terry as LMArena fits it with arena-rank's
+``ContextualBradleyTerry``)
     - features: for tokens (or characters), headers, bold spans and list items, the normalised difference
       ``(a - b) / (a + b)`` (0 when both are 0), then standardised over the battles (mean 0, population sd 1);
       no slot-A term;
@@ -38,7 +50,7 @@ from scipy.special import expit, log_expit
 
 #: The compatibility settings: name -> the statistic it changes.
 COMPAT = {
-    "lmarena": "style-controlled Bradley-Terry as LMArena's arena-rank fits it",
+    "lmarena": "Bradley-Terry and style-controlled Bradley-Terry as LMArena's arena-rank fits them",
     "alpaca-eval": "length-controlled win rate as AlpacaEval 2.0's GLM computes it",
 }
 LMARENA_REG = 1.0
@@ -48,26 +60,35 @@ ALPACA_CS = np.logspace(-4, 4, 10)
 ALPACA_FOLDS = 5
 
 
-def check_compat(value: str | None, statistic: str) -> str | None:
-    """``value`` if it names the compatibility setting of ``statistic`` (``"lmarena"`` for style control,
-    ``"alpaca-eval"`` for LC win rates), else an error listing the allowed names.
+#: Per statistic: its name in messages and its compatibility setting.
+STATISTICS = {
+    "bt": ("Bradley-Terry", "lmarena"),
+    "style": ("style control", "lmarena"),
+    "lc": ("LC win rates", "alpaca-eval"),
+}
 
-    >>> check_compat("lmarena", "style"), check_compat(None, "lc")
-    ('lmarena', None)
-    >>> check_compat("lmarena", "lc")
+
+def check_compat(value: str | None, statistic: str) -> str | None:
+    """``value`` if it names the compatibility setting of ``statistic`` (``"lmarena"`` for Bradley-Terry,
+    ``"bt"``, and style control, ``"style"``; ``"alpaca-eval"`` for LC win rates, ``"lc"``), else an error
+    listing the allowed names.
+
+    >>> check_compat("lmarena", "style"), check_compat("lmarena", "bt"), check_compat(None, "lc")
+    ('lmarena', 'lmarena', None)
+    >>> check_compat("alpaca-eval", "bt")
     Traceback (most recent call last):
     ...
-    ValueError: compat for LC win rates: expected one of [None, 'alpaca-eval'], found 'lmarena'
+    ValueError: compat for Bradley-Terry: expected one of [None, 'lmarena'], found 'alpaca-eval'
     """
-    allowed = {"style": "lmarena", "lc": "alpaca-eval"}[statistic]
+    what, allowed = STATISTICS[statistic]
     if value not in (None, allowed):
-        what = "style control" if statistic == "style" else "LC win rates"
         raise ValueError(f"compat for {what}: expected one of [None, {allowed!r}], found {value!r}")
     return value
 
 
 def split_compat(names) -> tuple[str | None, str | None]:
-    """The style-control and LC settings of a list of compatibility names (each named for its tool).
+    """The Bradley-Terry and style-control setting (one: ``lmarena`` sets both) and the LC setting of a list of
+    compatibility names (each named for its tool).
 
     >>> split_compat(["alpaca-eval"]), split_compat(["lmarena", "alpaca-eval"])
     ((None, 'alpaca-eval'), ('lmarena', 'alpaca-eval'))
@@ -117,19 +138,24 @@ def _design(first, second, features, n):
     return np.column_stack([x, features])
 
 
-def lmarena_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, n: int, reg: float = LMARENA_REG) -> np.ndarray:
+def lmarena_fit(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray, n: int, reg: float = LMARENA_REG, counts: np.ndarray | None = None
+) -> np.ndarray:
     """The minimiser of ``-mean(w * loglik) + reg / 2 * |beta|^2`` over strengths (sum 0) and coefficients
-    ``beta`` (the columns after the first ``n``), by Newton's method."""
+    ``beta`` (the columns after the first ``n``), by Newton's method. ``counts``: the battles each row stands
+    for (unset: one each); the mean is over the battles."""
     k = x.shape[1]
+    c = np.ones(len(y)) if counts is None else np.asarray(counts, dtype=float)
     penalty = np.r_[np.zeros(n), np.full(k - n, reg)]
     gauge = np.zeros(k)
     gauge[:n] = 1.0 / np.sqrt(n)
     beta = np.zeros(k)
-    m = len(y)
+    m = c.sum()
+    cw = c * w
     for _ in range(100):
         p = expit(x @ beta)
-        grad = x.T @ (w * (p - y)) / m + penalty * beta
-        hess = (x * (w * p * (1 - p))[:, None]).T @ x / m + np.diag(penalty) + np.outer(gauge, gauge)
+        grad = x.T @ (cw * (p - y)) / m + penalty * beta
+        hess = (x * (cw * p * (1 - p))[:, None]).T @ x / m + np.diag(penalty) + np.outer(gauge, gauge)
         step = np.linalg.solve(hess, grad)
         beta = beta - step
         if np.max(np.abs(step)) < 1e-12:
@@ -138,18 +164,103 @@ def lmarena_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, n: int, reg: float 
     return beta
 
 
-def lmarena_sandwich(x: np.ndarray, y: np.ndarray, w: np.ndarray, beta: np.ndarray, n: int) -> np.ndarray:
+def lmarena_sandwich(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray, beta: np.ndarray, n: int, counts: np.ndarray | None = None
+) -> np.ndarray:
     """Standard errors of the strengths and coefficients from arena-rank's sandwich estimator
     ``H^-1 G H^-1 / m`` (``H`` the Hessian of the mean log-likelihood with 1e-5 on its diagonal, ``G`` the
-    gradients' covariance less the penalty's share)."""
-    m, k = x.shape
+    gradients' covariance less the penalty's share; ``m`` the battles, ``counts`` of them per row)."""
+    k = x.shape[1]
+    c = np.ones(len(y)) if counts is None else np.asarray(counts, dtype=float)
+    m = c.sum()
     p = expit(x @ beta)
-    hess = (x * (w * p * (1 - p))[:, None]).T @ x / m + LMARENA_HESSIAN_REG * np.eye(k)
+    hess = (x * (c * w * p * (1 - p))[:, None]).T @ x / m + LMARENA_HESSIAN_REG * np.eye(k)
     grads = (w * (y - p))[:, None] * x
     shrunk = np.r_[np.zeros(n), beta[n:]]
-    cov = grads.T @ grads / m - (LMARENA_REG**2 / m) * np.outer(shrunk, shrunk)
+    cov = (grads * c[:, None]).T @ grads / m - (LMARENA_REG**2 / m) * np.outer(shrunk, shrunk)
     inv = np.linalg.inv(hess)
     return np.sqrt(np.diag(inv @ cov @ inv) / m)
+
+
+def strongly_connected(first: np.ndarray, second: np.ndarray, y: np.ndarray, n: int) -> bool:
+    """Whether every system has a chain of wins (a tie is half a win each way) to every other: where the
+    Bradley-Terry maximum likelihood without a prior exists.
+
+    >>> strongly_connected(np.array([0, 1]), np.array([1, 2]), np.array([1.0, 0.5]), 3)  # 0 never lost
+    False
+    >>> strongly_connected(np.array([0, 1, 2]), np.array([1, 2, 0]), np.array([1.0, 0.5, 1.0]), 3)
+    True
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    beats = np.r_[first[y > 0], second[y < 1]], np.r_[second[y > 0], first[y < 1]]
+    graph = coo_matrix((np.ones(len(beats[0])), beats), shape=(n, n))
+    return n <= 1 or connected_components(graph, directed=True, connection="strong")[0] == 1
+
+
+def lmarena_bt(
+    first: np.ndarray,
+    second: np.ndarray,
+    y: np.ndarray,
+    n: int,
+    *,
+    weights: np.ndarray | None = None,
+    n_boot: int = 0,
+    seed=0,
+    mass: float = 0.95,
+) -> dict:
+    """The ``lmarena`` plain Bradley-Terry fit (see the module docstring) of battles ``first`` vs ``second`` with
+    slot A's outcome ``y`` (1, 0.5 or 0) among ``n`` systems, each of which has a battle: ``theta``
+    (natural-log scale, sum 0), ``low``/``high`` (percentiles of ``replicates``: ``n_boot`` multinomial draws
+    of the battles, each refitted on the systems it draws, nan for the others and for every system of a draw
+    that is not strongly connected; else sandwich intervals) and ``interval``. ``weights``: each battle's
+    weight in the likelihood (unset: 1; the leaderboard's decisive verdicts weigh more); ``seed``: anything
+    :func:`numpy.random.default_rng` takes. A comparison graph that is not strongly connected has no maximum:
+    a ValueError.
+
+    >>> fit = lmarena_bt(np.array([0, 1, 1, 0]), np.array([1, 0, 0, 1]), np.array([1.0, 1.0, 0.0, 0.5]), 2)
+    >>> round(float(fit["theta"][0] - fit["theta"][1]), 6) == round(float(np.log(2.5 / 1.5)), 6), fit["interval"]
+    (True, "sandwich (arena-rank's), 95%, compat lmarena")
+    """
+    from scipy.stats import norm
+
+    w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=float)
+    if not strongly_connected(first, second, y, n):
+        raise ValueError(
+            "compat lmarena (arena-rank's Bradley-Terry, no prior): the comparison graph is not strongly connected "
+            "(some systems have no chain of wins to some others), so the maximum-likelihood strengths do not exist; "
+            "pairank's own fit (its virtual ties) keeps them finite"
+        )
+    keys, counts = np.unique(np.column_stack([first, second, y, w]), axis=0, return_counts=True)
+    a, b, yy, ww = keys[:, 0].astype(np.int64), keys[:, 1].astype(np.int64), keys[:, 2], keys[:, 3]
+    x = _design(a, b, np.zeros((len(keys), 0)), n)
+    theta = lmarena_fit(x, yy, ww, n, counts=counts)
+    rng = np.random.default_rng(seed)
+    reps = np.full((n_boot, n), np.nan)
+    for r in range(n_boot):
+        drawn = rng.multinomial(len(y), counts / len(y)).astype(float)
+        used = drawn > 0
+        here = np.zeros(n, dtype=bool)
+        here[a[used]] = here[b[used]] = True
+        pos, k = np.cumsum(here) - 1, int(here.sum())
+        if strongly_connected(pos[a[used]], pos[b[used]], yy[used], k):
+            sub = _design(pos[a[used]], pos[b[used]], np.zeros((int(used.sum()), 0)), k)
+            reps[r, here] = lmarena_fit(sub, yy[used], ww[used], k, counts=drawn[used])
+    if n_boot:
+        tail = (1.0 - mass) / 2.0
+        columns = [reps[np.isfinite(reps[:, j]), j] for j in range(n)]
+        low, high = (np.array([np.quantile(c, q) if c.size else np.nan for c in columns]) for q in (tail, 1 - tail))
+        interval = (
+            f"bootstrap percentile, {mass:.0%}, over battles resampled with replacement ({n_boot} refits; "
+            "compat lmarena)"
+        )
+    else:
+        se = lmarena_sandwich(x, yy, ww, theta, n, counts=counts)
+        z = norm.ppf(0.5 + mass / 2.0)
+        low, high = theta - z * se, theta + z * se
+        interval = f"sandwich (arena-rank's), {mass:.0%}, compat lmarena"
+    return {"theta": theta, "low": low, "high": high, "replicates": reps, "interval": interval}
 
 
 def lmarena_style(

@@ -24,6 +24,10 @@ per (aspect or ``"overall"``, system). The rules:
   reference is then dropped and the strengths centred (mean 0 over the aspect's
   systems). ``prior_ties=0`` is the plain MLE, which needs a strongly connected
   graph.
+- **Compat lmarena** (``compat`` holds ``"lmarena"``): the fit is arena-rank's ``BradleyTerry``
+  (:func:`pairank.operators.compat.lmarena_bt`): ties half, no prior (``prior_ties`` 0, so the graph must be
+  strongly connected, else a ValueError naming the aspect), intervals over battles resampled with replacement,
+  or with ``n_boot`` 0 arena-rank's sandwich interval at ``mass``.
 - **Overall** pools the judgments of every aspect into one matrix.
 - **Intervals.** Contexts are resampled with replacement ``n_boot`` times (a
   context carries all its judgments; for ``overall`` all its aspects), each
@@ -63,7 +67,7 @@ import pyarrow.compute as pc
 
 from pairank.operators.bradley_terry import PRIOR_TIES, bt_strengths, win_matrix
 from pairank.operators.checks import require_columns
-from pairank.operators.compat import split_compat
+from pairank.operators.compat import lmarena_bt, split_compat
 from pairank.operators.scores import DECISIVE_WEIGHT, LABEL_POINTS, min_ranks, verdict_weights
 from pairank.operators.style_control import board_columns, given_features
 from pairank.operators.votes import JUDGE_COLUMNS, judge_names
@@ -88,23 +92,37 @@ class LeaderboardOptions:
     n_boot: int = 200
     mass: float = 0.95
     seed: int = 0
-    prior_ties: float = PRIOR_TIES
+    #: Virtual ties per system (unset: PRIOR_TIES; 0, the only value allowed, under compat lmarena).
+    prior_ties: float | None = None
     baseline: str | None = None
     winrate_methods: tuple[str, ...] = WINRATE_METHODS
     decisive_weight: float = DECISIVE_WEIGHT
-    #: Compatibility settings (operators/compat.py): "lmarena" (style control), "alpaca-eval" (LC win rates).
+    #: Compatibility settings (operators/compat.py): "lmarena" (Bradley-Terry and style control), "alpaca-eval"
+    #: (LC win rates).
     compat: tuple[str, ...] = ()
 
+    @property
+    def prior(self) -> float:
+        """``prior_ties`` as the fit takes it (``__post_init__`` has set it)."""
+        return PRIOR_TIES if self.prior_ties is None else self.prior_ties
+
     def __post_init__(self) -> None:
-        split_compat(self.compat)
+        lmarena = split_compat(self.compat)[0]
+        if lmarena and self.prior_ties not in (None, 0):
+            raise ValueError(
+                f"prior_ties: compat 'lmarena' fits arena-rank's maximum likelihood, which has no prior; expected it "
+                f"unset or 0, found {self.prior_ties}"
+            )
+        prior = (0.0 if lmarena else PRIOR_TIES) if self.prior_ties is None else self.prior_ties
+        if not (math.isfinite(prior) and prior >= 0):
+            raise ValueError(f"prior_ties: expected a finite number >= 0, found {prior}")
+        object.__setattr__(self, "prior_ties", float(prior))
         if not (math.isfinite(self.decisive_weight) and self.decisive_weight >= 1):
             raise ValueError(f"decisive_weight: expected a finite number >= 1, found {self.decisive_weight}")
         if self.n_boot < 0:
             raise ValueError(f"n_boot: expected an integer >= 0, found {self.n_boot}")
         if not 0.0 < self.mass < 1.0:
             raise ValueError(f"mass: expected a probability in (0, 1), found {self.mass}")
-        if not (math.isfinite(self.prior_ties) and self.prior_ties >= 0):
-            raise ValueError(f"prior_ties: expected a finite number >= 0, found {self.prior_ties}")
         unknown = [m for m in self.winrate_methods if m not in WINRATE_METHOD_NAMES]
         if unknown or not self.winrate_methods:
             raise ValueError(
@@ -136,20 +154,32 @@ def _style_kind(n_boot: int, lmarena: bool) -> str:
 
 def interval_kinds(options: LeaderboardOptions) -> dict[str, str]:
     """What each interval of a board is: the strengths' and the style-controlled strengths' a bootstrap (with
-    ``n_boot``), the LC win rates' their fits' own.
+    ``n_boot``; under compat lmarena of battles, and without a bootstrap arena-rank's sandwich), the LC win rates'
+    their fits' own.
 
     >>> kinds = interval_kinds(LeaderboardOptions(n_boot=0))
     >>> kinds["strength"], kinds["style_strength"]
     ('none (n_boot 0)', 'Wald, 95%, from the inverse Hessian of the one style-controlled fit (n_boot 0)')
     >>> interval_kinds(LeaderboardOptions(n_boot=50, compat=("lmarena",)))["style_strength"]
     'bootstrap percentile, 95%, over battles resampled with replacement (50 refits; compat lmarena)'
+    >>> interval_kinds(LeaderboardOptions(n_boot=0, compat=("lmarena",)))["elo"]
+    "sandwich (arena-rank's), 95%, of the one fit (compat lmarena; n_boot 0)"
     """
-    boot = (
-        f"bootstrap percentile, {options.mass:.0%}, over contexts resampled with replacement ({options.n_boot} refits)"
-        if options.n_boot
-        else "none (n_boot 0)"
-    )
     style_compat, lc_compat = split_compat(options.compat)
+    if style_compat:
+        boot = (
+            f"bootstrap percentile, {options.mass:.0%}, over battles resampled with replacement ({options.n_boot} "
+            "refits; compat lmarena)"
+            if options.n_boot
+            else f"sandwich (arena-rank's), {options.mass:.0%}, of the one fit (compat lmarena; n_boot 0)"
+        )
+    else:
+        boot = (
+            f"bootstrap percentile, {options.mass:.0%}, over contexts resampled with replacement ({options.n_boot} "
+            "refits)"
+            if options.n_boot
+            else "none (n_boot 0)"
+        )
     return {
         "strength": boot,
         "elo": boot,
@@ -267,8 +297,43 @@ def _bootstrap(rows: _Rows, mask: np.ndarray, n: int, options: LeaderboardOption
     out = np.full((options.n_boot, n), np.nan)
     for b in range(options.n_boot):
         multiplicity = np.bincount(rng.integers(0, k, size=k), minlength=k).astype(float)
-        out[b] = _fit(rows, mask, n, options.prior_ties, multiplicity[ctx])
+        out[b] = _fit(rows, mask, n, options.prior, multiplicity[ctx])
     return out
+
+
+def _lmarena(rows: _Rows, mask: np.ndarray, n: int, options: LeaderboardOptions, key: str):
+    """Compat lmarena (arena-rank's Bradley-Terry, :func:`pairank.operators.compat.lmarena_bt`) of the rows in
+    ``mask``: the strengths (nan: absent), the ``(n_boot, n)`` bootstrap of battles (None with ``n_boot`` 0) and
+    else the sandwich interval's ends."""
+    first, second = rows.first[mask], rows.second[mask]
+    present = np.zeros(n, dtype=bool)
+    present[first] = present[second] = True
+    idx, pos = np.flatnonzero(present), np.cumsum(present) - 1
+    theta = np.full(n, np.nan)
+    if not idx.size:
+        return theta, None, (theta, theta)
+    seed = [options.seed, zlib.crc32(key.encode("utf-8"))]
+    try:
+        fit = lmarena_bt(
+            pos[first],
+            pos[second],
+            rows.points[mask],
+            idx.size,
+            weights=rows.weight[mask],
+            n_boot=options.n_boot,
+            seed=seed,
+            mass=options.mass,
+        )
+    except ValueError as exc:
+        raise ValueError(f"aspect {key!r}: {exc}") from None
+    theta[idx] = fit["theta"]
+    if options.n_boot:
+        boot = np.full((options.n_boot, n), np.nan)
+        boot[:, idx] = fit["replicates"]
+        return theta, boot, None
+    low, high = np.full(n, np.nan), np.full(n, np.nan)
+    low[idx], high[idx] = fit["low"], fit["high"]
+    return theta, None, (low, high)
 
 
 def _system_stats(rows: _Rows, mask: np.ndarray, errors: np.ndarray, n: int, names: list[str]) -> list[dict]:
@@ -394,6 +459,7 @@ def leaderboard(
     if baseline is not None and systems and baseline not in systems:
         raise ValueError(f"baseline {baseline!r} is not a system of the judgments; systems: {', '.join(systems)}")
     n = len(systems)
+    lmarena = split_compat(options.compat)[0] is not None
     out, counts = [], {}
     groups = [(OVERALL, np.ones(len(rows.aspect), dtype=bool))] if aspects else []
     groups += [(a, rows.aspect == i) for i, a in enumerate(aspects)]
@@ -402,7 +468,10 @@ def leaderboard(
         errors = in_group & rows.error
         same = in_group & ~rows.error & (rows.first == rows.second)
         stats = _system_stats(rows, mask, errors, n, names)
-        theta = _fit(rows, mask, n, options.prior_ties)
+        if lmarena:
+            theta, boot, sandwich = _lmarena(rows, mask, n, options, name)
+        else:
+            theta, sandwich = _fit(rows, mask, n, options.prior), None
         ranked = [s for s in range(n) if stats[s]["n_judgments"] > 0]
         counts[name] = {
             "judgments": int(in_group.sum()),
@@ -416,12 +485,15 @@ def leaderboard(
         }
         if not ranked:
             continue
-        boot = _bootstrap(rows, mask, n, options, name) if options.n_boot else None
+        if not lmarena:
+            boot = _bootstrap(rows, mask, n, options, name) if options.n_boot else None
         ranks = min_ranks({s: round(float(theta[s]), 12) for s in ranked})
         tail = (1.0 - options.mass) / 2.0
         for s in sorted(ranked, key=lambda s: (ranks[s], systems[s])):
             low = high = None
             n_boot = 0
+            if sandwich is not None:
+                low, high = float(sandwich[0][s]), float(sandwich[1][s])
             if boot is not None:
                 col = boot[:, s][np.isfinite(boot[:, s])]
                 n_boot = int(col.size)

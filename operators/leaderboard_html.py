@@ -146,7 +146,7 @@ def _strength_panels(rows: list[dict]) -> str:
         mass = mine[0]["mass"] if mine else 0.95
         out.append(
             f"<figure>{interval_plot(items, lo, hi, 0.0, 'centred log-strength θ')}"
-            f"<figcaption>{esc(aspect)}: strengths with {esc(f'{mass:.0%}')} bootstrap intervals</figcaption></figure>"
+            f"<figcaption>{esc(aspect)}: strengths with {esc(f'{mass:.0%}')} intervals</figcaption></figure>"
         )
     out.append("</div>")
     return "".join(out)
@@ -316,6 +316,8 @@ def render_html(
     with_winrates = any(r.get("winrate_estimate") is not None for r in rows)
     mass = rows[0]["mass"] if rows else meta.get("mass", 0.95)
     prior = format(meta.get("prior_ties", 1.0), "g")
+    strength_kind = str(meta.get("intervals", {}).get("strength", ""))
+    lmarena = "compat lmarena" in strength_kind
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -327,13 +329,19 @@ def render_html(
         *category_links(meta),
         f'<p class="meta">Generated {esc(meta.get("generated_at", ""))} from runs '
         f"{esc(', '.join(meta.get('runs', [])))}; judges: {esc(', '.join(meta.get('judges', [])))}; "
-        f"{esc(meta.get('n_boot', ''))} bootstrap resamples of contexts (seed {esc(meta.get('seed', ''))}).</p>",
+        f"{esc(meta.get('n_boot', ''))} bootstrap resamples of {'battles' if lmarena else 'contexts'} "
+        f"(seed {esc(meta.get('seed', ''))}).</p>",
         '<p class="note">Strength θ is a Bradley-Terry log-strength centred to mean 0 (P(x beats y) = '
         "1 / (1 + e<sup>θy − θx</sup>)); the Elo-like scale is 1000 + 400/ln 10 · θ. Ties count half a win to each "
-        f"side; every system also ties a virtual reference system {esc(prior)} time(s) so "
-        f"that an unbeaten system stays finite. Intervals: central {esc(f'{mass:.0%}')} of the strengths refitted on "
-        "contexts resampled with replacement. Win ratio: (wins + ties/2) / comparisons. Error rows are skipped and "
-        "counted.</p>",
+        + (
+            "side; compat lmarena: the fit is arena-rank's maximum likelihood, without a prior. Intervals: "
+            f"{esc(strength_kind)}. "
+            if lmarena
+            else f"side; every system also ties a virtual reference system {esc(prior)} time(s) so "
+            f"that an unbeaten system stays finite. Intervals: central {esc(f'{mass:.0%}')} of the strengths "
+            "refitted on contexts resampled with replacement. "
+        )
+        + "Win ratio: (wins + ties/2) / comparisons. Error rows are skipped and counted.</p>",
         *style_toggle(rows),
     ]
     counts = meta.get("counts", {})

@@ -375,15 +375,27 @@ LEADERBOARD = pa.schema(
             "strength",
             pa.float64(),
             "Bradley-Terry log-strength theta, centred to mean 0 over the aspect's systems: P(x beats y) = "
-            "1 / (1 + exp(theta_y - theta_x)).",
+            "1 / (1 + exp(theta_y - theta_x)); with the virtual-tie prior, or under compat lmarena arena-rank's "
+            "maximum likelihood without one.",
         ),
-        _field("strength_low", pa.float64(), "Lower end of the bootstrap percentile interval.", nullable=True),
-        _field("strength_high", pa.float64(), "Upper end of the bootstrap percentile interval.", nullable=True),
+        _field(
+            "strength_low",
+            pa.float64(),
+            "Lower end of its interval at `mass`: the bootstrap percentile interval over contexts resampled with "
+            "replacement (compat lmarena: over battles; with n_boot 0 arena-rank's sandwich interval, else null); "
+            "leaderboard.json's `intervals` names it.",
+            nullable=True,
+        ),
+        _field("strength_high", pa.float64(), "Upper end of that interval.", nullable=True),
         _field("elo", pa.float64(), "Strength on an Elo-like scale: 1000 + 400 / ln(10) * strength (mean 1000)."),
         _field("elo_low", pa.float64(), "strength_low on the Elo-like scale.", nullable=True),
         _field("elo_high", pa.float64(), "strength_high on the Elo-like scale.", nullable=True),
-        _field("mass", pa.float64(), "Probability mass of the bootstrap intervals."),
-        _field("n_boot", pa.int64(), "Bootstrap refits (resampled contexts) in which the system was compared."),
+        _field("mass", pa.float64(), "Probability mass of the strength intervals."),
+        _field(
+            "n_boot",
+            pa.int64(),
+            "Bootstrap refits (resampled contexts; compat lmarena: battles) in which the system was compared.",
+        ),
         _field("win_ratio", pa.float64(), "Hard win ratio: (wins + ties / 2) / n_judgments."),
         _field("n_judgments", pa.int64(), "Judgments with a verdict involving the system: the comparisons behind it."),
         _field("n_wins", pa.int64(), "Of these, judgments the system won."),

@@ -205,8 +205,9 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         default=None,
         choices=["lmarena", "alpaca-eval"],
-        help="compute a statistic as a peer tool does (docs/leaderboards.md): lmarena (the style-controlled "
-        "columns as arena-rank fits them), alpaca-eval (the LC win rates as AlpacaEval's GLM); may be given twice",
+        help="compute a statistic as a peer tool does (docs/leaderboards.md): lmarena (the strengths and Elo, and "
+        "the style-controlled columns, as arena-rank fits them: ties half, no prior, a bootstrap of battles or with "
+        "--n-boot 0 its sandwich interval), alpaca-eval (the LC win rates as AlpacaEval's GLM); may be given twice",
     )
     lb.set_defaults(fn=cmd_leaderboard)
 

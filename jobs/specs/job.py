@@ -216,7 +216,8 @@ class WinRateSpec(Strict):
 
 COMPAT_TEXT = (
     "statistics as a peer tool computes them (docs/leaderboards.md): lmarena (style-controlled Bradley-Terry as "
-    "LMArena's arena-rank), alpaca-eval (LC win rates as AlpacaEval's GLM). Empty: pairank's own."
+    "LMArena's arena-rank, and a leaderboard's strengths and Elo as its plain Bradley-Terry), alpaca-eval (LC win "
+    "rates as AlpacaEval's GLM). Empty: pairank's own."
 )
 
 

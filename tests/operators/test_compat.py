@@ -153,12 +153,9 @@ def test_unknown_compat_names_are_refused_with_the_allowed_ones(battles):
     assert "sandwich" in kinds["style_strength"] and "AlpacaEval" in kinds["lc_win_rate"]
 
 
-def test_the_leaderboard_columns_follow_compat():
-    """The leaderboard's style columns with compat lmarena are the battles API's lmarena fit of the same
-    comparisons."""
-    from pairank.operators.leaderboard import leaderboard
-
-    t = W.battles(n=600, seed=4)
+def _as_judgments(t: dict) -> tuple[pa.Table, pa.Table, dict]:
+    """A battles table as the leaderboard's CANDIDATES and JUDGMENTS (one context per battle, texts carrying its
+    style counts, both_bad a tie), and the texts by candidate id: what `pairank import battles` makes of it."""
     cands, judg = [], []
     for i in range(len(t["model_a"])):
         ids = []
@@ -181,20 +178,129 @@ def test_the_leaderboard_columns_follow_compat():
                 **dict.fromkeys(("engine", "model", "revision", "prompt_hash", "sampling"), "j"),
             }
         )
-    candidates, judgments = pa.Table.from_pylist(cands), pa.Table.from_pylist(judg)
+    return pa.Table.from_pylist(cands), pa.Table.from_pylist(judg), {c["candidate_id"]: c["text"] for c in cands}
+
+
+def test_the_leaderboard_columns_follow_compat():
+    """The leaderboard's style columns with compat lmarena are the battles API's lmarena fit of the same
+    comparisons."""
+    from pairank.operators.leaderboard import leaderboard
+
+    t = W.battles(n=600, seed=4)
+    candidates, judgments, texts = _as_judgments(t)
     board = leaderboard(judgments, candidates, None, LeaderboardOptions(n_boot=0, compat=("lmarena",))).table
     got = {r["system"]: r["style_strength"] for r in board.to_pylist() if r["aspect"] == "quality"}
-    texts = {c["candidate_id"]: c["text"] for c in cands}
     api = style_controlled(
         {
             "model_a": t["model_a"],
             "model_b": t["model_b"],
             "winner": ["tie" if w == "both_bad" else w for w in t["winner"]],
-            "text_a": [texts[f"{i}a"] for i in range(len(judg))],
-            "text_b": [texts[f"{i}b"] for i in range(len(judg))],
+            "text_a": [texts[f"{i}a"] for i in range(judgments.num_rows)],
+            "text_b": [texts[f"{i}b"] for i in range(judgments.num_rows)],
         },
         n_boot=0,
         compat="lmarena",
     )
     want = {r["system"]: r["strength"] for r in api.table.to_pylist()}
     assert got.keys() == want.keys() and max(abs(got[s] - want[s]) for s in got) < 1e-9
+
+
+# ------------------------------------------------------------------------------------- plain Bradley-Terry
+
+#: arena-rank 0.1.1's ``BradleyTerry`` (``PairDataset.from_pandas`` of model_a, model_b, winner; its defaults but
+#: ``max_iter=100000, ftol=1e-15, gtol=1e-13``, run to convergence; ``ci_method="sandwich"``,
+#: ``significance_level=0.05``) on ``compat_world.battles(n=240, seed=5)``, run on 2026-12-01 in a separate venv
+#: (arena-rank pins numpy 2.3.3): per system (Elo, lower, upper), rounded to 1e-4. At its default stopping it is
+#: within 0.002 Elo of these.
+ARENA_RANK_BT_240_5 = {
+    "m00": (1166.6916, 1088.7923, 1244.591),
+    "m01": (1248.4714, 1155.6177, 1341.325),
+    "m02": (1029.1691, 929.1586, 1129.1797),
+    "m03": (1137.0412, 1035.1139, 1238.9685),
+    "m04": (995.7564, 895.7182, 1095.7945),
+    "m05": (1069.1951, 976.6744, 1161.7157),
+    "m06": (942.1774, 833.5823, 1050.7725),
+    "m07": (881.9679, 765.1486, 998.7873),
+    "m08": (934.324, 818.3773, 1050.2708),
+    "m09": (935.304, 821.8908, 1048.7172),
+    "m10": (749.8465, 606.1554, 893.5376),
+    "m11": (910.0553, 805.5474, 1014.5631),
+}
+
+
+def _elo_gap(board_rows, peer: dict) -> float:
+    mine = {r["system"]: r for r in board_rows}
+    assert mine.keys() == peer.keys()
+    return max(
+        abs(mine[s][k] - v) for s, vs in peer.items() for k, v in zip(("elo", "elo_low", "elo_high"), vs, strict=True)
+    )
+
+
+def test_lmarena_bt_equals_arena_rank_on_a_fixed_set_without_the_peer():
+    """The numbers arena-rank computed (ARENA_RANK_BT_240_5): the battles API and the leaderboard (what `pairank
+    leaderboard --compat lmarena --n-boot 0` fits) within a hundredth of an Elo, sandwich intervals too."""
+    from pairank.operators.battles import bradley_terry
+    from pairank.operators.leaderboard import leaderboard
+
+    t = W.battles(n=240, seed=5)
+    board = bradley_terry(t, n_boot=0, compat="lmarena")
+    assert _elo_gap(board.table.to_pylist(), ARENA_RANK_BT_240_5) < 0.01
+    assert board.interval == "sandwich (arena-rank's), 95%, compat lmarena"
+    candidates, judgments, _ = _as_judgments(t)
+    options = LeaderboardOptions(n_boot=0, compat=("lmarena",))
+    lb = leaderboard(judgments, candidates, None, options)
+    assert _elo_gap([r for r in lb.table.to_pylist() if r["aspect"] == "quality"], ARENA_RANK_BT_240_5) < 0.01
+    assert options.prior_ties == 0.0 and "sandwich" in lb.intervals["elo"] and "lmarena" in lb.intervals["strength"]
+    # pairank's own fit (one virtual tie per system, no interval without a bootstrap) is another board
+    own = {r["system"]: r["elo"] for r in bradley_terry(t, n_boot=0).table.to_pylist()}
+    assert max(abs(own[s] - v[0]) for s, v in ARENA_RANK_BT_240_5.items()) > 1.0
+
+
+def test_lmarena_bt_equals_arena_rank_within_a_hundredth_of_an_elo(battles):
+    """Against the installed peer, at its own defaults, on the 3,000 battles (13% ties and both_bad)."""
+    pytest.importorskip("arena_rank")
+    from arena_rank.models.bradley_terry import BradleyTerry
+    from arena_rank.utils.data_utils import PairDataset
+
+    from pairank.operators.battles import bradley_terry
+    from pairank.operators.leaderboard import leaderboard
+
+    ds = PairDataset.from_pandas(pd.DataFrame(battles)[["model_a", "model_b", "winner"]])
+    peer = BradleyTerry(len(ds.competitors)).compute_ratings_and_cis(ds, ci_method="sandwich")
+    want = {
+        s: tuple(float(np.asarray(peer[k])[i]) for k in ("ratings", "rating_lower", "rating_upper"))
+        for i, s in enumerate(peer["competitors"])
+    }
+    assert _elo_gap(bradley_terry(battles, n_boot=0, compat="lmarena").table.to_pylist(), want) < 0.01
+    candidates, judgments, _ = _as_judgments(battles)
+    lb = leaderboard(judgments, candidates, None, LeaderboardOptions(n_boot=0, compat=("lmarena",)))
+    assert _elo_gap([r for r in lb.table.to_pylist() if r["aspect"] == "quality"], want) < 0.01
+
+
+def test_lmarena_bt_bootstraps_battles_and_refuses_what_it_cannot_fit():
+    from pairank.operators.battles import bradley_terry
+    from pairank.operators.leaderboard import leaderboard
+
+    t = W.battles(n=240, seed=5)
+    boot = bradley_terry(t, n_boot=40, seed=2, compat="lmarena")
+    assert boot.replicates.shape == (40, 12) and "over battles" in boot.interval and "lmarena" in boot.interval
+    assert all(r["strength_low"] <= r["strength"] <= r["strength_high"] for r in boot.table.to_pylist())
+    # the contexts do not matter: a bootstrap of battles, as arena-rank's
+    same = bradley_terry({k: v for k, v in t.items() if k != "context"}, n_boot=40, seed=2, compat="lmarena")
+    assert np.array_equal(boot.replicates, same.replicates, equal_nan=True)
+    candidates, judgments, _ = _as_judgments(t)
+    lb = leaderboard(judgments, candidates, None, LeaderboardOptions(n_boot=30, compat=("lmarena",)))
+    rows = [r for r in lb.table.to_pylist() if r["aspect"] == "quality"]
+    assert all(r["n_boot"] == 30 and r["elo_low"] <= r["elo"] <= r["elo_high"] for r in rows)
+    assert lb.intervals["elo"] == (
+        "bootstrap percentile, 95%, over battles resampled with replacement (30 refits; compat lmarena)"
+    )
+    unbeaten = {"model_a": ["x", "x", "y"], "model_b": ["y", "z", "z"], "winner": ["model_a", "model_a", "tie"]}
+    with pytest.raises(ValueError, match=r"not strongly connected"):
+        bradley_terry(unbeaten, n_boot=0, compat="lmarena")
+    with pytest.raises(ValueError, match=r"prior_ties: compat 'lmarena' .* no prior"):
+        bradley_terry(t, compat="lmarena", prior_ties=1.0)
+    with pytest.raises(ValueError, match=r"prior_ties: compat 'lmarena'"):
+        LeaderboardOptions(compat=("lmarena",), prior_ties=2.0)
+    with pytest.raises(ValueError, match=r"compat for Bradley-Terry: expected one of \[None, 'lmarena'\]"):
+        bradley_terry(t, compat="alpaca-eval")
