@@ -315,6 +315,41 @@ def lmarena_style(
 # ------------------------------------------------------------------------------------------ AlpacaEval
 
 
+#: ``compat: alpaca-eval`` is refused when more than this share of the baseline's comparisons are alone in their
+#: context: their instruction difficulty would be their own result, and the LC win rate the raw one.
+ALONE_SHARE = 0.5
+
+
+def difficulty_unknown(contexts: list, baseline: str) -> str | None:
+    """Why AlpacaEval's instruction difficulty cannot be estimated from these comparisons with ``baseline`` (one
+    context each), or None. Each context's difficulty is the share of wins of the systems judged against the
+    baseline there: a context with one comparison gives back that comparison's own result, so where most are alone
+    the GLM's LC win rate is the raw win rate (each battle a context of its own, as battles imported without a
+    context field are).
+
+    >>> difficulty_unknown(["q1", "q1", "q2", "q2"], "b") is None
+    True
+    >>> print(difficulty_unknown(["b1", "b2", "b3", "q", "q"], "base"))  # doctest: +NORMALIZE_WHITESPACE
+    compat alpaca-eval: 3 of the 5 comparisons with base are the only one of their context (3 of 4 contexts), so
+    their instruction difficulty would be their own result and the LC win rate the raw win rate; judge several
+    systems against base on each context (battles: `pairank import battles --context-field FIELD` naming the
+    prompt they share), or leave out compat alpaca-eval
+    """
+    per: dict = {}
+    for c in contexts:
+        per[c] = per.get(c, 0) + 1
+    alone = [c for c, n in per.items() if n == 1]
+    if not contexts or len(alone) <= ALONE_SHARE * len(contexts):
+        return None
+    return (
+        f"compat alpaca-eval: {len(alone)} of the {len(contexts)} comparisons with {baseline} are the only one of "
+        f"their context ({len(alone)} of {len(per)} contexts), so their instruction difficulty would be their own "
+        f"result and the LC win rate the raw win rate; judge several systems against {baseline} on each context "
+        "(battles: `pairank import battles --context-field FIELD` naming the prompt they share), or leave out "
+        "compat alpaca-eval"
+    )
+
+
 def instruction_difficulty(contexts: list, y: np.ndarray) -> dict:
     """Per context: ``logit((k + 0.5) / (n + 1))`` of the systems' wins ``k`` in its ``n`` comparisons.
 

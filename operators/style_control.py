@@ -220,9 +220,12 @@ def lc_table(rows: dict[str, list[tuple]], baseline: str, compat: str | None = N
 def _alpaca_lc_table(rows: dict[str, list[tuple]], baseline: str) -> pa.Table:
     """LC_WINRATES by AlpacaEval's GLM: ``lc_low``/``lc_high`` are the LC win rate -/+ 1.96 of its standard
     error (AlpacaEval's ``lc_standard_error``); ``length_se`` is null (an L1 fit has no Wald error)."""
-    from pairank.operators.compat import alpaca_glm, instruction_difficulty
+    from pairank.operators.compat import alpaca_glm, difficulty_unknown, instruction_difficulty
 
     every = [r for rs in rows.values() for r in rs]
+    problem = difficulty_unknown([r[3] for r in every], baseline)
+    if problem is not None:
+        raise ValueError(problem)
     difficulty = instruction_difficulty([r[3] for r in every], np.array([r[2] for r in every], dtype=float))
     out = []
     for system in sorted(rows):

@@ -117,28 +117,25 @@ def test_a_public_log_gets_a_leaderboard_and_the_peers_csv(tmp_path, where, requ
 
 
 def test_the_leaderboard_computes_as_the_peers_when_asked(tmp_path):
-    """``--compat lmarena --compat alpaca-eval``: the strengths (Elo), style-controlled and LC columns are the
-    peers' fits (the battles API's on the same log), the intervals say whose; an unknown name is refused by the
-    parser."""
+    """``--compat lmarena``: the strengths (Elo) and style-controlled columns are the peer's fits (the battles
+    API's on the same log), the intervals say whose; an unknown name is refused by the parser."""
     log = F.battles(tmp_path, n=200, seed=3)
     dst = str(tmp_path / "in")
     assert main(["import", "battles", str(log), dst]) == 0
     docs = {}
-    for name, extra in (("own", []), ("compat", ["--compat", "lmarena", "--compat", "alpaca-eval"])):
+    for name, extra in (("own", []), ("compat", ["--compat", "lmarena"])):
         out = str(tmp_path / name)
         assert main(["leaderboard", "--input", dst, "--baseline", "base", "--n-boot", "0", "--out", out, *extra]) == 0
         docs[name] = Location.of(out).join("leaderboard.json").read_json()
     rows = {k: {r["system"]: r for r in d["rows"] if r["aspect"] == "overall"} for k, d in docs.items()}
     assert docs["compat"]["intervals"]["style_strength"].startswith("sandwich")
-    assert "AlpacaEval" in docs["compat"]["intervals"]["lc_win_rate"]
     assert docs["own"]["intervals"]["style_strength"].startswith("Wald")
     # this log's style is separated for pairank's own fit; LMArena's penalised fit stays finite and ordered
     assert all(r["style_status"] == "ok" for r in rows["compat"].values())
     styled = sorted(rows["compat"], key=lambda s: -rows["compat"][s]["style_strength"])
     assert styled[0] == "strong" and styled[-1] == "weak"
     assert [r["style_strength"] for r in rows["own"].values()] != [r["style_strength"] for r in rows["compat"].values()]
-    lc = [r["lc_win_rate"] for s, r in rows["compat"].items() if s != "base"]
-    assert lc and all(v is not None and 0 <= v <= 1 for v in lc)
+    # (compat alpaca-eval needs contexts that battles share: test_lc_as_alpaca_eval_is_refused_where_...)
     # the Elo column is arena-rank's Bradley-Terry (no prior, sandwich intervals): the battles API's lmarena fit
     battles = [json.loads(line) for line in log.read_text().splitlines()]
     api = bradley_terry(
@@ -239,18 +236,19 @@ def arena_hard_log(folder, questions: int = 6, repeat: int = 2):
                 conv = {
                     s: [
                         {"role": "user", "content": f"question {q}"},
-                        {"role": "assistant", "content": f"{s} answers {q}"},
+                        {"role": "assistant", "content": f"{s} answers {q}" + " at length" * ((q + k) % 4)},
                     ]
-                    for s in F.SYSTEMS
+                    for k, s in enumerate(F.SYSTEMS)
                 }
+                a, b = (F.SYSTEMS[0], other) if q % 2 == 0 else (other, F.SYSTEMS[0])  # the baseline in both slots
                 rows.append(
                     {
                         "question_id": f"q{q}",
-                        "model_a": F.SYSTEMS[0],
-                        "model_b": other,
+                        "model_a": a,
+                        "model_b": b,
                         "winner": ["model_a", "model_b", "tie"][(q + vote) % 3],
-                        "conversation_a": conv[F.SYSTEMS[0]],
-                        "conversation_b": conv[other],
+                        "conversation_a": conv[a],
+                        "conversation_b": conv[b],
                     }
                 )
     return F.write_jsonl(folder / "arena_hard.jsonl", rows), rows
@@ -295,3 +293,25 @@ def test_battles_of_one_context_that_disagree_on_its_prompt_or_a_reply_are_refus
         and "`question_id`" in str(e.value)
         and "the same prompt as context 'q0'" in str(e.value)
     )
+
+
+def test_lc_as_alpaca_eval_is_refused_where_each_battle_is_a_context_of_its_own(tmp_path, capsys):
+    """Issue 49, item 2: imported without a context field, every battle is its own context, each instruction's
+    difficulty would be that battle's own result, and AlpacaEval's LC win rate came out as the raw win rate with no
+    word. It is refused, naming why and the way out; with the prompts shared the board is built."""
+    log, _ = arena_hard_log(tmp_path, questions=12, repeat=1)
+    baseline = F.SYSTEMS[0]
+    assert main(["import", "battles", str(log), str(tmp_path / "apart"), "--id-field", "none"]) == 0
+    capsys.readouterr()
+    board = ["leaderboard", "--n-boot", "0", "--baseline", baseline, "--compat", "alpaca-eval", "--input"]
+    assert main([*board, str(tmp_path / "apart")]) == 2
+    err = capsys.readouterr().err
+    assert f"36 of the 36 comparisons with {baseline} are the only one of their context" in err
+    assert "--context-field FIELD" in err
+
+    assert main(["import", "battles", str(log), str(tmp_path / "shared"), "--context-field", "question_id"]) == 0
+    assert main([*board, str(tmp_path / "shared")]) == 0
+    doc = Location.of(str(tmp_path / "shared")).join("leaderboard", "leaderboard.json").read_json()
+    assert "AlpacaEval" in doc["intervals"]["lc_win_rate"]
+    lc = {r["system"]: r for r in doc["rows"] if r["aspect"] == "overall" and r["system"] != baseline}
+    assert lc and all(r["lc_win_rate"] is not None and 0 <= r["lc_win_rate"] <= 1 for r in lc.values())
