@@ -3,6 +3,7 @@
 #               replay GPT-4's published LLMBar verdicts through the same pipeline (make demo-replay)
 #   make test   install everything into .venv (and Debian's chromium, for the browser tests), lint, run every test
 #   make test-fast  the tests that start nothing (no Ray, S3, engine or browser): a few minutes, no model needed
+#   make test-stress MODULES='tests/x/test_y.py ...'  each module RUNS (5) times beside a busy process per core
 #
 # On machines without a local CPU torch wheel, point pip at PyTorch's CPU index:
 #   make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
