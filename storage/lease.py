@@ -59,11 +59,17 @@ class LeaseHeld(RuntimeError):
 
     def __init__(self, name: str, root: str, record: dict, age: float):
         who = f"{record.get('host', '?')} pid {record.get('pid', '?')}"
+        ttl = record.get("ttl_s")
+        left = max(0.0, float(ttl) - age) if isinstance(ttl, (int, float)) else None
+        retry = ""
+        if left is not None:
+            at = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=left)).strftime("%H:%M:%S UTC")
+            retry = f": if that run is dead (killed, its machine lost), run again in {left:.0f} s, after {at}"
         super().__init__(
             f"run {name!r} under {root} is already running ({who}, started {record.get('taken_at')}, "
             f"alive {age:.0f} s ago). Two runs of one name would pay for the same comparisons twice: wait for it "
             f"to finish, or give this run another name. A run that was killed gives its name up "
-            f"{record.get('ttl_s')} s after it was last alive."
+            f"{ttl} s after it was last alive{retry}."
         )
         self.record = record
 

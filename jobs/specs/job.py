@@ -308,10 +308,17 @@ def safe_segment(value: str) -> str:
     Traceback (most recent call last):
     ...
     ValueError: expected one path segment (1 to 128 letters, digits, '.', '_' or '-'; not '.' or '..'), found '../x'
+    >>> safe_segment("x" * 10_000)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: expected one path segment (...), found 'xxxxxxxx...xxxx... (10000 characters)
     """
     if not re.match(SAFE_NAME, value):
+        found = (
+            repr(value) if len(value) <= 60 else f"{value[:45]!r}... ({len(value)} characters)".replace("'...", "...")
+        )
         raise ValueError(
-            f"expected one path segment (1 to 128 letters, digits, '.', '_' or '-'; not '.' or '..'), found {value!r}"
+            f"expected one path segment (1 to 128 letters, digits, '.', '_' or '-'; not '.' or '..'), found {found}"
         )
     return value
 

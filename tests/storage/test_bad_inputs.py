@@ -89,7 +89,7 @@ def test_conflicting_duplicate_human_scores_are_refused_and_equal_ones_kept(tmp_
     assert read_human_scores(Location.of(str(tmp_path))).num_rows == 2
 
 
-@pytest.mark.parametrize("name", ["../../x", "team/x", "", ".", "..", "a b", "x\\y"])
+@pytest.mark.parametrize("name", ["../../x", "team/x", "", ".", "..", "a b", "x\\y", "n" * 10_000])
 def test_a_run_name_that_is_not_one_safe_path_segment_exits_2(tmp_path, name):
     spec = yaml.safe_load((ROOT / "configs/demo.yaml").read_text())
     spec.update(
@@ -105,6 +105,7 @@ def test_a_run_name_that_is_not_one_safe_path_segment_exits_2(tmp_path, name):
     )
     assert out.returncode == 2, out.stderr
     assert str(path) in out.stderr and "name:" in out.stderr and "one path segment" in out.stderr
+    assert len(out.stderr) < 2000  # a long name is shown cut, with its length, not echoed whole
     assert not (tmp_path / "out").exists() and not (tmp_path.parent / "x").exists()
 
 

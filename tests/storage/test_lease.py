@@ -4,6 +4,7 @@ when its holder stops renewing it; of runs racing for a name exactly one gets it
 from __future__ import annotations
 
 import datetime as dt
+import re
 import threading
 import time
 import uuid
@@ -22,6 +23,8 @@ def test_a_held_name_is_refused_and_a_released_one_taken_again(tmp_path):
         with pytest.raises(LeaseHeld) as info:
             take(root, "demo", ttl=30)
         assert f"pid {first.record['pid']}" in str(info.value) and "already running" in str(info.value)
+        # when to retry, if the holder is dead: ttl - age seconds on (30 s here, the record just written)
+        assert re.search(r"if that run is dead .*, run again in (29|30) s, after \d\d:\d\d:\d\d UTC", str(info.value))
     assert not is_held(root, "demo") and newest(lease_folder(root, "demo"))[1]["released"] is True
     with take(root, "demo", ttl=30) as second:
         assert second.seq == first.seq + 1
