@@ -162,6 +162,11 @@ class Gate:
     def release(self) -> None:
         (self.folder / "release").touch()
 
+    def open_to(self, batches: int) -> None:
+        """Let the batches numbered below ``batches`` through; the later ones stay held (until ``release``, or a
+        larger ``open_to``)."""
+        (self.folder / f"open-{batches}").touch()
+
 
 def stop_process(proc: subprocess.Popen, timeout: float = 30) -> None:
     """SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""

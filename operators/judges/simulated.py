@@ -315,17 +315,23 @@ HOLD_POLL_S = 0.05
 def pass_gate(folder: str, keys: list[str], hold_from: int, poll_s: float = HOLD_POLL_S) -> int:
     """A batch through the ``hold`` gate (see ``SimulatedJudgeSpec.hold``): its number, taken by creating
     ``batch-<n>.json`` (the first free one: of concurrent batches each gets its own); from ``hold_from`` on, it
-    returns once ``release`` exists."""
+    returns once ``release`` exists, or an ``open-<m>`` with ``m > n`` (the batches below ``m`` let through, the
+    rest still held: a run held again further on)."""
     gate = Location.of(folder)
     record = json.dumps({"at": time.time(), "pid": os.getpid(), "keys": keys, "id": uuid.uuid4().hex}).encode()
     number = 0
     while not gate.join(f"batch-{number}.json").create_exclusive(record):
         number += 1
     if number >= hold_from:
-        release = gate.join("release")
-        while not release.exists():
+        while not opened(gate, number):
             time.sleep(poll_s)
     return number
+
+
+def opened(gate: Location, number: int) -> bool:
+    """Whether the gate lets batch ``number`` through: ``release``, or an ``open-<m>`` with ``m > number``."""
+    names = [posixpath.basename(f.path) for f in gate.files()]
+    return "release" in names or any(n.startswith("open-") and n[5:].isdigit() and int(n[5:]) > number for n in names)
 
 
 class SimulatedJudge(Judge):

@@ -65,8 +65,9 @@ class SimulatedJudgeSpec(JudgeSettings):
         description="Test drill, a gate: a folder (local or s3://) through which every batch that reaches a simulated "
         "engine passes. A batch takes the next number n (0, 1, 2, ... across all engines) by creating "
         "`<hold>/batch-<n>.json` (its keys inside); from batch `hold_from` on it waits, before judging, until "
-        "`<hold>/release` exists. A test holds a run at a known point, acts on it (a kill, a second run), then "
-        "releases it: no window of time to race. Not part of the judge's identity.",
+        "`<hold>/release` exists, or an `<hold>/open-<m>` with m > n (batches below m let through, the later ones "
+        "held still). A test holds a run at a known point, acts on it (a kill, a second run), then releases it, "
+        "at once or in steps: no window of time to race. Not part of the judge's identity.",
     )
     hold_from: int = Field(
         0, ge=0, description="With `hold`: the number of batches judged before the gate closes (0: it holds the first)."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -161,6 +162,37 @@ def test_the_hold_gate_judges_hold_from_batches_then_holds_each_until_released(t
     for t in held:
         t.join(60)
     assert done == [2, 2]
+
+
+def until(state, bound_s: float = 60) -> None:
+    """Wait for ``state()``; ``bound_s`` only bounds a hang."""
+    deadline = time.monotonic() + bound_s
+    while not state():
+        assert time.monotonic() < deadline, "the state never came"
+        time.sleep(0.01)  # a poll of the state waited for, not a window
+
+
+def test_the_hold_gate_opens_in_steps(tmp_path):
+    """``open_to(n)`` lets the batches numbered below n through and keeps the later ones held: a run held twice."""
+    gate = Gate(tmp_path / "gate")
+    judge = SimulatedJudge(SimulatedJudgeSpec(**gate.judge(hold_from=1)))
+    done: list[int] = []
+    threads = [
+        threading.Thread(target=lambda: done.append(judge.judge(requests(random_pairs(2, seed=7))).num_rows))
+        for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    gate.wait_for(3)  # batch 0 judged, 1 and 2 held
+    until(lambda: len(done) >= 1)  # batch 0 back
+    assert done == [2] and sum(t.is_alive() for t in threads) == 2
+    gate.open_to(2)  # batch 1 through, batch 2 still held
+    until(lambda: len(done) >= 2)
+    assert sum(t.is_alive() for t in threads) == 1
+    gate.release()
+    for t in threads:
+        t.join(60)
+    assert done == [2, 2, 2]
 
 
 def test_identity_hashes_the_outcome_settings_only():
