@@ -194,15 +194,15 @@ def import_battles(src: list[str], dst: str, fields: BattleFields = BattleFields
                 winner = r.get(fields.winner)
                 if winner not in WINNERS:
                     raise where.fail(fields.winner, f"one of {list(WINNERS)}", repr(winner)[:40])
-                by_id = fields.id and fields.id != fields.context and r.get(fields.id) is not None
-                battle = ident(where, r, fields.id) if by_id else None
+                id_field = fields.id if fields.id != fields.context else None  # a shared field names the context
+                battle = ident(where, r, id_field) if id_field and r.get(id_field) is not None else None
                 battle = battle or f"battle/{text_hash(loc.uri)}/{where.line if where.line is not None else where.row}"
                 if battle in seen:
                     hint = f"; if {fields.id} names the prompt that battles share, give --context-field {fields.id}"
                     expected = f"a unique battle id ({battle!r} is also in {seen[battle]}){hint * (not fields.context)}"
                     raise where.fail(fields.id or "id", expected, "again")
                 seen[battle] = f"{where.uri} {where.place}"
-                ctx = ident(where, r, fields.context) if fields.context else battle
+                ctx = battle if fields.context is None else ident(where, r, fields.context)
                 user, replies_a, replies_b = _sides(where, r, fields)
                 category = text(where, r, fields.category, optional=True) if fields.category else None
                 context = (

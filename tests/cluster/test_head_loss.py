@@ -79,7 +79,9 @@ def lose_the_head(cluster) -> None:
     head = cluster.node("head")
     assert any(t.startswith("ray::Bookkeeper") for t in titles(head))  # the job's bookkeeping is there
     assert cluster.kill(head)
-    assert not head.processes() and not head.strays()
+    # SIGKILLed processes end when the kernel next runs them: on a loaded machine a moment later (a state waited
+    # for, the bound only a hang's; a process left for good still fails the test)
+    wait_for("the head's processes gone", lambda: not head.processes() and not head.strays(), timeout=60)
 
 
 def test_after_losing_the_head_the_same_spec_resumes_from_the_store(cluster, tmp_path, summeval_tables):
