@@ -206,12 +206,17 @@ class UnfinishedRepair(ValueError):
     __reduce__ = reduced
 
 
+def quarantine_folder(root: Location, name: str) -> Location:
+    """Where the repairs of store ``name`` under ``root`` put what they move aside (and a restore its plan)."""
+    return root.join("quarantine", name)
+
+
 def refuse_unfinished_repair(table: Location) -> None:
     """:class:`UnfinishedRepair` for a store's table whose repair left its plan; nothing for any other."""
     root = store_root(table)
     if root is None:
         return
-    plan = Plan.location(root.join("quarantine", posixpath.basename(table.path.rstrip("/")), LOG))
+    plan = Plan.location(quarantine_folder(root, posixpath.basename(table.path.rstrip("/"))).join(LOG))
     if plan.exists():
         raise UnfinishedRepair(table.uri, plan.uri)
 

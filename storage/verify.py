@@ -23,7 +23,17 @@ from pairank.storage.damage import LOG, CorruptLog, MissingFile, damaged_commit
 from pairank.storage.errors import CorruptFile
 from pairank.storage.fs import Location
 from pairank.storage.maintenance import STORES, store
-from pairank.storage.repair import Listed, Plan, Restored, Step, drop_gone, listed_files, no_step, restore
+from pairank.storage.repair import (
+    Listed,
+    Plan,
+    Restored,
+    Step,
+    drop_gone,
+    listed_files,
+    no_step,
+    quarantine_folder,
+    restore,
+)
 from pairank.storage.validation import TableError
 
 
@@ -68,10 +78,6 @@ class Verified:
         """What is still bad in the tables."""
         found: list[BadPart | BadCommit] = [*self.commits, *self.bad]
         return [b for b in found if not b.repaired]
-
-
-def quarantine_folder(root: Location, name: str) -> Location:
-    return root.join("quarantine", name)
 
 
 def verify_store(root: str | Location, quarantine: bool = False, on_step: Step = no_step) -> Verified:
