@@ -20,6 +20,7 @@ COPY jobs ./jobs
 COPY operators ./operators
 COPY cluster ./cluster
 COPY storage ./storage
+COPY judges ./judges
 COPY configs ./configs
 
 # vLLM (and its CUDA torch) come with the base image; pairank adds Ray Data/Serve,

@@ -27,7 +27,7 @@ def cpu_engine_env(bare: bool = False) -> dict[str, str]:
     For the judge (its ``judge.env``, or the environment of a process that starts one): the settings the tests
     use on these 2-core machines (tests/helpers.py's CPU_ENGINE_ENV, configs/demo.yaml's ``judge.env``). No
     thread binding: the judge binds vLLM's threads to every core it may run on
-    (:func:`pairank.operators.judges.vllm_judge.threads_bind`) unless ``judge.env`` sets it.
+    (:func:`pairank.judges.engines.vllm_judge.threads_bind`) unless ``judge.env`` sets it.
 
     With ``bare``, for a ``vllm.LLM`` built in this process without the judge, also what the judge sets before
     it imports vLLM: that binding (for this process's cores), nothing fetched from a hub, vLLM's internal
@@ -35,7 +35,7 @@ def cpu_engine_env(bare: bool = False) -> dict[str, str]:
     """
     env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     if bare:
-        from pairank.operators.judges.vllm_judge import threads_bind
+        from pairank.judges.engines.vllm_judge import threads_bind
 
         env |= {
             "VLLM_CPU_OMP_THREADS_BIND": threads_bind(os.sched_getaffinity(0)),
@@ -88,8 +88,8 @@ def pick(candidates, contexts: list[str], per_context: int):
 def requests_for(candidates, aspects: list[str], judge_spec):
     """REQUESTS rows (prefix order) for a full matrix, keyed with the vllm judge identity."""
     from pairank.jobs.pipeline.requests import build_requests
-    from pairank.operators.judges import judge_identity
-    from pairank.operators.prompts import load_prompts
+    from pairank.judges import judge_identity
+    from pairank.judges.prompts import load_prompts
 
     prompts = load_prompts(PROMPTS, aspects)
     return build_requests(candidates, aspects, prompts, "full", None, 0, judge_identity(judge_spec))

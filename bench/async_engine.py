@@ -127,8 +127,8 @@ def engine_kwargs(spec, model) -> dict:
 
 def bare(args) -> dict:
     os.environ.update(C.cpu_engine_env(bare=True))
-    from pairank.operators.judges.models import prepare_default_model, resolve_model
-    from pairank.operators.judges.vllm_judge import label_token_ids
+    from pairank.judges.engines.vllm_judge import label_token_ids
+    from pairank.judges.models import prepare_default_model, resolve_model
 
     prepare_default_model()
     spec = job_spec(args)
@@ -242,7 +242,7 @@ def pool_child(args, async_engine: bool) -> dict:
 
     from pairank.cluster.runtime import ensure_ray, shutdown_ray
     from pairank.jobs.pipeline.pool import batches_in_flight, judge_pool
-    from pairank.operators.judges.models import prepare_default_model
+    from pairank.judges.models import prepare_default_model
 
     prepare_default_model()
     k = args.pool_k if async_engine else 1

@@ -24,7 +24,7 @@ from scipy.special import expit  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
 from pairank.operators import compat as C  # noqa: E402
-from pairank.operators.battles import _parse, feature_matrix, length_controlled, style_controlled  # noqa: E402
+from pairank.operators.battles import feature_matrix, length_controlled, parse_battles, style_controlled  # noqa: E402
 from tests.operators import compat_world as W  # noqa: E402
 
 ELO = 400 / np.log(10)
@@ -37,7 +37,7 @@ def _rho(board: dict, truth: dict) -> float:
 
 def style() -> dict:
     t = W.battles()
-    _, systems, first, second, y, _ = _parse(t)
+    _, systems, first, second, y, _ = parse_battles(t)
     fa, fb = feature_matrix(t)
     n = len(systems)
     x = C._design(first, second, C.lmarena_features(fa, fb), n)

@@ -50,11 +50,11 @@ ARMS: dict[str, tuple[dict[str, str], dict]] = {
 
 def child(args, arm: str) -> dict:
     env, extra = ARMS[arm]
-    from pairank.operators.judges.vllm_judge import label_token_ids
+    from pairank.judges.engines.vllm_judge import label_token_ids
 
     os.environ.update({**C.cpu_engine_env(bare=True), **env})
-    from pairank.operators.judges.models import prepare_default_model, resolve_model
-    from pairank.operators.judges.vllm_engine import choose_dtype
+    from pairank.judges.engines.vllm import choose_dtype
+    from pairank.judges.models import prepare_default_model, resolve_model
 
     prepare_default_model()
     spec = job_spec(args)

@@ -114,8 +114,8 @@ def run_case(case: dict) -> dict:
     from pairank.jobs.pipeline.pool import judge_pool
     from pairank.jobs.pipeline.requests import RequestMaker
     from pairank.jobs.specs.job import parse_spec
-    from pairank.operators.judges import judge_identity
-    from pairank.operators.prompts import load_prompts
+    from pairank.judges import judge_identity
+    from pairank.judges.prompts import load_prompts
     from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
     from pairank.storage.layout import RunLayout
@@ -208,7 +208,7 @@ def quality(tasks, spec) -> dict:
     import numpy as np
     from scipy.stats import spearmanr
 
-    from pairank.operators.judges.simulated import latent_qualities
+    from pairank.judges.engines.simulated_judge import latent_qualities
 
     rhos = []
     for task in tasks:
@@ -224,7 +224,7 @@ def judge_parts(spec, maker, tasks, folder: Path) -> dict:
     """In process, on up to 4096 of the run's requests, microseconds per row of the parts of a round's
     ``judge_seconds`` that are not Ray Data: building the request table (keys known; rendering prompts,
     prefix order), the simulated judge's compute, and appending the judgments as a cache part."""
-    from pairank.operators.judges.simulated import SimulatedJudge
+    from pairank.judges.engines.simulated_judge import SimulatedJudge
     from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
 

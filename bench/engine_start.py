@@ -7,7 +7,7 @@ the embedded Gemma-3-270M, the synchronous engine in the process, the CPU build'
 judges the same four SummEval comparisons:
 
 * ``judge-tokenizer``: the judge as it ships (for this model its tokenizer read straight from ``tokenizer.json``,
-  operators/judges/vllm_tokenizer.py);
+  judges/engines/vllm_tokenizer.py);
 * ``judge-vllm-loader``: the judge's tokenizer loaded by vLLM's loader, as before that (``judge.engine_kwargs:
   {tokenizer_mode: hf}``, vLLM's ``auto`` for this model, which the fast path leaves to vLLM's loader);
 * ``vllm-tokenizer``: ``judge.engine_kwargs.skip_tokenizer_init: false`` (vLLM loads its own as well).
@@ -42,9 +42,9 @@ ARMS = {
 
 def child(arm: str) -> dict:
     C.quiet_engine_logs()
-    from pairank.operators.judges import make_judge
-    from pairank.operators.judges.models import prepare_default_model
-    from pairank.operators.judges.vllm_engine import VllmJudgeSpec
+    from pairank.judges import make_judge
+    from pairank.judges.engines.vllm import VllmJudgeSpec
+    from pairank.judges.models import prepare_default_model
 
     prepare_default_model()
     candidates = C.candidates_table()

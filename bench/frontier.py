@@ -12,7 +12,7 @@ same judgments) as a function of the comparisons asked, for every scheduler, on:
 * synthetic contexts of N = 50, 200 and 1,000 candidates (seeded standard normal
   qualities).
 
-The judge is the SIMULATED judge (``operators/judges/simulated.py``) with the
+The judge is the SIMULATED judge (``judges/engines/simulated_judge.py``) with the
 coefficients of a real judge: LLMBar Natural's published verdicts, in both orders,
 of GPT-4 and of LLaMA-2-70B-chat (prompting mode "Vanilla"; ``data/llmbar-natural``),
 give each judge's accuracy, slot-A share and flip rate, and

@@ -96,7 +96,7 @@ def job_requests(spec):
 
 # ---------------------------------------------------------------- arms
 def arm_bare(args) -> dict:
-    from pairank.operators.judges import make_judge
+    from pairank.judges import make_judge
 
     spec = job_spec("/nonexistent-unused", args)
     requests = job_requests(spec)
@@ -481,7 +481,7 @@ def main() -> None:
     C.quiet_engine_logs()
 
     if args.arm:
-        from pairank.operators.judges.models import prepare_default_model
+        from pairank.judges.models import prepare_default_model
 
         prepare_default_model()
         result = arm_bare(args) if args.arm == "bare" else arm_pipeline(args)

@@ -77,7 +77,7 @@ def _kv_groups(llm) -> list[str]:
 
 def _judge_arm(judge, rows: list[dict], batch_size: int) -> dict:
     """Score ``rows`` in the given order in batches; returns timing, cache hits and p_a per key."""
-    from pairank.operators.judges.base import p_a_from_logprobs
+    from pairank.judges.interface import p_a_from_logprobs
 
     assert judge.llm.reset_prefix_cache(), "vLLM refused to reset its prefix cache"
     q0, h0 = _prefix_counters(judge.llm)
@@ -122,9 +122,9 @@ def _judge_arm(judge, rows: list[dict], batch_size: int) -> dict:
 def worker(args) -> dict:
     """One scenario in this process: one engine, warm-up, then the rounds."""
     C.quiet_engine_logs()
-    from pairank.operators.judges import make_judge
-    from pairank.operators.judges.models import prepare_default_model
-    from pairank.operators.judges.vllm_engine import VllmJudgeSpec
+    from pairank.judges import make_judge
+    from pairank.judges.engines.vllm import VllmJudgeSpec
+    from pairank.judges.models import prepare_default_model
 
     prepare_default_model()
     engine_kwargs = {"disable_log_stats": False}

@@ -68,7 +68,7 @@ import _common as C
 NAME = "stream_ceiling"
 PROGRESS = re.compile(r"^[\w-]+: (\d+)/(\d+|\?) \(")
 #: The folders of the repository that are pairank's subpackages (pairank/__init__.py is the package's own).
-SUBPACKAGES = ("storage", "operators", "cluster", "jobs")
+from pairank import SUBPACKAGES  # noqa: E402
 
 
 # ---------------------------------------------------------------- the input
@@ -209,7 +209,7 @@ def stage_cpu(spec, folder: Path) -> dict:
     from pairank.jobs.pipeline.judge import static_scheduler
     from pairank.jobs.pipeline.setup import prepare_judging
     from pairank.jobs.pipeline.static_stream import StaticPlan, cut_blocks, plan_blocks, plan_requests
-    from pairank.operators.judges import make_judge
+    from pairank.judges import make_judge
     from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
     from pairank.storage.layout import RunLayout

@@ -98,8 +98,8 @@ def one(seed: int, bias: float, candidates, requests, baseline: str, tmp: Path) 
     import numpy as np
     from scipy.stats import spearmanr
 
-    from pairank.operators.judges.simulated import SimulatedJudge
-    from pairank.operators.judges.simulated_engine import SimulatedJudgeSpec
+    from pairank.judges.engines.simulated import SimulatedJudgeSpec
+    from pairank.judges.engines.simulated_judge import SimulatedJudge
     from pairank.operators.style_control import length_controlled_winrates, style_controlled_bt
 
     folder = tmp / f"seed-{seed}"

@@ -80,7 +80,7 @@ def _bundle_place() -> dict:
 
 
 class Runner(Protocol):
-    """What a pool's or a replica's factory builds (pairank.operators.judges.modes.EngineModes): one engine, run
+    """What a pool's or a replica's factory builds (pairank.judges.modes.EngineModes): one engine, run
     in the mode a call names (``mode``: opaque here). A pool without a mode calls ``run(judging_pass, batch)`` and
     ``info()``, so a runner of one mode need not take one."""
 

@@ -108,7 +108,7 @@ METRICS: dict[str, Metric] = {
 
 #: vLLM's own engine metrics that the dashboard reads, as Ray exports them (``vllm:NAME`` becomes ``ray_vllm_NAME``;
 #: a counter gets ``_total``, a histogram ``_bucket``): a judge actor's async engine records them
-#: (:func:`pairank.operators.judges.vllm_async.ray_stat_loggers`). Their tags are vLLM's (``model_name``,
+#: (:func:`pairank.judges.engines.vllm_async.ray_stat_loggers`). Their tags are vLLM's (``model_name``,
 #: ``engine``), not the run's.
 VLLM_METRICS = (
     "ray_vllm_num_requests_running",

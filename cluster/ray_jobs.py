@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from pairank import SUBPACKAGES
+
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
 
@@ -77,10 +79,6 @@ def repository_root() -> Path:
             "pass --working-dir"
         )
     return root
-
-
-#: The subpackages of ``pairank`` (folders of the checkout, or of the installed package).
-SUBPACKAGES = ("jobs", "operators", "cluster", "storage")
 
 
 def package_folders() -> dict[str, Path]:

@@ -4,7 +4,7 @@ A *world* is a stack of contexts with the same number of candidates N, each with
 a quality per candidate: the mean human score of a meta-evaluation set (SummEval,
 HANNA, TopicalChat; every aspect is a context of its own), or a seeded standard
 normal (synthetic contexts). The judge is the SIMULATED judge of
-:mod:`pairank.operators.judges.simulated` on that quality (z-scored within the
+:mod:`pairank.judges.engines.simulated_judge` on that quality (z-scored within the
 context), with the coefficients of a real judge measured from its published hard
 verdicts (:func:`fit_judge`); :meth:`World.judge` draws every p of every context
 for one seed (``verdict="hard"``: p is its side of 0.5, as a generating judge's
@@ -45,7 +45,7 @@ from pairank.jobs.plan import spearman_rows
 from pairank.jobs.schedulers import parse_scheduler, run_lockstep
 from pairank.jobs.schedulers.protocol import AdaptiveSettings
 from pairank.jobs.schedulers.static import StaticSettings
-from pairank.operators.judges.simulated import comparison_noise, latent_qualities, simulated_logit
+from pairank.judges.engines.simulated_judge import comparison_noise, latent_qualities, simulated_logit
 
 # ---------------------------------------------------------------------------
 # a judge measured from its published verdicts

@@ -20,10 +20,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pairank.jobs.leaderboard import write_leaderboard
+from pairank.judges.engines.replay_judge import read_judgments
 from pairank.operators.board_csv import alpaca_eval_csv, arena_hard_csv
 from pairank.operators.board_quality import board_quality, human_reference
 from pairank.operators.judge_bias import judge_bias
-from pairank.operators.judges.replay_judge import read_judgments
 from pairank.operators.leaderboard import OVERALL, LeaderboardOptions, leaderboard
 from pairank.operators.style_control import lc_warnings
 from pairank.storage.fs import Location

@@ -7,7 +7,7 @@
 
 Reads ``<input>/candidates.parquet`` and ``<input>/pairwise_labels.parquet`` (the
 human-preferred candidate of each pair) and the judgments (a judgments Parquet
-file or a judgment cache folder, as :func:`pairank.operators.judges.replay_judge.read_judgments`;
+file or a judgment cache folder, as :func:`pairank.judges.engines.replay_judge.read_judgments`;
 default ``<input>/judgments.parquet``), and returns
 :func:`pairank.operators.meta_eval.meta_eval`: one META_EVAL row per (subset, aspect,
 judge). With ``out`` it also writes ``meta_eval.parquet`` and ``meta_eval.md``
@@ -55,7 +55,7 @@ def meta_eval(
     """META_EVAL of the judgments against the input's labels; written to ``out`` when given."""
     import pyarrow as pa
 
-    from pairank.operators.judges.replay_judge import read_judgments
+    from pairank.judges.engines.replay_judge import read_judgments
     from pairank.operators.meta_eval import markdown
     from pairank.operators.meta_eval import meta_eval as evaluate
     from pairank.storage.fs import Location

@@ -1,6 +1,6 @@
 """Plan a run on a SIMULATED judge: how many comparisons reach a target Spearman.
 
-The judge is :mod:`pairank.operators.judges.simulated` (latent quality, noise, position
+The judge is :mod:`pairank.judges.engines.simulated_judge` (latent quality, noise, position
 bias, intransitivity), given by its coefficients or measured from a judgments
 table with :func:`measure_judge`. For each scheduler the plan simulates many
 contexts (no Ray, no tables) and reports the comparisons per context it uses and
@@ -42,8 +42,8 @@ from scipy.stats import rankdata
 
 from pairank.jobs.schedulers import ADAPTIVE, rng, run_lockstep
 from pairank.jobs.schedulers.static import SCHEDULERS
-from pairank.operators.judges.simulated import model_of, simulate_matrices
-from pairank.operators.judges.simulated_engine import SimulatedJudgeSpec
+from pairank.judges.engines.simulated import SimulatedJudgeSpec
+from pairank.judges.engines.simulated_judge import model_of, simulate_matrices
 from pairank.operators.scores import win_ratios
 
 #: p_a is clipped to [CLIP, 1 - CLIP] before its logit is taken (a 0 or 1 would be infinite).

@@ -27,8 +27,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from pairank.operators.judges.simulated import model_of
-from pairank.operators.judges.simulated_engine import SimulatedJudgeSpec
+from pairank.judges.engines.simulated import SimulatedJudgeSpec
+from pairank.judges.engines.simulated_judge import model_of
 
 #: The measured frontier, as bench/frontier.py writes it.
 TABLE = Path(__file__).with_name("frontier_table.csv")

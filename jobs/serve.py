@@ -5,7 +5,7 @@ Serve deployments that carry it (an HTTP ingress, and judge replicas that each
 hold one engine for the life of the server).
 
 * ``POST /compare`` judges one ordered pair with the batch runs' judge code
-  (:class:`pairank.operators.judges.modes.ModeRunner` on the engine its registered
+  (:class:`pairank.judges.modes.ModeRunner` on the engine its registered
   builder makes, :func:`pairank.jobs.pipeline.pool.judge_factory`), keyed by
   :class:`pairank.jobs.pipeline.requests.RequestMaker` exactly as a batch run of the same spec keys it.
   A key with a verdict in the spec's judgment cache is answered from there (no engine call; the cache is looked
@@ -163,8 +163,8 @@ class OnlineJudging:
 
     def __init__(self, spec: JobSpec, token_sha256: str | None = None):
         from pairank.jobs.pipeline.setup import mode_prompts
-        from pairank.operators.judges import judge_identity
-        from pairank.operators.judges.modes import judging_identity
+        from pairank.judges import judge_identity
+        from pairank.judges.modes import judging_identity
 
         self.output, self.aspects = spec.output, list(spec.aspects)
         self.mode = spec.judging.mode

@@ -43,7 +43,7 @@ from pairank.cluster.ray_jobs import (
 )
 from pairank.jobs.specs.job import load_spec
 from pairank.jobs.specs.overrides import override
-from pairank.operators.judges import judge_paths
+from pairank.judges import judge_paths
 from pairank.storage.bounded_yaml import load_yaml
 
 #: A submitted job joins the cluster it runs on instead of starting a Ray of its own.

@@ -87,7 +87,7 @@ def as_table(battles) -> pa.Table:
     raise TypeError(f"battles: expected a pyarrow Table, a mapping of columns or a DataFrame, found {type(battles)}")
 
 
-def _parse(battles) -> tuple[pa.Table, list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def parse_battles(battles) -> tuple[pa.Table, list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     t = as_table(battles)
     require_columns(t, ("model_a", "model_b", "winner"), "the battles table")
     a, b, w = (t.column(c).to_pylist() for c in ("model_a", "model_b", "winner"))
@@ -165,7 +165,7 @@ def bradley_terry(
             f"prior_ties: compat 'lmarena' fits arena-rank's maximum likelihood, which has no prior; expected it "
             f"unset or 0, found {prior_ties}"
         )
-    t, systems, first, second, points, groups = _parse(battles)
+    t, systems, first, second, points, groups = parse_battles(battles)
     n = len(systems)
     counts = np.bincount(first, minlength=n) + np.bincount(second, minlength=n)
     if compat == "lmarena":
@@ -236,7 +236,7 @@ def style_controlled(
     normalised differences, inverse pair-count weights, its L2 penalty on the mean log-likelihood, a bootstrap
     of battles or, with ``n_boot=0``, its sandwich interval)."""
     check_compat(compat, "style")
-    t, systems, first, second, points, groups = _parse(battles)
+    t, systems, first, second, points, groups = parse_battles(battles)
     fa, fb = feature_matrix(t)
     n = len(systems)
     counts = np.bincount(first, minlength=n) + np.bincount(second, minlength=n)
@@ -275,7 +275,7 @@ def length_controlled(battles, baseline: str, *, compat: str | None = None) -> p
     over its pooled sd, slot); ``compat="alpaca-eval"``: AlpacaEval's GLM, whose instruction difficulty needs
     a ``context`` column (:mod:`pairank.operators.compat`)."""
     check_compat(compat, "lc")
-    t, systems, first, second, points, _ = _parse(battles)
+    t, systems, first, second, points, _ = parse_battles(battles)
     if baseline not in systems:
         raise ValueError(f"baseline {baseline!r} is not a system of the battles: {systems}")
     if compat == "alpaca-eval":

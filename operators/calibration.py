@@ -93,7 +93,7 @@ def batch_calibrate(p_a: Sequence[float] | np.ndarray, prior: float | None = Non
 
 
 def _label(p: float) -> str:
-    """The judges' labelling rule (``operators.judges.base.label_of``): a tie is exactly 0.5."""
+    """The judges' labelling rule (``judges.interface.label_of``): a tie is exactly 0.5."""
     return "A" if p > 0.5 else "B" if p < 0.5 else "tie"
 
 

@@ -65,7 +65,6 @@ from pathlib import Path
 
 import numpy as np
 
-from pairank.operators.judges.models import cache_dir
 from pairank.operators.winrate import (
     BASELINE,
     NO_VOTE,
@@ -74,6 +73,7 @@ from pairank.operators.winrate import (
     Summary,
     summarize,
 )
+from pairank.storage.fs import local_cache_dir
 
 PRIORS = ("none", "ood", "in_dist")
 #: The parameters whose r_hat and bulk ESS gate the result.
@@ -345,7 +345,7 @@ def _rc_mentions_compiledir() -> bool:
 def _pymc():
     """Import PyMC, pointing pytensor's compile cache at the pairank cache first."""
     os.environ["PYTENSOR_FLAGS"] = pytensor_flags(
-        os.environ.get("PYTENSOR_FLAGS", ""), cache_dir() / "pytensor", _rc_mentions_compiledir()
+        os.environ.get("PYTENSOR_FLAGS", ""), local_cache_dir() / "pytensor", _rc_mentions_compiledir()
     )
     import pymc
 

@@ -26,10 +26,10 @@ def esc(value) -> str:
     return "" if value is None else html.escape(str(value), quote=True)
 
 
-def _num(x, fmt: str) -> str:
+def number_text(x, fmt: str) -> str:
     """``x`` formatted, a dash when missing, and never a negative zero.
 
-    >>> _num(-0.0000001, "+.3f"), _num(None, ".2f")
+    >>> number_text(-0.0000001, "+.3f"), number_text(None, ".2f")
     ('+0.000', '–')
     """
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -45,8 +45,8 @@ def interval_text(value, low, high, fmt: str) -> str:
     ('0.50 [0.40, 0.61]', '3 [no interval]')
     """
     if low is None or high is None:
-        return f"{_num(value, fmt)} [no interval]"
-    return f"{_num(value, fmt)} [{_num(low, fmt)}, {_num(high, fmt)}]"
+        return f"{number_text(value, fmt)} [no interval]"
+    return f"{number_text(value, fmt)} [{number_text(low, fmt)}, {number_text(high, fmt)}]"
 
 
 def strength_text(row: dict) -> str:
@@ -66,10 +66,10 @@ def winrate_text(row: dict) -> str:
     return interval_text(row["winrate_estimate"], row.get("winrate_low"), row.get("winrate_high"), ".3f")
 
 
-def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+def tick_values(lo: float, hi: float, count: int = 5) -> list[float]:
     """Round tick values covering [lo, hi].
 
-    >>> _ticks(0.0, 1.0)
+    >>> tick_values(0.0, 1.0)
     [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
     """
     if hi <= lo:
@@ -104,7 +104,7 @@ def interval_plot(
         f'viewBox="0 0 {PLOT_WIDTH} {height}" role="img" aria-label="{esc(axis_label)}">'
     ]
     bottom = 20 + ROW_HEIGHT * len(items)
-    for t in _ticks(lo, hi):
+    for t in tick_values(lo, hi):
         parts.append(f'<line class="grid" x1="{x(t):.1f}" y1="14" x2="{x(t):.1f}" y2="{bottom}"/>')
         parts.append(f'<text x="{x(t):.1f}" y="{bottom + 14}" text-anchor="middle">{esc(f"{t:g}")}</text>')
     if reference is not None and lo <= reference <= hi:
@@ -116,7 +116,7 @@ def interval_plot(
     for i, (label, value, low, high, tip) in enumerate(items):
         y = 20 + ROW_HEIGHT * i + ROW_HEIGHT / 2
         parts.append(f"<g><title>{esc(tip)}</title>")
-        parts.append(f'<text x="{LABEL_WIDTH - 8}" y="{y + 4:.1f}" text-anchor="end">{esc(_short(label))}</text>')
+        parts.append(f'<text x="{LABEL_WIDTH - 8}" y="{y + 4:.1f}" text-anchor="end">{esc(short_label(label))}</text>')
         if low is not None and high is not None:
             parts.append(f'<line class="bar" x1="{x(low):.1f}" y1="{y:.1f}" x2="{x(high):.1f}" y2="{y:.1f}"/>')
             for end in (low, high):
@@ -130,16 +130,16 @@ def interval_plot(
     return "".join(parts)
 
 
-def _short(label: str, width: int = 22) -> str:
+def short_label(label: str, width: int = 22) -> str:
     """A plot label that fits the label column (the full text is in the row's tooltip and the tables).
 
-    >>> _short("a" * 30)
+    >>> short_label("a" * 30)
     'aaaaaaaaaaaaaaaaaaaaa…'
     """
     return label if len(label) <= width else label[: width - 1] + "…"
 
 
-def _span(values: Iterable[float | None], pad: float = 0.08) -> tuple[float, float]:
+def value_span(values: Iterable[float | None], pad: float = 0.08) -> tuple[float, float]:
     vs = [v for v in values if v is not None and math.isfinite(v)]
     if not vs:
         return -1.0, 1.0
@@ -148,6 +148,6 @@ def _span(values: Iterable[float | None], pad: float = 0.08) -> tuple[float, flo
     return lo - pad * width, hi + pad * width
 
 
-def _aspects(rows: list[dict]) -> list[str]:
+def aspects_in_order(rows: list[dict]) -> list[str]:
     names = sorted({r["aspect"] for r in rows} - {OVERALL})
     return ([OVERALL] if any(r["aspect"] == OVERALL for r in rows) else []) + names

@@ -63,7 +63,7 @@ from scipy.special import expit
 from pairank.operators.checks import require_columns
 from pairank.operators.scores import hard_verdict
 from pairank.operators.votes import JUDGE_COLUMNS, judge_names
-from pairank.storage.schemas import _field as described
+from pairank.storage.schemas import column
 
 #: Columns of the judgments table these operators read; ``label`` and ``created_at`` too where the table has them.
 COLUMNS = JUDGE_COLUMNS + ("context_id", "aspect", "candidate_a", "candidate_b", "p_a", "error")
@@ -74,34 +74,34 @@ Z95 = 1.959963984540054
 #: Output of :func:`length_preference` (a report table, never read back).
 LENGTH_PREFERENCE = pa.schema(
     [
-        described("aspect", pa.string(), "Aspect judged."),
-        described("judge", pa.string(), "Judge identity, named as in the win-rate tables."),
-        described("n_decisive", pa.int64(), "Decisive verdicts (A or B; ties and error rows left out)."),
-        described("n_unequal", pa.int64(), "Decisive verdicts between candidates of different text length."),
-        described("longer_won", pa.int64(), "Of those, won by the longer candidate."),
-        described("longer_share", pa.float64(), "longer_won / n_unequal; null without one.", True),
-        described("longer_low", pa.float64(), "Lower end of its 95% Wilson interval.", True),
-        described("longer_high", pa.float64(), "Upper end of its 95% Wilson interval.", True),
-        described("n_fit", pa.int64(), "Decisive verdicts in the logistic fit (both texts non-empty)."),
-        described("length_coef", pa.float64(), "Slope of the log-odds of slot A winning on log(len_a / len_b).", True),
-        described("length_se", pa.float64(), "Standard error of the slope (inverse Fisher information).", True),
-        described("slot_intercept", pa.float64(), "Intercept: log-odds of slot A winning at equal length.", True),
+        column("aspect", pa.string(), "Aspect judged."),
+        column("judge", pa.string(), "Judge identity, named as in the win-rate tables."),
+        column("n_decisive", pa.int64(), "Decisive verdicts (A or B; ties and error rows left out)."),
+        column("n_unequal", pa.int64(), "Decisive verdicts between candidates of different text length."),
+        column("longer_won", pa.int64(), "Of those, won by the longer candidate."),
+        column("longer_share", pa.float64(), "longer_won / n_unequal; null without one.", True),
+        column("longer_low", pa.float64(), "Lower end of its 95% Wilson interval.", True),
+        column("longer_high", pa.float64(), "Upper end of its 95% Wilson interval.", True),
+        column("n_fit", pa.int64(), "Decisive verdicts in the logistic fit (both texts non-empty)."),
+        column("length_coef", pa.float64(), "Slope of the log-odds of slot A winning on log(len_a / len_b).", True),
+        column("length_se", pa.float64(), "Standard error of the slope (inverse Fisher information).", True),
+        column("slot_intercept", pa.float64(), "Intercept: log-odds of slot A winning at equal length.", True),
     ]
 )
 
 #: Output of :func:`self_preference`.
 SELF_PREFERENCE = pa.schema(
     [
-        described("aspect", pa.string(), "Aspect judged."),
-        described("system", pa.string(), "The system that is also a judge model."),
-        described("judge_model", pa.string(), "The judge model(s) naming it, as the judgments write them."),
-        described("n", pa.int64(), "Decisive comparisons of the system against other systems under this judge model."),
-        described("wins", pa.int64(), "Of those, won by the system."),
-        described("share", pa.float64(), "wins / n; null without one.", True),
-        described("ci_low", pa.float64(), "Lower end of its 95% Wilson interval.", True),
-        described("ci_high", pa.float64(), "Upper end of its 95% Wilson interval.", True),
-        described("others_n", pa.int64(), "The same comparisons counted under every other judge model."),
-        described(
+        column("aspect", pa.string(), "Aspect judged."),
+        column("system", pa.string(), "The system that is also a judge model."),
+        column("judge_model", pa.string(), "The judge model(s) naming it, as the judgments write them."),
+        column("n", pa.int64(), "Decisive comparisons of the system against other systems under this judge model."),
+        column("wins", pa.int64(), "Of those, won by the system."),
+        column("share", pa.float64(), "wins / n; null without one.", True),
+        column("ci_low", pa.float64(), "Lower end of its 95% Wilson interval.", True),
+        column("ci_high", pa.float64(), "Upper end of its 95% Wilson interval.", True),
+        column("others_n", pa.int64(), "The same comparisons counted under every other judge model."),
+        column(
             "others_share", pa.float64(), "The system's win share under the other judge models; null without one.", True
         ),
     ]
@@ -110,14 +110,14 @@ SELF_PREFERENCE = pa.schema(
 #: Output of :func:`slot_flips`.
 SLOT_FLIPS = pa.schema(
     [
-        described("aspect", pa.string(), "Aspect judged."),
-        described("judge", pa.string(), "Judge identity, named as in the win-rate tables."),
-        described("n_pairs", pa.int64(), "Unordered pairs with a verdict in both slot orders."),
-        described("n_decisive", pa.int64(), "Of those, decisive in both orders."),
-        described("flips", pa.int64(), "Of those, won by the same slot both times."),
-        described("flip_rate", pa.float64(), "flips / n_decisive; null without one.", True),
-        described("ci_low", pa.float64(), "Lower end of its 95% Wilson interval.", True),
-        described("ci_high", pa.float64(), "Upper end of its 95% Wilson interval.", True),
+        column("aspect", pa.string(), "Aspect judged."),
+        column("judge", pa.string(), "Judge identity, named as in the win-rate tables."),
+        column("n_pairs", pa.int64(), "Unordered pairs with a verdict in both slot orders."),
+        column("n_decisive", pa.int64(), "Of those, decisive in both orders."),
+        column("flips", pa.int64(), "Of those, won by the same slot both times."),
+        column("flip_rate", pa.float64(), "flips / n_decisive; null without one.", True),
+        column("ci_low", pa.float64(), "Lower end of its 95% Wilson interval.", True),
+        column("ci_high", pa.float64(), "Upper end of its 95% Wilson interval.", True),
     ]
 )
 

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from pairank.operators.html_plots import PLOT_WIDTH, _aspects, _num, _short, _span, _ticks, esc, strength_text
+from pairank.operators.html_plots import (
+    PLOT_WIDTH,
+    aspects_in_order,
+    esc,
+    number_text,
+    short_label,
+    strength_text,
+    tick_values,
+    value_span,
+)
 from pairank.operators.leaderboard import OVERALL
 
 #: History charts: the plot's height, the width of one night's column, and the left margin for the θ ticks.
@@ -67,7 +76,7 @@ def history_plot(
     step = (width - HISTORY_LEFT - 16) / len(nights)
     top, bottom = 14, 14 + HISTORY_HEIGHT
     height = bottom + 26
-    lo, hi = _span(v for r in rows for v in (r["strength"], r["strength_low"], r["strength_high"]))
+    lo, hi = value_span(v for r in rows for v in (r["strength"], r["strength_low"], r["strength_high"]))
     column = {seq: i for i, (seq, _) in enumerate(nights)}
     slot = {s: i for i, s in enumerate(systems)}  # a small sideways offset per system, so intervals do not overlap
     dodge = min(3.0, 0.5 * step / len(systems))
@@ -83,7 +92,7 @@ def history_plot(
         f'<svg xmlns="http://www.w3.org/2000/svg" class="history" width="{width:.0f}" height="{height}" '
         f'viewBox="0 0 {width:.0f} {height}" role="img" aria-label="{esc(label)}">'
     ]
-    for t in _ticks(lo, hi):
+    for t in tick_values(lo, hi):
         parts.append(f'<line class="grid" x1="{HISTORY_LEFT}" y1="{y(t):.1f}" x2="{width - 16:.0f}" y2="{y(t):.1f}"/>')
         parts.append(f'<text x="{HISTORY_LEFT - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{esc(f"{t:g}")}</text>')
     parts.append(f'<line class="axis" x1="{HISTORY_LEFT}" y1="{bottom}" x2="{width - 16:.0f}" y2="{bottom}"/>')
@@ -94,7 +103,7 @@ def history_plot(
     for i, (_, night) in enumerate(nights):
         parts.append(
             f'<text x="{HISTORY_LEFT + (i + 0.5) * step:.1f}" y="{bottom + 16}" text-anchor="middle">'
-            f"{esc(_short(night, 12))}</text>"
+            f"{esc(short_label(night, 12))}</text>"
         )
     for system in systems:
         mine = sorted((r for r in rows if r["system"] == system), key=lambda r: r["seq"])
@@ -123,7 +132,7 @@ def history_plot(
 
 
 def _history_table(rows: list[dict], nights: list[tuple[int, str]], systems: list[str]) -> str:
-    cell = {(r["system"], r["seq"]): f"{r['rank']} ({_num(r['strength'], '+.3f')})" for r in rows}
+    cell = {(r["system"], r["seq"]): f"{r['rank']} ({number_text(r['strength'], '+.3f')})" for r in rows}
     head = "".join(f"<th>{esc(night)}</th>" for _, night in nights)
     body = "".join(
         f'<tr><td class="name">{esc(s)}</td>'
@@ -139,7 +148,7 @@ def _history_table(rows: list[dict], nights: list[tuple[int, str]], systems: lis
     )
 
 
-def _history_section(rows: list[dict]) -> str:
+def history_section(rows: list[dict]) -> str:
     nights = _nights(rows)
     colours = _colours(rows)
     out = [
@@ -148,7 +157,7 @@ def _history_section(rows: list[dict]) -> str:
         "night, so compare positions within a night and trends across nights. The tables give rank (θ) per night, "
         "systems in order of their rank on the latest night.</p>"
     ]
-    for aspect in _aspects(rows):
+    for aspect in aspects_in_order(rows):
         mine = [r for r in rows if r["aspect"] == aspect]
         systems = _latest_order(mine)
         legend = "".join(

@@ -30,20 +30,20 @@ from pairank.operators.board_quality_html import category_links, quality_panel
 from pairank.operators.checks import require_columns
 from pairank.operators.html_plots import (
     NAME,
-    _aspects,
-    _num,
-    _short,
-    _span,
+    aspects_in_order,
     elo_text,
     esc,
     interval_plot,
     interval_text,
+    number_text,
+    short_label,
     strength_text,
+    value_span,
     winrate_text,
 )
 from pairank.operators.judge_bias import NOTE, text_tables
 from pairank.operators.leaderboard import OVERALL
-from pairank.operators.leaderboard_history_html import _history_section
+from pairank.operators.leaderboard_history_html import history_section
 from pairank.operators.leaderboard_style_html import STYLE_CSS, has_style, style_table, style_toggle
 
 CSS = """
@@ -107,7 +107,7 @@ def _table(rows: list[dict], baseline: str | None, with_winrates: bool) -> str:
             f'<td class="name">{esc(r["system"])}</td>',
             esc(strength_text(r)),
             esc(elo_text(r)),
-            esc(_num(r["win_ratio"], ".3f")),
+            esc(number_text(r["win_ratio"], ".3f")),
             esc(r["n_judgments"]),
             esc(f"{r['n_wins']} / {r['n_losses']} / {r['n_ties']}"),
             esc(r["n_contexts"]),
@@ -119,8 +119,8 @@ def _table(rows: list[dict], baseline: str | None, with_winrates: bool) -> str:
             cells += [
                 esc(winrate_text(r) or r.get("winrate_status") or ""),
                 esc(r.get("winrate_method") or ""),
-                esc(_num(r.get("winrate_n_pairs"), "d")),
-                esc(_num(r.get("winrate_n_judges"), "d")),
+                esc(number_text(r.get("winrate_n_pairs"), "d")),
+                esc(number_text(r.get("winrate_n_judges"), "d")),
             ]
         out.append(f"<tr{cls}>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in cells) + "</tr>")
     out.append("</tbody></table></div>")
@@ -128,8 +128,8 @@ def _table(rows: list[dict], baseline: str | None, with_winrates: bool) -> str:
 
 
 def _strength_panels(rows: list[dict]) -> str:
-    aspects = _aspects(rows)
-    lo, hi = _span(v for r in rows for v in (r["strength"], r["strength_low"], r["strength_high"]))
+    aspects = aspects_in_order(rows)
+    lo, hi = value_span(v for r in rows for v in (r["strength"], r["strength_low"], r["strength_high"]))
     out = ['<div class="panels">']
     for aspect in aspects:
         mine = [r for r in rows if r["aspect"] == aspect]
@@ -154,7 +154,7 @@ def _strength_panels(rows: list[dict]) -> str:
 
 def _winrate_panels(rows: list[dict], baseline: str | None) -> str:
     out = ['<div class="panels">']
-    for aspect in _aspects(rows):
+    for aspect in aspects_in_order(rows):
         mine = [r for r in rows if r["aspect"] == aspect and r.get("winrate_estimate") is not None]
         if not mine:
             continue
@@ -186,14 +186,14 @@ def _bias_panel(bias: list[dict]) -> str:
             r["slot_a_win_fraction"],
             None,
             None,
-            f"{label(r)}: slot A won {_num(r['slot_a_win_fraction'], '.3f')} of {r['n']} judgments",
+            f"{label(r)}: slot A won {number_text(r['slot_a_win_fraction'], '.3f')} of {r['n']} judgments",
         )
         for r in bias
     ]
     rows = "".join(
         f'<tr><td class="name">{esc(r.get("run") or "")}</td><td class="name">{esc(r["aspect"])}</td>'
-        f"<td>{esc(r['n'])}</td><td>{esc(_num(r['slot_a_win_fraction'], '.3f'))}</td>"
-        f"<td>{esc(_num(r['mean_p_a'], '.3f'))}</td></tr>"
+        f"<td>{esc(r['n'])}</td><td>{esc(number_text(r['slot_a_win_fraction'], '.3f'))}</td>"
+        f"<td>{esc(number_text(r['mean_p_a'], '.3f'))}</td></tr>"
         for r in bias
     )
     return (
@@ -208,7 +208,7 @@ def _bias_panel(bias: list[dict]) -> str:
 def _share_plot(rows: list[dict], value: str, low: str, high: str, reference: float | None, axis: str) -> str:
     items = [
         (
-            _short(f"{r['aspect']} / {r['judge']}", 19),
+            short_label(f"{r['aspect']} / {r['judge']}", 19),
             r[value],
             r[low],
             r[high],
@@ -345,7 +345,7 @@ def render_html(
         *style_toggle(rows),
     ]
     counts = meta.get("counts", {})
-    for aspect in _aspects(rows):
+    for aspect in aspects_in_order(rows):
         mine = [r for r in rows if r["aspect"] == aspect]
         c = counts.get(aspect, {})
         note = ""
@@ -369,7 +369,7 @@ def render_html(
             "the history table",
         )
         parts.append("<h2>History</h2>")
-        parts.append(_history_section(history.to_pylist()))
+        parts.append(history_section(history.to_pylist()))
     if with_winrates:
         parts.append(f"<h2>Win rates against {esc(baseline)}</h2>")
         parts.append(

@@ -26,7 +26,6 @@ import pyarrow.compute as pc
 
 from pairank.operators.judge_bias import NOTE as JUDGE_BIAS_NOTE
 from pairank.operators.judge_bias import text_tables
-from pairank.operators.judges import ENGINES
 from pairank.operators.scores import hard_verdict
 from pairank.storage.schemas import POSITION_BIAS, SPEARMAN
 
@@ -256,13 +255,11 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def render_markdown(report: dict) -> str:
-    """The report as Markdown."""
+def render_markdown(report: dict, notice: str | None = None) -> str:
+    """The report as Markdown; ``notice`` (the judge engine's, e.g. that the verdicts are simulated) opens it."""
     s = report["settings"]
     c, cost = report["counts"], report["cost"]
     judge = s["judge"]
-    engine = ENGINES.get(judge["engine"])
-    notice = engine.notice if engine is not None else None  # e.g. that the verdicts are simulated
     lines = [
         f"# pairank report: {escape_markdown(report['name'])}",
         "",

@@ -18,7 +18,7 @@ is a hair off 0.5, and hard win ratios count exactly what the swap-and-sum votes
 of :mod:`pairank.operators.votes` count. A comparison without a label (the ``(a, b, p)``
 tuples of :func:`win_ratios`, or a table without a ``label`` column) is read from
 the side of 0.5 its p is on, which is how every judge labels its rows
-(:func:`pairank.operators.judges.base.label_of`): exactly 0.5 is a tie. Soft verdicts
+(:func:`pairank.judges.interface.label_of`): exactly 0.5 is a tie. Soft verdicts
 always use ``p_a``. A tie of x and y gives each half a win:
 
     >>> win_ratios([("x", "y", hard_verdict(0.5, "tie")), ("x", "z", 1.0)], "hard")
@@ -65,7 +65,7 @@ K = TypeVar("K", str, int)
 def verdict_scale(sampling: str | None) -> int:
     """The verdict scale of a judgment from its sampling JSON: 5 where the generate mode recorded five levels, else 3.
 
-    (:func:`pairank.operators.judges.modes.judging_identity` records ``"verdict_scale": 5``
+    (:func:`pairank.judges.modes.judging_identity` records ``"verdict_scale": 5``
     under ``judging``, and nothing for three levels.)
 
     >>> verdict_scale('{"judging":{"verdict_scale":5},"mode":"generate"}'), verdict_scale("{}"), verdict_scale(None)

@@ -1,10 +1,11 @@
 """pairank: rank LLM outputs by asking a judge "which of these two is better?", at cluster scale.
 
-The one import name. Its subpackages are the repository's folders:
-:mod:`pairank.storage` (schemas, object storage, the judgment cache),
-:mod:`pairank.operators` (prompts, judges, rankings, calibration, win rates, reports),
-:mod:`pairank.jobs` (specs, schedulers, the driver, the CLI) and
-:mod:`pairank.cluster` (Ray, actor pools, submission). This module re-exports the
+The one import name. Its subpackages are the repository's folders (:data:`SUBPACKAGES`):
+:mod:`pairank.storage` (schemas, object storage, the judgment store),
+:mod:`pairank.operators` (statistics on Arrow tables: rankings, calibration, win rates, leaderboards, reports),
+:mod:`pairank.judges` (the judge engines, judging modes, prompts and verdict parsing),
+:mod:`pairank.cluster` (Ray, actor pools, submission) and
+:mod:`pairank.jobs` (specs, schedulers, the driver, the CLI). This module re-exports the
 small, stable API a program needs:
 
 - :func:`load_spec` (a YAML file, ``--set``-style overrides) and :func:`parse_spec`
@@ -56,6 +57,10 @@ import importlib
 
 __version__ = "0.1.0"
 
+#: The checkout's folders, each installed as ``pairank.<folder>``, lowest layer first: a folder imports only
+#: folders before it, and cluster/ only storage/ (tests/test_structure.py). The package's one list of them.
+SUBPACKAGES = ("storage", "operators", "judges", "cluster", "jobs")
+
 #: public name -> (module, attribute)
 _API = {
     "load_spec": ("pairank.jobs.specs.job", "load_spec"),
@@ -65,11 +70,11 @@ _API = {
     "run": ("pairank.jobs.run", "run"),
     "RunResult": ("pairank.jobs.run", "RunResult"),
     "warm_pools": ("pairank.cluster.warm", "warm_pools"),
-    "Judge": ("pairank.operators.judges.base", "Judge"),
-    "ENGINES": ("pairank.operators.judges", "ENGINES"),
-    "Engine": ("pairank.operators.judges.engine", "Engine"),
-    "JudgeSettings": ("pairank.operators.judges.engine", "JudgeSettings"),
-    "register_engine": ("pairank.operators.judges", "register"),
+    "Judge": ("pairank.judges.interface", "Judge"),
+    "ENGINES": ("pairank.judges", "ENGINES"),
+    "Engine": ("pairank.judges.engine", "Engine"),
+    "JudgeSettings": ("pairank.judges.engine", "JudgeSettings"),
+    "register_engine": ("pairank.judges", "register"),
     "SCHEDULERS": ("pairank.jobs.schedulers", "REGISTRY"),
     "bradley_terry": ("pairank.operators.battles", "bradley_terry"),
     "style_controlled": ("pairank.operators.battles", "style_controlled"),

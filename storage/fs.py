@@ -32,6 +32,7 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -70,6 +71,13 @@ HOST = socket.gethostname()
 #: A temporary file of another host (or of an older pairank, whose names say no writer) is stale once not
 #: modified for this long; one of this host is stale as soon as its process is gone.
 STALE_TMP_S = 3600.0
+
+
+def local_cache_dir() -> Path:
+    """Where pairank keeps what it prepares on this machine (the embedded model, PyMC's compiled code):
+    ``$XDG_CACHE_HOME/pairank``, ``~/.cache/pairank`` when unset."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pairank"
 
 
 def temporary_path(path: str) -> str:

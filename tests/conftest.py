@@ -194,7 +194,7 @@ def pytest_runtest_teardown(item, nextitem):
 @pytest.fixture(scope="session")
 def default_model() -> Path:
     """The embedded Gemma-3-270M, converted once into the pairank cache."""
-    from pairank.operators.judges.models import prepare_default_model
+    from pairank.judges.models import prepare_default_model
 
     return prepare_default_model()
 

@@ -13,9 +13,10 @@ import pkgutil
 
 import pytest
 
-SUBPACKAGES = ("jobs", "operators", "cluster", "storage")
+from pairank import SUBPACKAGES
+
 #: Modules whose import needs an optional engine; their examples need it too.
-OPTIONAL = {"pairank.operators.judges.vllm_judge"}
+OPTIONAL = {"pairank.judges.engines.vllm_judge"}
 #: Examples that run a job (module-level ones, named as their module): on the session's Ray (``ray_local``), never
 #: on a local Ray of their own, which would stay up with other CPUs for the tests after it.
 ON_RAY = {"pairank"}

@@ -5,15 +5,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from pairank import SUBPACKAGES as LAYERS
 from tests.helpers import ROOT
 
 #: The checkout's folders and the subpackage each is installed as.
-SUBPACKAGES = {
-    "jobs": "pairank.jobs",
-    "operators": "pairank.operators",
-    "cluster": "pairank.cluster",
-    "storage": "pairank.storage",
-}
+SUBPACKAGES = {folder: f"pairank.{folder}" for folder in LAYERS}
 MAX_LINES = 600
 
 
@@ -78,7 +74,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_no_module_of_the_four_folders_is_longer_than_600_lines():
+def test_no_module_of_the_folders_is_longer_than_600_lines():
     long = {}
     for folder in SUBPACKAGES:
         for path in (ROOT / folder).rglob("*.py"):
@@ -128,7 +124,7 @@ def test_nothing_imports_the_folders_by_their_bare_names():
     from the checkout's root, by accident, as a second copy of the module)."""
     import re
 
-    bare = re.compile(r"^\s*(>>> |\.\.\. )?(from|import) (jobs|operators|cluster|storage)\b")
+    bare = re.compile(rf"^\s*(>>> |\.\.\. )?(from|import) ({'|'.join(LAYERS)})\b")
     found = []
     for folder in (*SUBPACKAGES, "pairank", "tests", "bench"):
         for path in (ROOT / folder).rglob("*.py"):
@@ -141,7 +137,7 @@ def test_nothing_imports_the_folders_by_their_bare_names():
 def test_only_cluster_imports_ray():
     """Ray is the executor's business: jobs/, operators/ and storage/ declare what runs, cluster/ runs it."""
     bad = []
-    for folder in ("jobs", "operators", "storage", "pairank"):
+    for folder in (*(f for f in LAYERS if f != "cluster"), "pairank"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 names = []
@@ -175,3 +171,24 @@ def test_what_ray_workers_import_leaves_out_scipy_stats_and_optimize():
     code += "m in ('scipy.stats', 'scipy.optimize')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert out.strip() == "[]", f"a worker's modules import {out.strip()}"
+
+
+#: What each folder may import besides itself: the folders before it in :data:`pairank.SUBPACKAGES`, except that
+#: cluster/ runs what it is handed (a factory) and so knows only storage/.
+MAY_IMPORT = {folder: set(LAYERS[: LAYERS.index(folder)]) if folder != "cluster" else {"storage"} for folder in LAYERS}
+
+
+def test_each_folder_imports_only_the_layers_below_it():
+    """storage/ -> operators/ -> judges/ -> jobs/, and cluster/ beside them on storage/: no import climbs back
+    (operators/ is statistics on tables and knows no judge; judges/ knows no Ray, pool or spec)."""
+    known = modules()
+    climbs = []
+    for name, path in known.items():
+        folder = name.split(".")[1] if name.count(".") else None
+        if folder is None:
+            continue
+        for target in imported(path, set(known)):
+            other = target.split(".")[1] if target.count(".") else None
+            if other is not None and other != folder and other not in MAY_IMPORT[folder]:
+                climbs.append(f"{path.relative_to(ROOT)} imports {target}")
+    assert climbs == []

@@ -14,8 +14,8 @@ from tests.typecheck import STRICT_GLOBAL, STRICT_PER_MODULE, config, run, stric
 def test_the_strict_modules_are_found():
     files = strict_files()
     for engine in ("vllm", "http", "replay", "simulated"):
-        assert f"pairank/operators/judges/{engine}_engine.py" in files
-    assert "pairank/operators/judges/__init__.py" in files and "tests/operators/toy_engine.py" in files
+        assert f"pairank/judges/engines/{engine}.py" in files
+    assert "pairank/judges/__init__.py" in files and "tests/judges/toy_engine.py" in files
     assert (ROOT / "pairank" / "py.typed").is_file()
 
 
@@ -26,7 +26,7 @@ def test_the_strict_modules_get_every_flag_of_strict():
     flags = {f.replace("-", "_") for f in re.findall(r"--([a-z-]+)", re.sub(r"-\n\s+", "-", block))}
     ours = {("no_" + k) if v is False else k for k, v in (STRICT_PER_MODULE | STRICT_GLOBAL).items()}
     assert flags == ours, f"mypy --strict is now {sorted(flags)}"
-    section = next(line for line in config().splitlines() if "pairank.operators.judges.vllm_engine" in line)
+    section = next(line for line in config().splitlines() if "pairank.judges.engines.vllm" in line)
     assert set(section.strip("[]").removeprefix("mypy-").split(",")) == set(strict_modules())
 
 

@@ -13,10 +13,11 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from pairank import SUBPACKAGES
 from tests.helpers import ROOT
 
 #: The folders read: pairank's four, its API module, the tests and the benchmarks.
-FOLDERS = ("jobs", "operators", "cluster", "storage", "pairank", "tests", "bench")
+FOLDERS = (*SUBPACKAGES, "pairank", "tests", "bench")
 #: Anywhere.
 ANYWHERE = frozenset({"*"})
 SUBMIT = frozenset({"cluster/ray_jobs.py", "cluster/runtime.py", "jobs/submit.py", "tests/cluster/test_submit.py"})

@@ -13,7 +13,7 @@ a whole run (redundant casts) is on for all.
 The checkout's folders are installed as ``pairank``'s subpackages (``operators/`` is
 ``pairank.operators``), a mapping mypy cannot follow, so the check runs on a view of the
 package: ``build/typecheck/pairank/`` holds symlinks to ``pairank/__init__.py``,
-``py.typed`` and the four folders. Errors are printed with the checkout's paths.
+``py.typed`` and the folders of pairank.SUBPACKAGES. Errors are printed with the checkout's paths.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import sys
 import tomllib
 from pathlib import Path
 
+from pairank import SUBPACKAGES as FOLDERS
+
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("jobs", "operators", "cluster", "storage")
 #: The strictly typed modules, as globs under the checkout: the judging runtime and the run's steps
 #: (``jobs/pipeline/``), the executor and the Ray shim, the settings base, the judge engine registry and
 #: declarations (every ``*_engine.py``), and the toy engine a test declares outside pairank.
@@ -33,10 +34,13 @@ STRICT = (
     "cluster/executor.py",
     "cluster/ray_shim.py",
     "operators/settings.py",
-    "operators/judges/__init__.py",
-    "operators/judges/engine.py",
-    "operators/judges/*_engine.py",
-    "tests/operators/toy_engine.py",
+    "judges/__init__.py",
+    "judges/engine.py",
+    "judges/engines/http.py",
+    "judges/engines/replay.py",
+    "judges/engines/simulated.py",
+    "judges/engines/vllm.py",
+    "tests/judges/toy_engine.py",
 )
 #: ``mypy --strict``'s flags (mypy 2.4), as settings a module's section may hold...
 STRICT_PER_MODULE = {
@@ -58,7 +62,7 @@ STRICT_GLOBAL = {"warn_redundant_casts": True}
 
 
 def view(root: Path = ROOT) -> Path:
-    """``build/typecheck``: ``pairank/`` (its own files and the four folders) and ``tests/``, as symlinks."""
+    """``build/typecheck``: ``pairank/`` (its own files and its folders) and ``tests/``, as symlinks."""
     base = root / "build" / "typecheck"
     links = {
         base / "pairank" / "__init__.py": root / "pairank" / "__init__.py",

@@ -153,7 +153,7 @@ def cmd_winrate(args: argparse.Namespace) -> int:
 
     from pairank.jobs.pipeline.winrates import winrate_tables
     from pairank.jobs.specs.job import WinRateSpec
-    from pairank.operators.judges.replay_judge import read_judgments
+    from pairank.judges.engines.replay_judge import read_judgments
     from pairank.operators.reports import style_control_lines, winrate_lines
     from pairank.operators.style_control import style_control_section
     from pairank.storage.fs import Location
@@ -285,7 +285,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_model_prepare(args: argparse.Namespace) -> int:
-    from pairank.operators.judges.models import prepare_default_model
+    from pairank.judges.models import prepare_default_model
 
     _progress("preparing the embedded judge model (once; about a minute)")
     print(prepare_default_model(args.dir, force=args.force))
@@ -301,8 +301,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         render_from_table,
         render_recommendation,
     )
-    from pairank.operators.judges.replay_judge import read_judgments
-    from pairank.operators.judges.simulated_engine import SimulatedJudgeSpec
+    from pairank.judges.engines.replay_judge import read_judgments
+    from pairank.judges.engines.simulated import SimulatedJudgeSpec
 
     given = {k: getattr(args, k) for k in ("scale", "noise", "position_bias", "intransitivity")}
     measured = None

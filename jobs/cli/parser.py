@@ -302,7 +302,7 @@ def parser() -> argparse.ArgumentParser:
     pl = sub.add_parser(
         "plan",
         help="SIMULATED: the comparisons each scheduler needs to reach a target Spearman",
-        description="Simulate a judge (operators.judges.simulated) on many contexts and report, per scheduler, the "
+        description="Simulate a judge (judges.engines.simulated_judge) on many contexts and report, per scheduler, the "
         "comparisons per context and the mean Spearman vs latent quality. Unset judge coefficients take the "
         "simulated judge's defaults, or the values measured with --from-judgments.",
     )

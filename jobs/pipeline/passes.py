@@ -16,7 +16,7 @@ by a Ray Data stage before the pool's (:mod:`pairank.jobs.pipeline.render`). Sin
 then send the verdicts through the ``pairwise`` pass, their prompts rendered with
 both analyses (PRePair: each verdict names its two first-pass rows by key), or
 compare the two scores (pointwise: see
-:func:`pairank.operators.judges.modes.pair_scores_verdict`). A pair whose first pass
+:func:`pairank.judges.modes.pair_scores_verdict`). A pair whose first pass
 failed is an error row naming the output, retried on the next run like any
 error row; a first pass that failed is asked again then too.
 """
@@ -50,7 +50,7 @@ from pairank.jobs.pipeline.render import (
 )
 from pairank.jobs.pipeline.requests import RequestMaker
 from pairank.jobs.specs.job import JudgingSpec
-from pairank.operators.judges.modes import (
+from pairank.judges.modes import (
     describe_scores,
     judging_identity,
     pair_scores_verdict,
@@ -420,7 +420,7 @@ def judgment_table_of(
     error: Sequence[str | None],
 ) -> pa.Table:
     """JUDGMENTS rows made on the driver (no engine time or tokens)."""
-    from pairank.operators.judges.base import judgment_table
+    from pairank.judges.interface import judgment_table
 
     n = requests.num_rows
     return judgment_table(

@@ -16,9 +16,9 @@ from pairank.cluster.pools import JudgePool, PoolResources
 from pairank.cluster.warm import WarmPools, warm_scope
 from pairank.jobs.pipeline.progress import Heartbeat, Progress
 from pairank.jobs.specs.job import JobSpec
-from pairank.operators.judges import engine_of, judge_identity
-from pairank.operators.judges.engine import JudgeSettings
-from pairank.operators.judges.modes import EngineModes, build_runner, failure_rows
+from pairank.judges import engine_of, judge_identity
+from pairank.judges.engine import JudgeSettings
+from pairank.judges.modes import EngineModes, build_runner, failure_rows
 
 
 class LocalPathOnCluster(ValueError):
@@ -108,7 +108,7 @@ def batches_in_flight(spec: JobSpec) -> int:
 
 def judge_factory(spec: JobSpec) -> Callable[[], EngineModes]:
     """What a pool runs: a picklable factory of the spec's engine (its builder and placed settings), in its judging
-    mode unless a call names another (:class:`~pairank.operators.judges.modes.EngineModes`)."""
+    mode unless a call names another (:class:`~pairank.judges.modes.EngineModes`)."""
     return partial(build_runner, engine_of(spec.judge).build, engine_spec(spec), spec.judging)
 
 

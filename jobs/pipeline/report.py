@@ -8,6 +8,7 @@ from typing import Any
 
 from pairank.jobs.pipeline.score import Scored
 from pairank.jobs.pipeline.winrates import WinRates
+from pairank.judges import ENGINES
 from pairank.operators.reports import (
     build_report,
     render_markdown,
@@ -53,7 +54,8 @@ def write_run(
     layout.spearman.write_parquet(scored.spearman)
     layout.position_bias.write_parquet(scored.bias)
     layout.report_json.write_json(report)
-    layout.report_md.write_text(render_markdown(report))
+    engine = ENGINES.get(report["settings"]["judge"]["engine"])
+    layout.report_md.write_text(render_markdown(report, engine.notice if engine is not None else None))
     layout.manifest.write_json(manifest)
 
 

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pairank.jobs.schedulers import StaticSettings, parse_scheduler
+from pairank.judges.prompts import PromptTemplate
 from pairank.operators.conversations import candidate_texts, context_texts
-from pairank.operators.prompts import PromptTemplate
 from pairank.storage.keys import canonical_json, key_of, text_hash
 from pairank.storage.schemas import REQUESTS
 

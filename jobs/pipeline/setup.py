@@ -15,9 +15,9 @@ from pairank.jobs.pipeline.requests import (
     Variant,
 )
 from pairank.jobs.specs.job import JobSpec, JudgingSpec
-from pairank.operators.judges import judge_identity
-from pairank.operators.judges.modes import judging_identity
-from pairank.operators.prompts import load_prompts
+from pairank.judges import judge_identity
+from pairank.judges.modes import judging_identity
+from pairank.judges.prompts import load_prompts
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.claims import Claims
 from pairank.storage.layout import RunLayout
@@ -28,7 +28,7 @@ from pairank.storage.schemas import PASSES
 def mode_prompts(judging: JudgingSpec, prompts: str, aspects: Sequence[str]) -> dict[str, list[Variant]]:
     """Per aspect, the prompt variants of a judging mode (the spec's ``judging`` section; see
     ``JudgingSpec.variants``) from the spec's ``prompts`` folder."""
-    from pairank.operators.prompts import Domain, load_mode_prompts
+    from pairank.judges.prompts import Domain, load_mode_prompts
 
     j = judging
     if j.mode == "logprob" and j.variants is None:

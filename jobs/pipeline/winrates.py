@@ -106,7 +106,7 @@ def ood_accuracies(folder: str, aspects: list[str], seed: int) -> dict[str, dict
     better); its judgments (``judgments.parquet`` or a ``judgments/`` cache) the votes.
     Judgments without an aspect of the job are not used.
     """
-    from pairank.operators.judges.replay_judge import read_judgments
+    from pairank.judges.engines.replay_judge import read_judgments
     from pairank.operators.votes import labelled_pairs, pair_votes
     from pairank.operators.winrate import accuracies
 

@@ -12,13 +12,13 @@ from scipy.special import expit, ndtr
 
 from pairank.jobs.schedulers.protocol import (
     AdaptiveSettings,
+    Ledger,
     Pair,
-    _check_int,
-    _check_real,
-    _distinct,
-    _Ledger,
-    _seeded,
+    check_int,
+    check_real,
+    distinct_ids,
     rng,
+    seeded_shuffle,
 )
 from pairank.operators.bradley_terry import bt_laplace
 from pairank.operators.product_of_experts import d_optimal_picks, difference_variance
@@ -71,7 +71,7 @@ def _both_orders(pairs: Iterable[Pair]) -> list[Pair]:
     return [order for a, b in pairs for order in ((a, b), (b, a))]
 
 
-class AdaptiveSymmetric(_Ledger):
+class AdaptiveSymmetric(Ledger):
     """Adaptive symmetric sampling: ask the pairs whose order the posterior is least sure of.
 
     Each chosen unordered pair is asked in both orders in the same round (a
@@ -147,28 +147,28 @@ class AdaptiveSymmetric(_Ledger):
             raise ValueError(
                 f"symmetric: adaptive_symmetric always asks both orders; expected True, found {symmetric!r}"
             )
-        ids = _distinct(context_id, ids)
+        ids = distinct_ids(context_id, ids)
         n = len(ids)
         self.context_id = context_id
         self.symmetric = True
         if pairs_per_round is None:
             pairs_per_round = max(1, math.ceil(n / 2))
-        self.pairs_per_round = _check_int(pairs_per_round, "pairs_per_round", 1)
+        self.pairs_per_round = check_int(pairs_per_round, "pairs_per_round", 1)
         if budget is None:
             budget = n * math.ceil(math.log2(n)) if n > 1 else 0
         else:
-            _check_int(budget, "budget (unordered comparisons per context)", 1)
+            check_int(budget, "budget (unordered comparisons per context)", 1)
         #: Unordered pairs it may ask per context.
         self.budget = budget
-        self.patience = _check_int(patience, "patience (rounds with an unchanged ranking)", 1)
-        self.confidence = _check_real(confidence, "confidence", lambda v: 0.5 < v <= 1.0, "a number in (0.5, 1]")
-        self.alpha = _check_real(alpha, "alpha (prior precision)", lambda v: 0.0 < v < math.inf, "a number > 0")
+        self.patience = check_int(patience, "patience (rounds with an unchanged ranking)", 1)
+        self.confidence = check_real(confidence, "confidence", lambda v: 0.5 < v <= 1.0, "a number in (0.5, 1]")
+        self.alpha = check_real(alpha, "alpha (prior precision)", lambda v: 0.0 < v < math.inf, "a number > 0")
         if selection not in SELECTIONS:
             raise ValueError(f"selection: expected one of {', '.join(SELECTIONS)}, found {selection!r}")
         self.selection = selection
         gen = rng(seed, context_id)
         #: The candidates in seeded order (round 0's cycle, tie-breaks).
-        self.order: list[str] = _seeded(ids, gen)
+        self.order: list[str] = seeded_shuffle(ids, gen)
         self._ids = frozenset(ids)
         self._index = {c: k for k, c in enumerate(sorted(ids))}
         self._pos = {c: k for k, c in enumerate(self.order)}

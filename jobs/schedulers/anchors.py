@@ -18,15 +18,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from pairank.jobs.schedulers.pairs import SYMMETRIC, BeamSpec, PairsBeam, PairsGreedy
 from pairank.jobs.schedulers.protocol import (
     AdaptiveSettings,
+    Ledger,
     Lookup,
     Pair,
-    _check_int,
-    _check_p,
-    _check_real,
-    _distinct,
-    _Ledger,
-    _seeded,
+    check_int,
+    check_probability,
+    check_real,
+    distinct_ids,
     rng,
+    seeded_shuffle,
 )
 
 
@@ -82,10 +82,10 @@ def sample_size(z: float = 1.96, p: float = 0.5, margin: float = 0.1, deff: floa
     >>> sample_size(margin=0.05), sample_size(z=2.0), sample_size(deff=2.0)
     (385, 100, 193)
     """
-    z = _check_real(z, "z (normal quantile)", lambda v: 0.0 < v < math.inf, "a number > 0")
-    p = _check_real(p, "p (expected proportion)", lambda v: 0.0 < v < 1.0, "a number in (0, 1)")
-    margin = _check_real(margin, "margin (of error)", lambda v: 0.0 < v <= 1.0, "a number in (0, 1]")
-    deff = _check_real(deff, "deff (design effect)", lambda v: 0.0 < v < math.inf, "a number > 0")
+    z = check_real(z, "z (normal quantile)", lambda v: 0.0 < v < math.inf, "a number > 0")
+    p = check_real(p, "p (expected proportion)", lambda v: 0.0 < v < 1.0, "a number in (0, 1)")
+    margin = check_real(margin, "margin (of error)", lambda v: 0.0 < v <= 1.0, "a number in (0, 1]")
+    deff = check_real(deff, "deff (design effect)", lambda v: 0.0 < v < math.inf, "a number > 0")
     return math.ceil(round(z * z * p * (1.0 - p) / (margin * margin) * deff, 9))
 
 
@@ -158,7 +158,7 @@ class _Sorted:
         return list(self._anchors)
 
 
-class AnchorInsertion(_Ledger):
+class AnchorInsertion(Ledger):
     """Scaled PAIRS: sort a sample of anchors with PAIRS, place the others by binary search.
 
     The scaling variant of PAIRS (Liu et al. 2024; ``merge_sort_with_scale`` in
@@ -227,10 +227,10 @@ class AnchorInsertion(_Ledger):
         score: str = "mean",
         symmetric: bool = False,
     ) -> None:
-        ids = _distinct(context_id, ids)
+        ids = distinct_ids(context_id, ids)
         size = sample_size(z, p, margin, deff)
         if anchors is not None:
-            size = _check_int(anchors, "anchors (how many candidates to sort first)", 1)
+            size = check_int(anchors, "anchors (how many candidates to sort first)", 1)
         if inner not in ("pairs_greedy", "pairs_beam"):
             raise ValueError(
                 f"inner (the sort of the anchors): expected 'pairs_greedy' or 'pairs_beam', found {inner!r}"
@@ -239,7 +239,7 @@ class AnchorInsertion(_Ledger):
         self.symmetric = bool(symmetric)
         self._gen = rng(seed, context_id)
         #: All candidates in seeded order; each :meth:`add` appends its own seeded shuffle.
-        self.order: list[str] = _seeded(ids, self._gen)
+        self.order: list[str] = seeded_shuffle(ids, self._gen)
         #: The anchors: the first candidates of the seeded order.
         self.anchors: list[str] = self.order[: min(len(ids), size)]
         self._inner: PairsGreedy | PairsBeam | _Sorted
@@ -292,7 +292,7 @@ class AnchorInsertion(_Ledger):
         >>> m.ranking(), m.asked        # a and c were compared with anchors only
         (['a', 'b', 'c', 'd', 'e'], 4)
         """
-        anchors, order = _distinct(context_id, anchors), _distinct(context_id, order)
+        anchors, order = distinct_ids(context_id, anchors), distinct_ids(context_id, order)
         ids = set(anchors) | set(placed)
         if not anchors:
             raise ValueError(f"context {context_id!r}: resume needs at least one sorted anchor")
@@ -314,7 +314,7 @@ class AnchorInsertion(_Ledger):
         for c, (gap, mean_p) in placed.items():
             if not 0 <= gap <= len(anchors):
                 raise ValueError(f"context {context_id!r}: candidate {c!r} has gap {gap}; expected 0..{len(anchors)}")
-            self._searches[c] = _Insertion.placed(len(anchors), gap, _check_p(mean_p, f"mean p of {c!r}"))
+            self._searches[c] = _Insertion.placed(len(anchors), gap, check_probability(mean_p, f"mean p of {c!r}"))
         self._waiting = []
         return self
 
@@ -346,13 +346,13 @@ class AnchorInsertion(_Ledger):
 
     def add(self, ids: Iterable[str]) -> None:
         """Insert more candidates among the sorted anchors (the anchors stay as they are)."""
-        new = _distinct(self.context_id, ids)
+        new = distinct_ids(self.context_id, ids)
         present = sorted(self._ids.intersection(new))
         if present:
             raise ValueError(f"context {self.context_id!r}: already candidates: {present}")
         if new and not self.anchors:
             raise ValueError(f"context {self.context_id!r}: no anchors to insert into (built with no candidates)")
-        for c in _seeded(new, self._gen):
+        for c in seeded_shuffle(new, self._gen):
             self._pos[c] = len(self.order)
             self.order.append(c)
             self._searches[c] = _Insertion(len(self.anchors))

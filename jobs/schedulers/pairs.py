@@ -65,17 +65,17 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pairank.jobs.schedulers.protocol import (
-    _P_FLOOR,
     LN2,
+    P_FLOOR,
     AdaptiveSettings,
+    Ledger,
     Lookup,
     Pair,
-    _distinct,
-    _Ledger,
-    _seeded,
     binary_entropy,
+    distinct_ids,
     prob_gap_from_u_h,
     rng,
+    seeded_shuffle,
 )
 
 
@@ -244,8 +244,8 @@ class _BeamMerge:
             if self._finished(i, j):
                 continue
             p = known[(left[i], right[j])]
-            take_left = (score + math.log(max(p, _P_FLOOR)), i + 1, j, (left[i], trail))
-            take_right = (score + math.log(max(1.0 - p, _P_FLOOR)), i, j + 1, (right[j], trail))
+            take_left = (score + math.log(max(p, P_FLOOR)), i + 1, j, (left[i], trail))
+            take_right = (score + math.log(max(1.0 - p, P_FLOOR)), i, j + 1, (right[j], trail))
             if binary_entropy(p) > self.threshold:
                 children += [take_left, take_right]
             else:
@@ -369,15 +369,15 @@ def _unwind(trail: tuple | None) -> list[str]:
 _Merge = _GreedyMerge | _BeamMerge | _CodeBeamMerge
 
 
-class _PairsMachine(_Ledger):
+class _PairsMachine(Ledger):
     """Merge sort over the PAIRS split tree; subclasses choose the merge."""
 
     def __init__(self, context_id: str, ids: Sequence[str], seed: int, symmetric: bool = False) -> None:
-        ids = _distinct(context_id, ids)
+        ids = distinct_ids(context_id, ids)
         self.context_id = context_id
         self.symmetric = bool(symmetric)
         #: The candidates in the seeded order the sort starts from.
-        self.order: list[str] = _seeded(ids, rng(seed, context_id))
+        self.order: list[str] = seeded_shuffle(ids, rng(seed, context_id))
         self._ids = frozenset(ids)
         self._open_ledger()
         self._blocked: list[Pair] = []

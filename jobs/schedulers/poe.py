@@ -28,13 +28,13 @@ from scipy.special import logit, ndtr
 from pairank.jobs.schedulers.pairs import SYMMETRIC
 from pairank.jobs.schedulers.protocol import (
     AdaptiveSettings,
+    Ledger,
     Pair,
-    _check_int,
-    _check_real,
-    _distinct,
-    _Ledger,
-    _seeded,
+    check_int,
+    check_real,
+    distinct_ids,
     rng,
+    seeded_shuffle,
 )
 from pairank.operators.product_of_experts import (
     bt_scores,
@@ -200,7 +200,7 @@ def _hard(p: float) -> float:
     return 1.0 if p > 0.5 else 0.0 if p < 0.5 else 0.5
 
 
-class Poe(_Ledger):
+class Poe(Ledger):
     """One context's PoE machine: ask the greedy D-optimal comparisons in rounds, rank by the PoE scores.
 
     Positions are the candidates' seeded order (:func:`~pairank.jobs.schedulers.protocol.rng`
@@ -251,7 +251,7 @@ class Poe(_Ledger):
         alpha: float | None = None,
         compat: str | None = None,
     ) -> None:
-        ids = _distinct(context_id, ids)
+        ids = distinct_ids(context_id, ids)
         n = len(ids)
         self.context_id = context_id
         if not isinstance(symmetric, bool):
@@ -267,19 +267,19 @@ class Poe(_Ledger):
         self._debiased = bool(debias) and not symmetric
         if alpha is None:
             alpha = 0.0 if compat == "poe-code" else BT_ALPHA
-        self.alpha = _check_real(alpha, "alpha (prior precision)", lambda v: 0.0 <= v < math.inf, "a number >= 0")
-        self.patience = None if patience is None else _check_int(patience, "patience", 1)
+        self.alpha = check_real(alpha, "alpha (prior precision)", lambda v: 0.0 <= v < math.inf, "a number >= 0")
+        self.patience = None if patience is None else check_int(patience, "patience", 1)
         self.confidence = (
             None
             if confidence is None
-            else _check_real(confidence, "confidence", lambda v: 0.5 < v < 1.0, "a number in (0.5, 1)")
+            else check_real(confidence, "confidence", lambda v: 0.5 < v < 1.0, "a number in (0.5, 1)")
         )
         per = 2 if symmetric else 1
         full = n * (n - 1)
         if comparisons is not None:
-            judgments = _check_int(comparisons, "comparisons (judgments per context)", 1)
+            judgments = check_int(comparisons, "comparisons (judgments per context)", 1)
         elif share is not None:
-            judgments = round(_check_real(share, "share", lambda v: 0.0 < v <= 1.0, "a number in (0, 1]") * full)
+            judgments = round(check_real(share, "share", lambda v: 0.0 < v <= 1.0, "a number in (0, 1]") * full)
         else:
             judgments = per * n * math.ceil(math.log2(n)) if n > 1 else 0
         max_picks = 1 if symmetric else 2
@@ -288,11 +288,11 @@ class Poe(_Ledger):
         self.budget = picks * per
         self._adaptive = self.patience is not None or self.confidence is not None
         if pairs_per_round is not None:
-            _check_int(pairs_per_round, "pairs_per_round", 1)
+            check_int(pairs_per_round, "pairs_per_round", 1)
         self.pairs_per_round = pairs_per_round or (max(1, math.ceil(n / 2)) if self._adaptive else max(1, picks))
         gen = rng(seed, context_id)
         #: The candidates in seeded order (positions of the selection).
-        self.order: list[str] = _seeded(ids, gen)
+        self.order: list[str] = seeded_shuffle(ids, gen)
         self._ids = frozenset(ids)
         self._pos = {c: k for k, c in enumerate(self.order)}
         self._plan = self._orient(d_optimal_sequence(n, picks, max_picks), gen)

@@ -48,7 +48,7 @@ Lookup = Callable[[str, str], "float | None"]
 
 LN2 = math.log(2.0)
 #: Floor for a probability inside a logarithm (a path score stays finite).
-_P_FLOOR = 1e-300
+P_FLOOR = 1e-300
 
 
 def rng(seed: int, context_id: str) -> np.random.Generator:
@@ -109,7 +109,7 @@ def binary_entropy(p: float) -> float:
     >>> round(binary_entropy(0.6), 4), binary_entropy(1.0)
     (0.673, 0.0)
     """
-    p = _check_p(p, "p")
+    p = check_probability(p, "p")
     return 0.0 - sum(q * math.log(q) for q in (p, 1.0 - p) if q > 0.0)
 
 
@@ -166,10 +166,10 @@ def symmetric_p(p_ab: float, p_ba: float) -> float:
     >>> symmetric_p(0.9, 0.9)
     0.5
     """
-    return 0.5 + (_check_p(p_ab, "p_ab") - _check_p(p_ba, "p_ba")) / 2.0
+    return 0.5 + (check_probability(p_ab, "p_ab") - check_probability(p_ba, "p_ba")) / 2.0
 
 
-def _check_p(p: float, what: str) -> float:
+def check_probability(p: float, what: str) -> float:
     try:
         value = float(p)
     except (TypeError, ValueError):
@@ -183,7 +183,7 @@ def _check_p(p: float, what: str) -> float:
 # checks and seeded order shared by the machines
 
 
-def _distinct(context_id: str, ids: Iterable[str]) -> list[str]:
+def distinct_ids(context_id: str, ids: Iterable[str]) -> list[str]:
     """The ids as a list; a repeated id is an error naming the repeats."""
     ids = list(ids)
     dupes = sorted(x for x, n in Counter(ids).items() if n > 1)
@@ -192,7 +192,7 @@ def _distinct(context_id: str, ids: Iterable[str]) -> list[str]:
     return ids
 
 
-def _seeded(ids: Iterable[str], gen: np.random.Generator) -> list[str]:
+def seeded_shuffle(ids: Iterable[str], gen: np.random.Generator) -> list[str]:
     """A seeded shuffle of the sorted ids: the same for the same ids in any order."""
     ordered = sorted(ids)
     return [ordered[k] for k in gen.permutation(len(ordered))]
@@ -204,7 +204,7 @@ def _checked(context_id: str, ids: AbstractSet[str], p_a: Mapping[Pair, float]) 
     for pair, p in p_a.items():
         if not (isinstance(pair, tuple) and len(pair) == 2 and pair[0] != pair[1] and set(pair) <= ids):
             raise ValueError(f"context {context_id!r}: {pair!r} is not a pair of two distinct candidates")
-        checked[pair] = _check_p(p, f"context {context_id!r}: p_a for {pair!r}")
+        checked[pair] = check_probability(p, f"context {context_id!r}: p_a for {pair!r}")
     return checked
 
 
@@ -222,7 +222,7 @@ def _read(known: Mapping[Pair, float], x: str, y: str, symmetric: bool) -> float
     return symmetric_p(p_xy, p_yx)
 
 
-class _Ledger:
+class Ledger:
     """What a machine asked for and was answered: the bookkeeping every machine shares.
 
     ``_p`` holds each answer given (a pair answered twice keeps its first value)
@@ -267,13 +267,13 @@ class _Ledger:
         return _read(self._p, x, y, self.symmetric)
 
 
-def _check_int(value: object, what: str, minimum: int) -> int:
+def check_int(value: object, what: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{what}: expected an integer >= {minimum}, found {value!r}")
     return value
 
 
-def _check_real(value: object, what: str, ok: Callable[[float], bool], expected: str) -> float:
+def check_real(value: object, what: str, ok: Callable[[float], bool], expected: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(float(value)):
         raise ValueError(f"{what}: expected {expected}, found {value!r}")
     return float(value)

@@ -26,8 +26,8 @@ from pydantic import (
 from pairank.jobs.schedulers import REGISTRY, FullSettings, PairsAnchorsSettings, SchedulerSpec
 from pairank.jobs.specs.overrides import SpecError, override, unions
 from pairank.jobs.specs.pool import PoolSpec
-from pairank.operators.judges import ENGINES, engine_of, judge_paths, parse_judge
-from pairank.operators.judges.engine import JudgeSettings, JudgingMode
+from pairank.judges import ENGINES, engine_of, judge_paths, parse_judge
+from pairank.judges.engine import JudgeSettings, JudgingMode
 from pairank.operators.scores import DECISIVE_WEIGHT
 from pairank.operators.settings import Strict
 from pairank.storage.bounded_yaml import load_yaml
@@ -338,7 +338,7 @@ class JobSpec(Strict):
     judge: SerializeAsAny[JudgeSettings] = Field(
         ...,
         description="The judge engine and its settings: `engine` names one of the registered engines "
-        "(pairank.operators.judges.ENGINES), the other keys are that engine's settings.",
+        "(pairank.judges.ENGINES), the other keys are that engine's settings.",
     )
     judging: JudgingSpec = Field(
         default_factory=JudgingSpec, description="How the judge is asked: the mode, its prompts and settings."
@@ -395,7 +395,7 @@ class JobSpec(Strict):
     @field_validator("judge", mode="before")
     @classmethod
     def _engine(cls, v: object) -> JudgeSettings:
-        """The settings model of the engine ``engine`` names (see :func:`pairank.operators.judges.parse_judge`)."""
+        """The settings model of the engine ``engine`` names (see :func:`pairank.judges.parse_judge`)."""
         return parse_judge(v)
 
     @model_validator(mode="after")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from pairank.jobs.schedulers import REGISTRY
-from pairank.operators.judges import ENGINES
+from pairank.judges import ENGINES
 from pairank.storage.bounded_yaml import YamlError, load_yaml
 
 #: The tagged sections of a spec: section -> (the key naming its member, the member when that key is unset).

@@ -2,7 +2,7 @@
 
 Every key of a job spec, its type, its default and its description come from the
 pydantic models of :mod:`pairank.jobs.specs.job`, :mod:`pairank.jobs.schedulers` and the
-registered judge engines (:data:`pairank.operators.judges.ENGINES`), so the reference
+registered judge engines (:data:`pairank.judges.ENGINES`), so the reference
 cannot drift from what the loader accepts; ``docs/specs.md`` is
 this module's output, and a test checks that it is current.
 """
@@ -23,7 +23,7 @@ HEADER = """# Job spec reference
 
 Every key of a job spec (YAML; `--set key=value` overrides one). Written by
 `pairank spec-reference --out docs/specs.md` from the field descriptions of
-`jobs/specs/job.py`, `jobs/schedulers/` and the judge engines (`operators/judges/*_engine.py`);
+`jobs/specs/job.py`, `jobs/schedulers/` and the judge engines (`judges/engines/`);
 do not edit by hand (a test checks that it is current). Paths in a spec file are relative to the file.
 """
 

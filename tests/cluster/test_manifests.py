@@ -8,6 +8,7 @@ import re
 
 import yaml
 
+from pairank import SUBPACKAGES
 from pairank.jobs.specs.job import parse_spec
 from tests.helpers import ROOT
 
@@ -89,7 +90,7 @@ def test_dockerfile_installs_the_checkout_and_runs_a_spec_by_default():
     instructions = [line for line in text.splitlines() if re.match(r"^[A-Z]+ ", line)]
     assert instructions[0].startswith("FROM vllm/vllm-openai:")
     assert "WORKDIR /opt/pairank" in text and 'install --no-cache-dir -e ".[gpu]"' in text
-    for folder in ("jobs", "operators", "cluster", "storage", "configs"):
+    for folder in (*SUBPACKAGES, "configs"):
         assert f"COPY {folder} ./{folder}" in text
     last = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in instructions}
     assert json.loads(last["ENTRYPOINT"]) == []  # the base image's `vllm serve` entrypoint is reset

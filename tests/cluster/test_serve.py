@@ -18,8 +18,8 @@ from pairank.jobs.pipeline.setup import mode_prompts
 from pairank.jobs.run import run_job
 from pairank.jobs.serve import OnlineJudging, start_server, token_digest
 from pairank.jobs.specs.job import parse_spec
-from pairank.operators.judges import judge_identity
-from pairank.operators.judges.modes import judging_identity
+from pairank.judges import judge_identity
+from pairank.judges.modes import judging_identity
 from pairank.storage.layout import RunLayout
 from tests.helpers import TOKEN, compare_body, free_port, request, rows_with_key, spec_dict
 

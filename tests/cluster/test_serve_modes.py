@@ -18,8 +18,8 @@ from pairank.jobs.pipeline.requests import RequestMaker
 from pairank.jobs.pipeline.setup import mode_prompts
 from pairank.jobs.serve import start_server
 from pairank.jobs.specs.job import parse_spec
-from pairank.operators.judges import judge_identity
-from pairank.operators.judges.modes import judging_identity
+from pairank.judges import judge_identity
+from pairank.judges.modes import judging_identity
 from tests.helpers import (
     CPU_ENGINE_ENV,
     compare_body,

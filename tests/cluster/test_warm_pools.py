@@ -19,7 +19,7 @@ from pairank.cluster.pools import PoolResources
 from pairank.cluster.warm import KeptPool, pools_to_stop, warm_scope
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
-from pairank.operators.judges import register, unregister
+from pairank.judges import register, unregister
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.keys import sampling_mode
 from tests.cluster.verdict_engine import VERDICTS

@@ -1,7 +1,7 @@
 """A judge engine that generates (tests only): label probabilities of one P(A), and generated verdicts ``[[A]]``.
 
 Every answer names the process that built the engine (``raw_text``), so a test can tell which engine, a first one
-or a restarted one, judged a row. Registered by the test that uses it, like ``tests/operators/toy_engine.py``.
+or a restarted one, judged a row. Registered by the test that uses it, like ``tests/judges/toy_engine.py``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from pairank.operators.judges.base import Generated, GenerateParams, GeneratingJudge, Judge, LabelScore, OptionScore
-from pairank.operators.judges.engine import Engine, Identity, JudgeSettings
+from pairank.judges.engine import Engine, Identity, JudgeSettings
+from pairank.judges.interface import Generated, GenerateParams, GeneratingJudge, Judge, LabelScore, OptionScore
 
 
 class VerdictSettings(JudgeSettings):

@@ -33,8 +33,8 @@ from pairank.jobs.frontier import (
     win_ratio_scores,
 )
 from pairank.jobs.recommend import COLUMNS, TABLE, carried, read_frontier_table, recommend_from_table
+from pairank.judges.engines.simulated import SimulatedJudgeSpec
 from pairank.operators.judge_bias import slot_flips
-from pairank.operators.judges.simulated_engine import SimulatedJudgeSpec
 from tests.helpers import ROOT
 
 LLMBAR = ROOT / "data" / "llmbar-natural"

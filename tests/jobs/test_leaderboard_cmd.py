@@ -238,8 +238,8 @@ def categorised_input(folder, summeval_tables, contexts=None) -> Location:
 
 def simulated_judgments(input_folder: Location) -> pa.Table:
     """Every ordered pair of every context and aspect, judged by the SIMULATED judge in this process."""
-    from pairank.operators.judges.simulated import SimulatedJudge
-    from pairank.operators.judges.simulated_engine import SimulatedJudgeSpec
+    from pairank.judges.engines.simulated import SimulatedJudgeSpec
+    from pairank.judges.engines.simulated_judge import SimulatedJudge
 
     cands = input_folder.join("candidates.parquet").read_parquet().to_pylist()
     requests = [

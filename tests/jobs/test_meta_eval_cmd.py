@@ -17,10 +17,10 @@ import pytest
 
 from pairank.jobs.meta_eval import cli_parser, meta_eval
 from pairank.jobs.pipeline.requests import build_requests
-from pairank.operators.judges import judge_identity, make_judge
-from pairank.operators.judges.replay_engine import ReplayJudgeSpec
+from pairank.judges import judge_identity, make_judge
+from pairank.judges.engines.replay import ReplayJudgeSpec
+from pairank.judges.prompts import PromptTemplate
 from pairank.operators.meta_eval import meta_eval as evaluate
-from pairank.operators.prompts import PromptTemplate
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.importers import llmbar, run_import

@@ -12,8 +12,8 @@ from pairank.jobs import schedulers as adaptive
 from pairank.jobs.cli.main import main
 from pairank.jobs.plan import Point, measure_judge, plan, smallest_budget
 from pairank.jobs.schedulers.static import SCHEDULERS
-from pairank.operators.judges.simulated import SimulatedJudge
-from pairank.operators.judges.simulated_engine import SimulatedJudgeSpec
+from pairank.judges.engines.simulated import SimulatedJudgeSpec
+from pairank.judges.engines.simulated_judge import SimulatedJudge
 from pairank.storage.fs import Location
 
 SMALL = {"candidates": 8, "contexts": 20}

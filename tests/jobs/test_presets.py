@@ -86,7 +86,7 @@ def test_the_prompts_show_conversations_turn_by_turn(tmp_path):
     """What a judge reads of an MT-Bench second turn: both questions, then each side's two replies, the second
     marked; and the reference answer after the context."""
     from pairank.jobs.pipeline.requests import build_requests
-    from pairank.operators.prompts import load_prompts
+    from pairank.judges.prompts import load_prompts
     from pairank.storage.inputs import read_candidates
 
     import_outputs("mt-bench", [str(F.mt_bench(tmp_path / "mt", n=2))], str(tmp_path / "in"))

@@ -16,7 +16,7 @@ import pytest
 from pairank.jobs.leaderboard import build_leaderboard
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
-from pairank.operators.verdicts import LEVELS
+from pairank.judges.verdicts import LEVELS
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from tests.helpers import PROMPTS, completions_endpoint, reply_json

@@ -7,8 +7,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from pairank.judges.engines.replay_judge import read_judgments
 from pairank.operators.battles import FEATURES, bradley_terry, style_controlled, win_rate_against
-from pairank.operators.judges.replay_judge import read_judgments
 from pairank.operators.leaderboard import LeaderboardOptions, leaderboard
 from pairank.operators.style_control import style_features
 from pairank.storage.fs import Location

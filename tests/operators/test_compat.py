@@ -12,7 +12,7 @@ from scipy.optimize import minimize
 from scipy.special import log_expit
 
 from pairank.operators import compat as C
-from pairank.operators.battles import _parse, feature_matrix, length_controlled, style_controlled
+from pairank.operators.battles import feature_matrix, length_controlled, parse_battles, style_controlled
 from pairank.operators.leaderboard import LeaderboardOptions, interval_kinds
 from tests.operators import compat_world as W
 
@@ -55,7 +55,7 @@ def test_lmarena_equals_arena_rank_within_a_hundredth_of_an_elo(battles):
 
 def test_lmarena_is_the_minimum_of_its_stated_objective(battles):
     """An independent reference: scipy's BFGS on -mean(w * loglik) + |beta|^2 / 2 from the raw counts."""
-    _, systems, first, second, y, _ = _parse(battles)
+    _, systems, first, second, y, _ = parse_battles(battles)
     fa, fb = feature_matrix(battles)
     raw = np.where(fa + fb > 0, (fa - fb) / np.where(fa + fb > 0, fa + fb, 1), 0.0)
     z = (raw - raw.mean(0)) / raw.std(0)

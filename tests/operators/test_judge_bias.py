@@ -12,6 +12,8 @@ import pyarrow as pa
 import pytest
 from scipy.special import expit
 
+from pairank.judges.engines.simulated import SimulatedJudgeSpec
+from pairank.judges.engines.simulated_judge import SimulatedJudge, latent_quality
 from pairank.operators.judge_bias import (
     judge_bias,
     length_preference,
@@ -20,8 +22,6 @@ from pairank.operators.judge_bias import (
     slot_flips,
     wilson,
 )
-from pairank.operators.judges.simulated import SimulatedJudge, latent_quality
-from pairank.operators.judges.simulated_engine import SimulatedJudgeSpec
 from pairank.operators.reports import render_markdown
 from tests.operators.rows import T0, judgment
 

@@ -9,9 +9,9 @@ import json
 import pyarrow as pa
 import pytest
 
+from pairank.judges.verdicts import LEVELS, parse_verdict
 from pairank.operators.leaderboard import LeaderboardOptions, leaderboard
 from pairank.operators.scores import DECISIVE_WEIGHT, rank_table, verdict_scale, verdict_weights
-from pairank.operators.verdicts import LEVELS, parse_verdict
 from pairank.storage.schemas import JUDGMENTS
 
 FIVE = json.dumps({"judging": {"verdict_scale": 5}, "mode": "generate"}, sort_keys=True, separators=(",", ":"))

@@ -14,9 +14,9 @@ import pytest
 
 from pairank.jobs.cli.main import main
 from pairank.jobs.leaderboard_input import input_leaderboard
+from pairank.judges.engines.replay_judge import read_judgments
 from pairank.operators.battles import bradley_terry
 from pairank.operators.board_csv import ALPACA_EVAL_COLUMNS, ARENA_HARD_COLUMNS
-from pairank.operators.judges.replay_judge import read_judgments
 from pairank.storage.fs import Location
 from pairank.storage.importers.battles import ASPECT, NO_TEXT, BattleFields, import_battles
 from pairank.storage.inputs import read_candidates, read_labels, read_style_features

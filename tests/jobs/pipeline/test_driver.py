@@ -26,9 +26,9 @@ from pairank.jobs.pipeline.pool import judge_pool
 from pairank.jobs.pipeline.requests import RequestMaker, contexts_of
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import load_spec, parse_spec
-from pairank.operators.judges import judge_identity
-from pairank.operators.judges.simulated import latent_quality
-from pairank.operators.prompts import load_prompts
+from pairank.judges import judge_identity
+from pairank.judges.engines.simulated_judge import latent_quality
+from pairank.judges.prompts import load_prompts
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.lease import is_held

@@ -13,7 +13,7 @@ import pytest
 
 import pairank
 from pairank.jobs.specs.job import parse_spec
-from pairank.operators.judges.simulated import latent_quality
+from pairank.judges.engines.simulated_judge import latent_quality
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from tests.helpers import spec_for, write_input

@@ -10,9 +10,9 @@ import yaml
 from pairank.jobs.schedulers import FullSettings, RandomSettings
 from pairank.jobs.specs.job import JobSpec, SpecError, load_spec
 from pairank.jobs.specs.overrides import apply_overrides
-from pairank.operators.judges.http_engine import HttpJudgeSpec
-from pairank.operators.judges.replay_engine import ReplayJudgeSpec
-from pairank.operators.judges.vllm_engine import VllmJudgeSpec
+from pairank.judges.engines.http import HttpJudgeSpec
+from pairank.judges.engines.replay import ReplayJudgeSpec
+from pairank.judges.engines.vllm import VllmJudgeSpec
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "configs" / "demo.yaml"
@@ -312,7 +312,7 @@ def test_a_partial_scheduler_without_comparisons_is_an_error_at_load(tmp_path):
 
 def test_batches_in_flight_and_the_engine_they_run_on(tmp_path):
     from pairank.jobs.pipeline.pool import batches_in_flight, engine_spec, pool_resources
-    from pairank.operators.judges.vllm_engine import CPU_ASYNC_ENGINE
+    from pairank.judges.engines.vllm import CPU_ASYNC_ENGINE
 
     def spec(judge: dict, pool: dict):
         return load_spec(write_spec(tmp_path, minimal(judge={"engine": "vllm", **judge}, pool=pool)))
@@ -408,7 +408,7 @@ def test_bad_parallel_settings_are_errors_naming_the_keys(tmp_path, judge, pool,
 
 
 def test_the_vllm_engine_gets_its_parallel_sizes_and_rays_executor_on_gpus():
-    from pairank.operators.judges.vllm_engine import parallel_kwargs
+    from pairank.judges.engines.vllm import parallel_kwargs
 
     assert parallel_kwargs(VllmJudgeSpec(), on_gpus=True) == {}
     wide = VllmJudgeSpec(tensor_parallel_size=2, pipeline_parallel_size=3)

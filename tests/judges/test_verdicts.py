@@ -1,4 +1,4 @@
-"""Tests of operators.verdicts: parsing a generating judge's verdict, and defusing markers in candidates."""
+"""Tests of judges.verdicts: parsing a generating judge's verdict, and defusing markers in candidates."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairank.operators.verdicts import (
+from pairank.judges.verdicts import (
     DECISIVE,
     EMPTY,
     LETTERS,

@@ -1,4 +1,4 @@
-"""Tests of operators.prompts: fenced rendering, placeholder checks, the real template sets, and mode templates."""
+"""Tests of judges.prompts: fenced rendering, placeholder checks, the real template sets, and mode templates."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairank.operators.prompts import (
+from pairank.judges.prompts import (
     FIELDS,
     KINDS,
     PARSED_KINDS,
@@ -25,7 +25,7 @@ from pairank.operators.prompts import (
     mode_template,
     neutralise,
 )
-from pairank.operators.verdicts import LETTERS, LEVELS, NO_VERDICT, NO_VERDICT5, defuse, fold, parse_verdict
+from pairank.judges.verdicts import LETTERS, LEVELS, NO_VERDICT, NO_VERDICT5, defuse, fold, parse_verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = ROOT / "configs" / "prompts"

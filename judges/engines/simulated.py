@@ -1,7 +1,7 @@
 """The ``simulated`` judge engine: verdicts drawn from a model of a judge, never from a language model.
 
 Its settings, identity and builder; the model and the judge are
-:mod:`pairank.operators.judges.simulated`. It answers the ``logprob`` mode, and a run
+:mod:`pairank.judges.engines.simulated_judge`. It answers the ``logprob`` mode, and a run
 report on its judgments opens with a notice that they are simulated.
 """
 
@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from pairank.operators.judges.base import Judge
-from pairank.operators.judges.engine import Engine, Identity, JudgeSettings
+from pairank.judges.engine import Engine, Identity, JudgeSettings
+from pairank.judges.interface import Judge
 from pairank.storage.keys import canonical_json
 
 #: The settings that determine an outcome (``seconds_per_comparison``, ``start_seconds``, ``crash_on``, ``calls_log``,
@@ -114,7 +114,7 @@ def ranks(settings: SimulatedJudgeSpec) -> int:
 
 def build(settings: SimulatedJudgeSpec) -> Judge:
     """The simulated judge of ``settings`` (it reads the quality and lengths tables they name)."""
-    from pairank.operators.judges.simulated import SimulatedJudge
+    from pairank.judges.engines.simulated_judge import SimulatedJudge
 
     return SimulatedJudge(settings)
 

@@ -47,7 +47,7 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
-from pairank.operators.verdicts import defuse, rewrite_folded
+from pairank.judges.verdicts import defuse, rewrite_folded
 from pairank.storage.bounded_yaml import load_yaml
 from pairank.storage.fs import decode_utf8
 
@@ -107,7 +107,7 @@ def neutralise(text: str) -> str:
     """Break up runs of three or more angle brackets (the fence markers), however they are spelled.
 
     The runs are looked for in the text as the verdict parser folds it
-    (:func:`pairank.operators.verdicts.fold`: zero-width characters removed, fullwidth
+    (:func:`pairank.judges.verdicts.fold`: zero-width characters removed, fullwidth
     and other lookalike angle brackets such as ``›``, ``❯`` or ``≫`` read as ``<`` and
     ``>``), with the guillemets ``«`` and ``»`` read as ``<<`` and ``>>`` too. A run
     comes back folded to ASCII and spaced out; all other text is unchanged.
@@ -146,7 +146,7 @@ class PromptTemplate:
     text: str
     placeholders: frozenset[str] = PLACEHOLDERS
     #: The judge's answer to this template is parsed for a verdict marker, so every
-    #: filled text is also passed through :func:`pairank.operators.verdicts.defuse`: a
+    #: filled text is also passed through :func:`pairank.judges.verdicts.defuse`: a
     #: candidate (or an analysis) cannot plant a verdict the judge might echo.
     parsed: bool = False
 

@@ -1,6 +1,6 @@
 """The ``http`` judge engine: any OpenAI-compatible ``/v1/completions`` endpoint.
 
-Its settings, identity and builder; the client is :class:`pairank.operators.judges.http_judge.HttpJudge`.
+Its settings, identity and builder; the client is :class:`pairank.judges.engines.http_judge.HttpJudge`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from pairank.operators.judges.base import Judge
-from pairank.operators.judges.engine import JUDGING_MODES, Engine, Identity, JudgeSettings, Labels
+from pairank.judges.engine import JUDGING_MODES, Engine, Identity, JudgeSettings, Labels
+from pairank.judges.interface import Judge
 
 
 class HttpJudgeSpec(JudgeSettings):
@@ -45,7 +45,7 @@ class HttpJudgeSpec(JudgeSettings):
 
 def build(settings: HttpJudgeSpec) -> Judge:
     """The client of ``settings``' endpoint (it asks /tokenize for the label ids when they are not given)."""
-    from pairank.operators.judges.http_judge import HttpJudge
+    from pairank.judges.engines.http_judge import HttpJudge
 
     return HttpJudge(settings)
 

@@ -1,4 +1,4 @@
-"""The vLLM judge's tokenizer (operators/judges/vllm_tokenizer.py): the embedded default model's read straight from its
+"""The vLLM judge's tokenizer (judges/engines/vllm_tokenizer.py): the embedded default model's read straight from its
 ``tokenizer.json``, every other model's by vLLM's loader, and the two the same tokenizer for what the judge asks of it.
 
 The tests with ``default_model`` read the real prepared Gemma-3-270M (and import vLLM); the rule's own tests build
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pairank.operators.judges.models import DEFAULT_NAME
-from pairank.operators.judges.vllm_tokenizer import PREPARED_FILES, differences, fast_tokenizer_file, load_fast
-from pairank.operators.prompts import load_prompts
+from pairank.judges.engines.vllm_tokenizer import PREPARED_FILES, differences, fast_tokenizer_file, load_fast
+from pairank.judges.models import DEFAULT_NAME
+from pairank.judges.prompts import load_prompts
 from tests.helpers import ROOT
 
 #: The prepared folder's tokenizer_config.json, as `pairank model prepare` writes it with transformers 5.19.
@@ -172,7 +172,7 @@ def both(default_model):
     """(the judge's tokenizer for the default model, the tokenizer vLLM's own loader makes of the same folder)."""
     from vllm.tokenizers import get_tokenizer
 
-    from pairank.operators.judges.vllm_tokenizer import engine_tokenizer
+    from pairank.judges.engines.vllm_tokenizer import engine_tokenizer
 
     return engine_tokenizer({"model": str(default_model)}), get_tokenizer(str(default_model))
 
@@ -180,7 +180,7 @@ def both(default_model):
 def test_the_default_model_takes_the_fast_path_and_another_folder_vllms_loader(both, default_model, tmp_path):
     from transformers import GemmaTokenizer
 
-    from pairank.operators.judges.vllm_tokenizer import engine_tokenizer
+    from pairank.judges.engines.vllm_tokenizer import engine_tokenizer
 
     fast, vllms = both
     assert fast_tokenizer_file({"model": str(default_model)}) == default_model / "tokenizer.json"

@@ -1,8 +1,9 @@
 """Judges: one module per engine, looked up by name in :data:`ENGINES`.
 
-Each built-in engine is declared in its own module (:mod:`.vllm_engine`, :mod:`.http_engine`,
-:mod:`.replay_engine`, :mod:`.simulated_engine`): its settings model, builder, identity and
-hooks (:class:`~pairank.operators.judges.engine.Engine`). :data:`ENGINES` holds them, listed
+Each built-in engine is declared in its own module of :mod:`pairank.judges.engines` (:mod:`~.engines.vllm`,
+:mod:`~.engines.http`, :mod:`~.engines.replay`, :mod:`~.engines.simulated`; each builds its judge from a
+``*_judge`` module beside it, imported only when an engine is built): its settings model, builder, identity and
+hooks (:class:`~pairank.judges.engine.Engine`). :data:`ENGINES` holds them, listed
 here by hand; :func:`register` adds another engine, declared anywhere, before a spec names it.
 Nothing registers itself on import.
 
@@ -27,16 +28,16 @@ from typing import Annotated, Any
 
 from pydantic import Field, TypeAdapter
 
-from pairank.operators.judges import http_engine, replay_engine, simulated_engine, vllm_engine
-from pairank.operators.judges.base import Judge
-from pairank.operators.judges.engine import Engine, Identity, JudgeSettings
+from pairank.judges.engine import Engine, Identity, JudgeSettings
+from pairank.judges.engines import http, replay, simulated, vllm
+from pairank.judges.interface import Judge
 
 #: The engines that come with pairank, in the order the spec reference lists them.
 BUILT_IN: tuple[Engine[Any], ...] = (
-    vllm_engine.ENGINE,
-    http_engine.ENGINE,
-    replay_engine.ENGINE,
-    simulated_engine.ENGINE,
+    vllm.ENGINE,
+    http.ENGINE,
+    replay.ENGINE,
+    simulated.ENGINE,
 )
 
 #: Every engine a spec may name (``judge.engine``), by name.

@@ -1,6 +1,6 @@
 """The ``replay`` judge engine: answers from a judgments table that already exists.
 
-Its settings, identity and builder; the engine is :class:`pairank.operators.judges.replay_judge.ReplayJudge`.
+Its settings, identity and builder; the engine is :class:`pairank.judges.engines.replay_judge.ReplayJudge`.
 It reads label verdicts only, so it answers the ``logprob`` mode.
 """
 
@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from pairank.operators.judges.base import Judge
-from pairank.operators.judges.engine import Engine, Identity, JudgeSettings
+from pairank.judges.engine import Engine, Identity, JudgeSettings
+from pairank.judges.interface import Judge
 
 
 class ReplayJudgeSpec(JudgeSettings):
@@ -34,7 +34,7 @@ class ReplayJudgeSpec(JudgeSettings):
 
 def build(settings: ReplayJudgeSpec) -> Judge:
     """The source's judgments, read and indexed by comparison."""
-    from pairank.operators.judges.replay_judge import ReplayJudge
+    from pairank.judges.engines.replay_judge import ReplayJudge
 
     return ReplayJudge(settings)
 

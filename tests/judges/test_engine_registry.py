@@ -1,4 +1,4 @@
-"""The judge engine registry (operators/judges/__init__.py, engine.py): an engine declared and registered outside
+"""The judge engine registry (judges/__init__.py, engine.py): an engine declared and registered outside
 pairank runs a whole job; unknown engines and keys are errors naming what is allowed; declarations are checked."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pydantic import Field
 
 import pairank
 from pairank.jobs.specs.job import SpecError, parse_spec
-from pairank.operators.judges import BUILT_IN, ENGINES, get_engine, register, unregister
-from pairank.operators.judges.engine import Engine, JudgeSettings
+from pairank.judges import BUILT_IN, ENGINES, get_engine, register, unregister
+from pairank.judges.engine import Engine, JudgeSettings
 from pairank.storage.cache import JudgmentCache
 from tests.helpers import PROMPTS
-from tests.operators.toy_engine import TOY, ToySettings
+from tests.judges.toy_engine import TOY, ToySettings
 
 
 @pytest.fixture

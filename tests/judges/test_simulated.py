@@ -13,15 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairank.operators.judges import judge_identity, make_judge
-from pairank.operators.judges.simulated import (
+from pairank.judges import judge_identity, make_judge
+from pairank.judges.engines.simulated import SimulatedJudgeSpec
+from pairank.judges.engines.simulated_judge import (
     SimulatedJudge,
     latent_quality,
     prompt_words,
     simulate_matrices,
     simulated_p_a,
 )
-from pairank.operators.judges.simulated_engine import SimulatedJudgeSpec
 from pairank.operators.scores import win_ratios
 from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS

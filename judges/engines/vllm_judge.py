@@ -9,13 +9,13 @@ comparisons of one context share the context's KV blocks.
 
 The engine is vLLM's synchronous ``LLM`` (one batch at a time, the engine core in
 this process) or, with ``async_engine``, its async engine
-(:class:`~pairank.operators.judges.vllm_async.AsyncEngine`: batches from several
+(:class:`~pairank.judges.engines.vllm_async.AsyncEngine`: batches from several
 threads in flight at once, the engine core in a second process). Both answer the
 same calls with the same outputs.
 
 The judge tokenizes and detokenizes itself, with the tokenizer vLLM would load (vLLM's own ``get_tokenizer``; for
 the embedded default model the same tokenizer read straight from its ``tokenizer.json``,
-:mod:`~pairank.operators.judges.vllm_tokenizer`), and gives the engine token ids (``skip_tokenizer_init``): it needs
+:mod:`~pairank.judges.engines.vllm_tokenizer`), and gives the engine token ids (``skip_tokenizer_init``): it needs
 every prompt's length before sending it anyway, and vLLM 0.32 would load the tokenizer twice, copy it twice for its
 renderer's threads and load it once more looking for a chat template, about half of the CPU engine's start
 (BENCHMARKS.md §22).
@@ -30,7 +30,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pairank.operators.judges.base import (
+from pairank.judges.engines.vllm_tokenizer import engine_tokenizer
+from pairank.judges.interface import (
     Generated,
     GenerateParams,
     GeneratingJudge,
@@ -39,8 +40,7 @@ from pairank.operators.judges.base import (
     logsumexp,
     single_token_forms,
 )
-from pairank.operators.judges.models import resolve_model
-from pairank.operators.judges.vllm_tokenizer import engine_tokenizer
+from pairank.judges.models import resolve_model
 
 #: Set (unless the spec's judge.env sets them) before vLLM is imported: no telemetry,
 #: warnings only, and for a local folder nothing fetched from a hub and vLLM's
@@ -98,7 +98,7 @@ class VllmJudge(GeneratingJudge):
         choose_dtype: Callable[[str, float], tuple[str, str]],
         parallel_kwargs: Callable[[Any, bool], dict[str, Any]],
     ) -> None:
-        """``spec``: a :class:`pairank.operators.judges.vllm_engine.VllmJudgeSpec` (a pool's actor gets it placed:
+        """``spec``: a :class:`pairank.judges.engines.vllm.VllmJudgeSpec` (a pool's actor gets it placed:
         ``dtype`` and ``async_engine`` decided; ``auto`` left in them is decided for this machine);
         ``choose_dtype``: (``judge.dtype``, GPUs) -> the dtype and why, the engine declaration's;
         ``parallel_kwargs``: (spec, on GPUs) -> vLLM's keywords of its parallel sizes, the declaration's."""
@@ -147,7 +147,7 @@ class VllmJudge(GeneratingJudge):
         engine_kwargs.setdefault("skip_tokenizer_init", True)  # the judge's tokenizer does its work
         self.llm: Any  # vLLM's LLM, or the AsyncEngine that answers the same calls
         if self.async_engine:
-            from pairank.operators.judges.vllm_async import AsyncEngine
+            from pairank.judges.engines.vllm_async import AsyncEngine
 
             self.llm = AsyncEngine(engine_kwargs)
         else:

@@ -7,7 +7,7 @@ driver (:mod:`pairank.jobs.pipeline.passes`) decides what each pass is asked. On
 
 * ``pairwise`` (REQUESTS -> JUDGMENTS): the verdict of each rendered prompt, read
   as label probabilities (``logprob``), as a generated verdict parsed by
-  :func:`pairank.operators.verdicts.parse_verdict` (``generate``: an unparseable answer
+  :func:`pairank.judges.verdicts.parse_verdict` (``generate``: an unparseable answer
   is re-asked at most ``retries`` times at ``retry_temperature`` with a new seed,
   then it is an error row; never a guess; with ``verdict_scale: 5`` the five levels
   [[A>>B]] .. [[B>>A]] are stored as label A, A, tie, B, B and p_a 1, 0.75, 0.5, 0.25, 0),
@@ -41,7 +41,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pairank.operators.judges.base import (
+from pairank.judges.interface import (
     REQUEST_COLUMNS,
     Generated,
     GenerateParams,
@@ -192,7 +192,7 @@ def build_runner(build: Callable[[Any], Judge], judge_spec, judging=None) -> Eng
 
     Pools and Serve replicas receive ``functools.partial(build_runner, engine.build, judge_spec, judging)``
     as their factory and call it once, in their own process. The builder travels with it, so an engine
-    registered in the driver's process only (see :func:`pairank.operators.judges.register`) builds there too.
+    registered in the driver's process only (see :func:`pairank.judges.register`) builds there too.
     """
     return EngineModes(build(judge_spec), judging)
 
@@ -294,7 +294,7 @@ class ModeRunner:
         return self._sampled(requests)
 
     def _generated(self, requests: pa.Table) -> pa.Table:
-        from pairank.operators.verdicts import parse_verdict
+        from pairank.judges.verdicts import parse_verdict
 
         j = self.judging
         prompts, keys = requests.column("prompt").to_pylist(), requests.column("key").to_pylist()
@@ -344,7 +344,7 @@ class ModeRunner:
         )
 
     def _sampled(self, requests: pa.Table) -> pa.Table:
-        from pairank.operators.verdicts import parse_verdict
+        from pairank.judges.verdicts import parse_verdict
 
         j = self.judging
         prompts, keys = requests.column("prompt").to_pylist(), requests.column("key").to_pylist()

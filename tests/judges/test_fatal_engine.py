@@ -7,8 +7,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from pairank.operators.judges.base import LabelProbabilityJudge, LabelScore
-from pairank.operators.judges.modes import ModeRunner
+from pairank.judges.interface import LabelProbabilityJudge, LabelScore
+from pairank.judges.modes import ModeRunner
 
 
 class EngineDeadError(RuntimeError):

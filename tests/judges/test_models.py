@@ -9,7 +9,7 @@ import signal
 import time
 from pathlib import Path
 
-from pairank.operators.judges.models import is_prepared, made_once
+from pairank.judges.models import is_prepared, made_once
 
 ASKERS = 4
 

@@ -1,21 +1,21 @@
 """What a judge engine declares: its settings, its builder, and the rules a job follows for it.
 
-An engine is one module (``vllm_engine.py``, ``http_engine.py``, ``replay_engine.py``,
-``simulated_engine.py``) holding one :class:`Engine`:
+An engine is one module of ``judges/engines/`` (``vllm.py``, ``http.py``, ``replay.py``,
+``simulated.py``) holding one :class:`Engine`:
 
 - ``settings``: a :class:`JudgeSettings` model, the ``judge:`` section of a job spec
   that names the engine (``engine: <name>``); strict (an unknown key is an error that
   lists the allowed ones), frozen, every field described. Its
   :meth:`~JudgeSettings.identity` says what keys a judgment, without starting the engine.
-- ``build``: settings -> :class:`~pairank.operators.judges.base.Judge`, called once in
+- ``build``: settings -> :class:`~pairank.judges.interface.Judge`, called once in
   each judge actor. Heavy libraries (vLLM) are imported inside it, so only the actors
   load them.
 - hooks, each with a default: the judging modes it answers, the settings naming local
   files, how a pool's actor runs it (``placed``, ``batches_in_flight``), the GPUs one
   engine spans (``ranks``), and a notice for the run report.
 
-:data:`pairank.operators.judges.ENGINES` registers the built-in engines by name;
-:func:`pairank.operators.judges.register` adds another. A declaration is checked when
+:data:`pairank.judges.ENGINES` registers the built-in engines by name;
+:func:`pairank.judges.register` adds another. A declaration is checked when
 it is made::
 
     >>> class Echo(JudgeSettings):
@@ -35,7 +35,7 @@ from typing import Any, Generic, Literal, TypeVar, get_args, get_origin
 
 from pydantic import Field
 
-from pairank.operators.judges.base import Judge
+from pairank.judges.interface import Judge
 from pairank.operators.settings import Strict
 
 #: The judging modes (``judging.mode``) a job may ask for; each engine declares the ones it answers.
@@ -158,7 +158,7 @@ class Engine(Generic[S]):
     def local_paths(self, judge: Mapping[str, object]) -> list[str]:
         """The keys of a ``judge:`` mapping, as a spec writes it, that name local files or folders.
 
-        >>> from pairank.operators.judges import ENGINES
+        >>> from pairank.judges import ENGINES
         >>> ENGINES["vllm"].local_paths({"model": "./models/m"}), ENGINES["vllm"].local_paths({"model": "org/m"})
         (['model'], [])
         """

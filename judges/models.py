@@ -28,6 +28,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from pairank.storage.fs import local_cache_dir
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "default"
@@ -36,14 +38,8 @@ DEFAULT_NAME = "gemma-3-270m"
 _DONE = ".pairank-done"
 
 
-def cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/pairank`` (``~/.cache/pairank`` when unset)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pairank"
-
-
 def default_model_dir() -> Path:
-    return cache_dir() / "models" / DEFAULT_NAME
+    return local_cache_dir() / "models" / DEFAULT_NAME
 
 
 def is_prepared(folder: Path) -> bool:

@@ -14,7 +14,7 @@ model's folder in this machine's cache, complete, holding exactly the files the 
 would not pass on, and vLLM asked for nothing but its default loader. Once loaded, the file's pipeline is compared
 with the one ``GemmaTokenizer`` builds (:func:`differences`); any difference (a later transformers, say) falls back
 to vLLM's loader. Every other model is loaded by vLLM's own ``get_tokenizer``. The prepared files are read, never
-changed: the judge's identity hashes them (:func:`pairank.operators.judges.models.folder_revision`).
+changed: the judge's identity hashes them (:func:`pairank.judges.models.folder_revision`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pairank.operators.judges.models import default_model_dir, is_prepared
+from pairank.judges.models import default_model_dir, is_prepared
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from pairank.jobs.specs.job import load_spec
-from pairank.operators.judges import judge_identity, vllm_engine
-from pairank.operators.judges.vllm_engine import VllmJudgeSpec, choose_dtype, cpu_flags, placed
+from pairank.judges import judge_identity
+from pairank.judges.engines import vllm as vllm_engine
+from pairank.judges.engines.vllm import VllmJudgeSpec, choose_dtype, cpu_flags, placed
 
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
 #: A 2-core AMD EPYC with AVX2 and no AVX-512 (where bfloat16 judged 5x slower), and an AVX-512 BF16 / AMX Xeon.

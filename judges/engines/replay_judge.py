@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pairank.operators.judges.base import REQUEST_COLUMNS, Judge, check_columns
+from pairank.judges.interface import REQUEST_COLUMNS, Judge, check_columns
 from pairank.storage.cache import JudgmentCache, latest_per_key
 from pairank.storage.delta import is_table
 from pairank.storage.fs import Location
@@ -42,7 +42,7 @@ class ReplayJudge(Judge):
     engine = "replay"
 
     def __init__(self, spec: Any) -> None:
-        """``spec``: a :class:`pairank.operators.judges.replay_engine.ReplayJudgeSpec`."""
+        """``spec``: a :class:`pairank.judges.engines.replay.ReplayJudgeSpec`."""
         self.spec = spec
         table = read_judgments(spec.source)
         table = table.filter(pc.is_null(table.column("error")))

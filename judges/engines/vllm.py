@@ -2,7 +2,7 @@
 
 Its settings, identity, builder and the rules of its pool: ``async_engine: auto`` is
 decided by the GPUs an actor reserves, and vLLM's async engine holds several batches of
-an actor at once. The engine itself is :class:`pairank.operators.judges.vllm_judge.VllmJudge`,
+an actor at once. The engine itself is :class:`pairank.judges.engines.vllm_judge.VllmJudge`,
 imported by :func:`build` in the actor (it imports vLLM).
 """
 
@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from pairank.operators.judges.base import Judge
-from pairank.operators.judges.engine import JUDGING_MODES, Engine, Identity, JudgeSettings, Labels
-from pairank.operators.judges.models import folder_revision, resolve_model
+from pairank.judges.engine import JUDGING_MODES, Engine, Identity, JudgeSettings, Labels
+from pairank.judges.interface import Judge
+from pairank.judges.models import folder_revision, resolve_model
 
 #: What ``judge.async_engine: auto`` picks for an engine without GPUs: the synchronous engine. On the 2-core CPU
 #: build the async one judged 2-5% faster in a bare loop on an idle machine but started 11-15 s later (its core
@@ -199,7 +199,7 @@ def ranks(settings: VllmJudgeSpec) -> int:
 
 def build(settings: VllmJudgeSpec) -> Judge:
     """The vLLM judge of ``settings`` (in the judge actor: this imports vLLM)."""
-    from pairank.operators.judges.vllm_judge import VllmJudge
+    from pairank.judges.engines.vllm_judge import VllmJudge
 
     return VllmJudge(settings, choose_dtype, parallel_kwargs)
 

@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from pairank.operators.judges.base import Judge, LabelProbabilityJudge, LabelScore
-from pairank.operators.judges.engine import Engine, Identity, JudgeSettings
+from pairank.judges.engine import Engine, Identity, JudgeSettings
+from pairank.judges.interface import Judge, LabelProbabilityJudge, LabelScore
 
 
 class ToySettings(JudgeSettings):

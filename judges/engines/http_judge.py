@@ -22,7 +22,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from pairank.operators.judges.base import (
+from pairank.judges.interface import (
     Generated,
     GenerateParams,
     GeneratingJudge,
@@ -37,7 +37,7 @@ class HttpJudge(GeneratingJudge):
     engine = "http"
 
     def __init__(self, spec: Any) -> None:
-        """``spec``: a :class:`pairank.operators.judges.http_engine.HttpJudgeSpec`."""
+        """``spec``: a :class:`pairank.judges.engines.http.HttpJudgeSpec`."""
         self.spec = spec
         self.base = spec.base_url.rstrip("/")
         self.headers = {"Content-Type": "application/json"}

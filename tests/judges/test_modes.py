@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pairank.jobs.specs.job import JudgingSpec, SpecError, parse_spec
-from pairank.operators.judges.base import Generated, GeneratingJudge
-from pairank.operators.judges.modes import (
+from pairank.judges.interface import Generated, GeneratingJudge
+from pairank.judges.modes import (
     ModeRunner,
     expected_score,
     judging_identity,

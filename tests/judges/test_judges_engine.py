@@ -14,15 +14,15 @@ import pyarrow as pa
 import pytest
 
 from pairank.jobs.specs.job import JudgingSpec
-from pairank.operators.judges import judge_identity, make_judge
-from pairank.operators.judges.base import GenerateParams, p_a_from_logprobs
-from pairank.operators.judges.http_engine import HttpJudgeSpec
-from pairank.operators.judges.modes import ModeRunner, score_options
-from pairank.operators.judges.replay_engine import ReplayJudgeSpec
-from pairank.operators.judges.vllm_engine import VllmJudgeSpec, choose_dtype
-from pairank.operators.judges.vllm_judge import label_token_ids, threads_bind
-from pairank.operators.prompts import Domain, load_mode_prompts, load_prompts
-from pairank.operators.verdicts import parse_verdict
+from pairank.judges import judge_identity, make_judge
+from pairank.judges.engines.http import HttpJudgeSpec
+from pairank.judges.engines.replay import ReplayJudgeSpec
+from pairank.judges.engines.vllm import VllmJudgeSpec, choose_dtype
+from pairank.judges.engines.vllm_judge import label_token_ids, threads_bind
+from pairank.judges.interface import GenerateParams, p_a_from_logprobs
+from pairank.judges.modes import ModeRunner, score_options
+from pairank.judges.prompts import Domain, load_mode_prompts, load_prompts
+from pairank.judges.verdicts import parse_verdict
 from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS, PASS_REQUESTS, PASSES, REQUESTS
 from pairank.storage.validation import validate

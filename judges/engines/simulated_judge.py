@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 from scipy.special import expit, log_expit, ndtri
 
-from pairank.operators.judges.base import (
+from pairank.judges.interface import (
     Judge,
     LabelScore,
     check_columns,
@@ -206,7 +206,7 @@ def simulated_p_a(q_a, q_b, *, scale, noise, position_bias, intransitivity, phas
 
 
 def model_of(spec) -> dict:
-    """The model's coefficients from a :class:`pairank.operators.judges.simulated_engine.SimulatedJudgeSpec`."""
+    """The model's coefficients from a :class:`pairank.judges.engines.simulated.SimulatedJudgeSpec`."""
     return {k: float(getattr(spec, k)) for k in ("scale", "noise", "position_bias", "intransitivity")}
 
 
@@ -340,7 +340,7 @@ class SimulatedJudge(Judge):
     engine = "simulated"
 
     def __init__(self, spec: Any, sleep: Callable[[float], None] = time.sleep) -> None:
-        """``spec``: a :class:`pairank.operators.judges.simulated_engine.SimulatedJudgeSpec`."""
+        """``spec``: a :class:`pairank.judges.engines.simulated.SimulatedJudgeSpec`."""
         self.spec = spec
         self.sleep = sleep
         if spec.start_seconds > 0:

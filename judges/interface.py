@@ -160,7 +160,7 @@ class LabelProbabilityJudge(Judge):
 class GeneratingJudge(LabelProbabilityJudge):
     """An engine that also generates text and reads the probabilities of any single-token options.
 
-    The judging modes (:mod:`pairank.operators.judges.modes`) are built on these two calls.
+    The judging modes (:mod:`pairank.judges.modes`) are built on these two calls.
     """
 
     @abstractmethod
