@@ -78,7 +78,7 @@ def pick(candidates, contexts: list[str], per_context: int):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from pairank.jobs.pipeline.requests import contexts_of
+    from pairank.jobs.judging.requests import contexts_of
 
     by = contexts_of(candidates)
     keep = sorted(cid for ctx in contexts for cid in sorted(by[ctx])[:per_context])
@@ -87,7 +87,7 @@ def pick(candidates, contexts: list[str], per_context: int):
 
 def requests_for(candidates, aspects: list[str], judge_spec):
     """REQUESTS rows (prefix order) for a full matrix, keyed with the vllm judge identity."""
-    from pairank.jobs.pipeline.requests import build_requests
+    from pairank.jobs.judging.requests import build_requests
     from pairank.judges import judge_identity
     from pairank.judges.prompts import load_prompts
 

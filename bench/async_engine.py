@@ -67,8 +67,8 @@ def job_spec(args, output: str = "/nonexistent-unused", extra: list[str] = ()):
 
 def job_requests(spec):
     """The requests run_job builds for this spec (same code path, same prefix order)."""
+    from pairank.jobs.judging.requests import scheduled_requests
     from pairank.jobs.pipeline.inputs import read_inputs
-    from pairank.jobs.pipeline.requests import scheduled_requests
     from pairank.jobs.pipeline.setup import prepare_judging
     from pairank.storage.layout import RunLayout
 
@@ -241,7 +241,7 @@ def pool_child(args, async_engine: bool) -> dict:
     import pyarrow.compute as pc
 
     from pairank.cluster.runtime import ensure_ray, shutdown_ray
-    from pairank.jobs.pipeline.pool import batches_in_flight, judge_pool
+    from pairank.jobs.judging.pool_wiring import batches_in_flight, judge_pool
     from pairank.judges.models import prepare_default_model
 
     prepare_default_model()

@@ -1,5 +1,5 @@
 """Benchmark: the peak RSS of the run task that reads a large candidates table and cuts it into planning blocks
-(`jobs/pipeline/static_stream.py: read_blocks`), read a part at a time against read and validated whole.
+(`jobs/judging/streamed.py: read_blocks`), read a part at a time against read and validated whole.
 
 Writes a candidates table of ``--contexts`` contexts x 4 candidates with texts of ``--chars`` characters (and a
 1 KB context text) to a temporary folder, then in a fresh child process per arm reads it, keeps every row and
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
 import json, resource, sys, time
 import pyarrow as pa, pyarrow.compute as pc
-from pairank.jobs.pipeline import static_stream as s
+from pairank.jobs.judging import streamed as s
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_candidates, read_candidate_ids
 folder = Location.of(sys.argv[1])

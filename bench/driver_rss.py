@@ -1,7 +1,7 @@
 """Benchmark (SIMULATED judge): the driver's peak memory on a static full-matrix run, by size.
 
 Issue 13 item 4: requests (pairs, keys, rendered prompts) are made in Ray Data tasks
-and stream into the judge pool (:mod:`pairank.jobs.pipeline.static_stream`), so the driver
+and stream into the judge pool (:mod:`pairank.jobs.judging.streamed`), so the driver
 does not hold the request table. This script measures what the driver process holds.
 
 Each case runs in a fresh child process on a synthetic input of ``contexts`` x 16
@@ -24,7 +24,7 @@ holds. The phases:
   ``driver``: the run's judgments held for scoring);
 - ``score``: after rankings, win rates and the report (the whole run's peak).
 
-Two arms: ``stream`` is the code as it is (``pipeline.judge.judge_static``); ``driver`` is the
+Two arms: ``stream`` is the code as it is (``pipeline.judge.judge_one_pass``); ``driver`` is the
 former path, rebuilt here from the same functions: the keys of every comparison and
 the rendered request table made on the driver, then streamed through the same pool.
 
@@ -98,10 +98,10 @@ def judge_on_driver(spec, inputs, setup, progress):
     """The former static path: every key and the rendered request table on the driver, then the pool."""
     import pyarrow as pa
 
+    from pairank.jobs.judging.passes import error_count
+    from pairank.jobs.judging.pool_wiring import PoolRecord, judge_pool
+    from pairank.jobs.judging.requests import scheduled_requests
     from pairank.jobs.pipeline.judge import Counts, Judged
-    from pairank.jobs.pipeline.passes import error_count
-    from pairank.jobs.pipeline.pool import PoolRecord, judge_pool
-    from pairank.jobs.pipeline.requests import scheduled_requests
 
     wanted = scheduled_requests(setup.maker, inputs.candidates, spec.aspects, spec.scheduler)
     answered = setup.cache.answered(aspects=spec.aspects, contexts=list(setup.maker.context), keys=wanted)
@@ -120,7 +120,7 @@ def run_case(case: dict) -> dict:
     import pyarrow as pa
 
     from pairank.jobs.pipeline.inputs import read_inputs, scored_in_tasks
-    from pairank.jobs.pipeline.judge import judge_static
+    from pairank.jobs.pipeline.judge import judge_one_pass
     from pairank.jobs.pipeline.report import report, utc_now
     from pairank.jobs.pipeline.score import score
     from pairank.jobs.pipeline.setup import prepare_judging
@@ -159,7 +159,7 @@ def run_case(case: dict) -> dict:
         setup = prepare_judging(spec, inputs.candidates, layout)
         out["peak_mib_inputs"], out["private_mib_inputs"] = peak_mib(), private.now()
         t = time.perf_counter()
-        judge = judge_static if case["arm"] == "stream" else judge_on_driver
+        judge = judge_one_pass if case["arm"] == "stream" else judge_on_driver
 
         timeline = out[
             "rss_timeline"

@@ -8,7 +8,7 @@ real judge's quality; it measures how the schedulers and the driver scale.
 Each case runs in its own fresh process (so peak RSS is the case's own): a
 synthetic input folder is written (``candidates.parquet`` conforming to
 ``storage.schemas.CANDIDATES``; short texts, "ctx-00000" ... x "ctx-00000/c-00000" ...),
-Ray is started and the judge pool is entered with ``pairank.jobs.pipeline.pool.judge_pool`` (one
+Ray is started and the judge pool is entered with ``pairank.jobs.judging.pool_wiring.judge_pool`` (one
 actor, ``pool.num_cpus 1``, ``batch_size`` 4096) before the clock starts, then
 ``jobs.driver.Driver(...).run()`` runs the scheduler to completion with a fresh
 judgment cache (``flush_rows`` 1,000,000, so one cache part per round).
@@ -108,11 +108,11 @@ def run_case(case: dict) -> dict:
     import contextlib
 
     from pairank.cluster.runtime import ensure_ray
-    from pairank.jobs.pipeline.driver import Driver
+    from pairank.jobs.judging.adaptive import Driver
+    from pairank.jobs.judging.passes import Judging
+    from pairank.jobs.judging.pool_wiring import judge_pool
+    from pairank.jobs.judging.requests import RequestMaker
     from pairank.jobs.pipeline.inputs import read_inputs
-    from pairank.jobs.pipeline.passes import Judging
-    from pairank.jobs.pipeline.pool import judge_pool
-    from pairank.jobs.pipeline.requests import RequestMaker
     from pairank.jobs.specs.job import parse_spec
     from pairank.judges import judge_identity
     from pairank.judges.prompts import load_prompts

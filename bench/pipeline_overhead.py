@@ -59,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C
 
 NAME = "pipeline_overhead"
-#: The pool's progress line (jobs/pipeline/passes.py: CacheWriter), one per flushed part; the total is "?" while
+#: The pool's progress line (jobs/judging/passes.py: CacheWriter), one per flushed part; the total is "?" while
 #: a stream made in Ray Data tasks is still being planned.
 PROGRESS = re.compile(r"^[\w-]+: (\d+)/(\d+|\?) \(")
 TARGET = 0.9
@@ -84,8 +84,8 @@ def job_spec(output: str, args):
 
 def job_requests(spec):
     """The requests run_job builds for this spec (same code path, same order)."""
+    from pairank.jobs.judging.requests import scheduled_requests
     from pairank.jobs.pipeline.inputs import read_inputs
-    from pairank.jobs.pipeline.requests import scheduled_requests
     from pairank.jobs.pipeline.setup import prepare_judging
     from pairank.storage.layout import RunLayout
 

@@ -290,7 +290,7 @@ def spread(values: list) -> dict:
 
 def summarise(arm: dict, runs: list[dict], aspects: list[str], n_contexts: int, reference: dict) -> list[dict]:
     """One row per (method, aspect): comparisons and Spearman, mean and SE across seeds."""
-    from pairank.jobs.pipeline.driver import method_name
+    from pairank.jobs.judging.adaptive import method_name
     from pairank.jobs.schedulers import parse_scheduler
 
     rows = []

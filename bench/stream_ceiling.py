@@ -11,7 +11,7 @@ to the judgment store, not any engine:
   comparisons; 800 x 16 gives 192,000);
 * the run: ``pairank.jobs.run.run_job`` on a fresh store (nothing cached), a local
   Ray started by the run, ``pool.size`` actors of ``pool.num_cpus`` 1: planning tasks
-  key and render the requests block by block (:mod:`pairank.jobs.pipeline.static_stream`),
+  key and render the requests block by block (:mod:`pairank.jobs.judging.streamed`),
   the pool's forwarders (driver threads) send them to the actors, the driver commits them to the
   Delta table every ``flush_rows`` and prints progress, then scores and reports.
 
@@ -205,10 +205,10 @@ def stage_cpu(spec, folder: Path) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pairank.jobs.pipeline.block_scores import ScoreSettings, score_block
+    from pairank.jobs.judging.block_scoring import ScoreSettings, score_block
+    from pairank.jobs.judging.streamed import StaticPlan, cut_blocks, plan_blocks, plan_requests
     from pairank.jobs.pipeline.judge import static_scheduler
     from pairank.jobs.pipeline.setup import prepare_judging
-    from pairank.jobs.pipeline.static_stream import StaticPlan, cut_blocks, plan_blocks, plan_requests
     from pairank.judges import make_judge
     from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
@@ -314,7 +314,7 @@ def breakdown(path: Path, top: int = 25) -> dict:
 #: What a process's stacks run, and the process kind it makes it (first match).
 KINDS = (
     ("judge_batch (cluster/judge_actor.py", "judge actor"),
-    ("plan_requests (jobs/pipeline/static_stream.py", "planning task"),
+    ("plan_requests (jobs/judging/streamed.py", "planning task"),
     ("forward (cluster/forwarding.py", "forwarder"),
     ("score_block", "scoring task"),
     ("collect_judgments", "collecting task"),

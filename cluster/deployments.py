@@ -4,7 +4,7 @@ Two deployments:
 
 * :class:`JudgeReplica`, ``resources.min_size`` replicas (up to ``max_size`` by
   Serve's autoscaling for a range ``pool.size``), each holding what
-  ``factory()`` builds (the batch pools' factory, :func:`pairank.jobs.pipeline.pool.judge_factory`)
+  ``factory()`` builds (the batch pools' factory, :func:`pairank.jobs.judging.pool_wiring.judge_factory`)
   for the life of the server. Concurrent requests are judged in batches of at most
   ``resources.batch_size``: what came while the engine judged the last batch, or
   after an idle spell what comes within :data:`BATCH_WAIT_S` (:class:`pairank.cluster.batching.Batches`;

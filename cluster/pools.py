@@ -35,7 +35,7 @@ one more call per actor queued behind them.
 
 The pool knows nothing of judges: it receives what to run as a factory (a
 picklable callable that builds, in the actor, an object with ``run(judging_pass, batch)``
-and ``info()``; :func:`pairank.jobs.pipeline.pool.judge_factory`), where to run it as
+and ``info()``; :func:`pairank.jobs.judging.pool_wiring.judge_factory`), where to run it as
 :class:`PoolResources`, what to answer for requests no engine could judge
 (``on_failure``), and what every call tells the runner to run (``mode``: the job's
 judging settings). A started pool may serve the next job of the same driver process

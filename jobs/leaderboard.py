@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pairank.jobs.pipeline.requests import subset
+from pairank.jobs.judging.requests import subset
 from pairank.operators.board_quality import Reference, board_quality, board_reference, human_reference
 from pairank.operators.judge_bias import judge_bias
 from pairank.operators.leaderboard import Leaderboard, LeaderboardOptions, leaderboard

@@ -13,7 +13,7 @@ For each aspect and context the night then
    new outputs are binary-inserted among its sorted anchors (at most
    ``ceil(log2(n + 1))`` probes each, both orders when ``scheduler.symmetric``);
    an unchanged context asks nothing;
-3. runs them in lockstep rounds on one warm judge pool (:class:`pairank.jobs.pipeline.driver.Driver`,
+3. runs them in lockstep rounds on one warm judge pool (:class:`pairank.jobs.judging.adaptive.Driver`,
    through the same steps as any run, :mod:`pairank.jobs.pipeline`).
    Every request is keyed (judge model, revision, prompt hash, sampling settings,
    both texts), so a comparison in the judgment cache is never paid again;
@@ -43,12 +43,12 @@ from dataclasses import asdict, dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pairank.jobs.judging.adaptive import Task
+from pairank.jobs.judging.requests import RequestMaker, contexts_of
 from pairank.jobs.leaderboard import RunInfo, compute_leaderboard, write_leaderboard
-from pairank.jobs.pipeline.driver import Task
 from pairank.jobs.pipeline.inputs import Inputs
 from pairank.jobs.pipeline.judge import Judged, judge_adaptive
 from pairank.jobs.pipeline.report import report, write_run
-from pairank.jobs.pipeline.requests import RequestMaker, contexts_of
 from pairank.jobs.pipeline.score import score
 from pairank.jobs.pipeline.setup import prepare_judging
 from pairank.jobs.pipeline.winrates import win_rates

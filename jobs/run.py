@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from pairank.cluster.runtime import raised_in_task
+from pairank.jobs.judging.pool_wiring import join_cluster
 from pairank.jobs.nightly import NightlyResult, run_nightly
 from pairank.jobs.pipeline.inputs import read_inputs, scored_in_tasks
-from pairank.jobs.pipeline.judge import judge_adaptive, judge_static
-from pairank.jobs.pipeline.pool import join_cluster
+from pairank.jobs.pipeline.judge import judge
 from pairank.jobs.pipeline.report import report, utc_now, write_run
 from pairank.jobs.pipeline.score import score
 from pairank.jobs.pipeline.setup import prepare_judging
@@ -79,7 +79,6 @@ def run_job(spec: JobSpec, progress: Callable[[str], None] = log.info, claims: C
         "judge": setup.identity,
     }
     layout.manifest.write_json(manifest)
-    judge = judge_adaptive if spec.scheduler.adaptive else judge_static
     try:
         judged = judge(spec, inputs, setup, progress)
     except BaseException as exc:

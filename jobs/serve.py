@@ -6,8 +6,8 @@ hold one engine for the life of the server).
 
 * ``POST /compare`` judges one ordered pair with the batch runs' judge code
   (:class:`pairank.judges.modes.ModeRunner` on the engine its registered
-  builder makes, :func:`pairank.jobs.pipeline.pool.judge_factory`), keyed by
-  :class:`pairank.jobs.pipeline.requests.RequestMaker` exactly as a batch run of the same spec keys it.
+  builder makes, :func:`pairank.jobs.judging.pool_wiring.judge_factory`), keyed by
+  :class:`pairank.jobs.judging.requests.RequestMaker` exactly as a batch run of the same spec keys it.
   A key with a verdict in the spec's judgment cache is answered from there (no engine call; the cache is looked
   at once for all the requests that came while it was last looked at, :class:`SingleFlight`). Otherwise the
   judge replica gathers it with concurrent requests into one engine batch, and answers it once the batch is
@@ -43,7 +43,7 @@ import pyarrow as pa
 
 from pairank.cluster.batching import NotStored
 from pairank.jobs.cli.console import console
-from pairank.jobs.pipeline.requests import RequestMaker
+from pairank.jobs.judging.requests import RequestMaker
 from pairank.jobs.serve_body import MAX_BODY, Body, BodyLimits, CompareRequest, HttpError, RequestBody, parse_compare
 from pairank.jobs.specs.job import SERVE_REQUESTS_AT_ONCE, JobSpec
 from pairank.storage.cache import JudgmentCache, context_bucket
@@ -348,7 +348,7 @@ def start_server(
     ``token_sha256``: :func:`token_digest` of the bearer token (None: no token asked for).
     """
     from pairank.cluster.deployments import start
-    from pairank.jobs.pipeline.pool import join_cluster, judge_factory, pool_resources
+    from pairank.jobs.judging.pool_wiring import join_cluster, judge_factory, pool_resources
 
     service = OnlineJudging(spec, token_sha256)
     if service.online:  # a store whose log or files are damaged is named now, not in every answer

@@ -2,7 +2,7 @@
 
 A mode is a sequence of passes (see ``JudgingSpec.passes``); each pass is its
 own Ray Data stream through the same warm pool (:mod:`pairank.cluster.pools`), and the
-driver (:mod:`pairank.jobs.pipeline.passes`) decides what each pass is asked. On the actor,
+driver (:mod:`pairank.jobs.judging.passes`) decides what each pass is asked. On the actor,
 :class:`ModeRunner` turns a batch of one pass into rows:
 
 * ``pairwise`` (REQUESTS -> JUDGMENTS): the verdict of each rendered prompt, read

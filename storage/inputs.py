@@ -64,7 +64,7 @@ ID_COLUMNS = ("context_id", "candidate_id", "system")
 def read_candidate_ids(folder: Location) -> pa.Table:
     """The folder's candidates without their texts: the :data:`ID_COLUMNS`, read by column projection (the texts'
     pages are never fetched). For a driver whose tasks read the whole table (:func:`read_candidates`, which
-    validates all of it) and cut it into blocks (:mod:`pairank.jobs.pipeline.static_stream`)."""
+    validates all of it) and cut it into blocks (:mod:`pairank.jobs.judging.streamed`)."""
     cand = candidates_file(folder)
     schema = pa.schema([CANDIDATES.field(c) for c in ID_COLUMNS])
     ids = validate(cand.read_columns(list(ID_COLUMNS)), schema, cand.uri)  # their columns and types, no nulls

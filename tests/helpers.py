@@ -263,7 +263,7 @@ def write_input(folder: Path, tables, contexts: int, per_context: int, words: in
     ``words``: each article and summary cut to its first ``words`` words (:data:`SHORT_TEXT_WORDS`)."""
     import pyarrow.compute as pc
 
-    from pairank.jobs.pipeline.requests import subset
+    from pairank.jobs.judging.requests import subset
 
     candidates, human = tables
     small = subset(candidates, contexts, per_context)

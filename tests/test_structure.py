@@ -153,9 +153,9 @@ def test_only_cluster_imports_ray():
 #: What the job's Ray tasks and actors import (a fresh worker process each, so every import is paid per process):
 #: the planning, rendering and block-scoring tasks, the judge actors (the pool's factory unpickles the spec).
 WORKER_MODULES = (
-    "pairank.jobs.pipeline.static_stream",
-    "pairank.jobs.pipeline.render",
-    "pairank.jobs.pipeline.block_scores",
+    "pairank.jobs.judging.streamed",
+    "pairank.jobs.judging.render",
+    "pairank.jobs.judging.block_scoring",
     "pairank.cluster.judge_actor",
     "pairank.jobs.specs.job",
 )

@@ -32,8 +32,8 @@ ALLOWED: dict[str, frozenset[str]] = {
         {
             "cluster/executor.py",
             "tests/cluster/test_executor.py",
-            "jobs/pipeline/render.py",
-            "tests/jobs/pipeline/test_render.py",
+            "jobs/judging/render.py",
+            "tests/jobs/judging/test_render.py",
         }
     ),
     "test_a_stage_s_own_error_reaches_the_caller_as_itself": frozenset({"tests/cluster/test_executor.py"}),
@@ -50,10 +50,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "stage_cpu_us_per_comparison": frozenset({"bench/stream_ceiling.py"}),
     "stage_summary": frozenset({"bench/stream_ceiling.py"}),
     # PassProgress.stage: the deprecated alias of judging_pass kept for progress callbacks, and its test
-    "test_stage_is_a_deprecated_alias_of_judging_pass": frozenset({"tests/jobs/pipeline/test_progress.py"}),
+    "test_stage_is_a_deprecated_alias_of_judging_pass": frozenset({"tests/jobs/judging/test_progress.py"}),
 }
 #: (file, identifier) pairs allowed besides: the deprecated alias, defined and tested.
-DEPRECATED = {("jobs/pipeline/progress.py", "stage"), ("tests/jobs/pipeline/test_progress.py", "stage")}
+DEPRECATED = {("jobs/judging/progress.py", "stage"), ("tests/jobs/judging/test_progress.py", "stage")}
 
 
 def identifiers(tree: ast.AST) -> Iterator[tuple[str, int]]:
@@ -137,8 +137,8 @@ def test_a_judging_pass_named_stage_is_found_and_a_pipeline_stage_handed_on_is_n
     pool = "def judge(requests, stage):\n    return forward(requests, fn_kwargs={'stage': stage})"
     assert misused(pool, "cluster/pools.py") == ["cluster/pools.py:1: stage", "cluster/pools.py:2: stage"]
     progress = "class StageProgress(str):\n    pass"
-    assert misused(progress, "jobs/pipeline/progress.py") == ["jobs/pipeline/progress.py:1: StageProgress"]
+    assert misused(progress, "jobs/judging/progress.py") == ["jobs/judging/progress.py:1: StageProgress"]
     assert misused("progress(line, stage=kind)", "jobs/x.py") == ["jobs/x.py:1: stage"]
     assert misused("render = partial(rendered, stage=Stage(render_requests, texts, RENDERING))", "jobs/x.py") == []
     render = "def rendered(ids, stage: Stage[Texts]):\n    return stream(ids, stage)"
-    assert misused(render, "jobs/pipeline/render.py") == []
+    assert misused(render, "jobs/judging/render.py") == []

@@ -26,11 +26,12 @@ from pathlib import Path
 from pairank import SUBPACKAGES as FOLDERS
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The strictly typed modules, as globs under the checkout: the judging runtime and the run's steps
-#: (``jobs/pipeline/``), the executor and the Ray shim, the settings base, the judge engine registry and
-#: declarations (every ``*_engine.py``), and the toy engine a test declares outside pairank.
+#: The strictly typed modules, as globs under the checkout: the run's steps and its judging (``jobs/pipeline/``,
+#: ``jobs/judging/``), the executor and the Ray shim, the settings base, the judge engine registry and the engines'
+#: declarations, and the toy engine a test declares outside pairank.
 STRICT = (
     "jobs/pipeline/*.py",
+    "jobs/judging/*.py",
     "cluster/executor.py",
     "cluster/ray_shim.py",
     "operators/settings.py",

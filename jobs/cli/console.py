@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from pairank.jobs.pipeline.progress import PassProgress
+from pairank.jobs.judging.progress import PassProgress
 from pairank.storage.fs import Location
 
 #: Seconds between two plain progress lines of one judging pass when the console is not a terminal.

@@ -1,8 +1,8 @@
-"""The judging runtime: a job's steps, and the pipeline stages that judge in the cluster.
+"""A run's steps, each a function from dataclasses to dataclasses; how it judges is :mod:`pairank.jobs.judging`.
 
-A run is made of steps, each a function from dataclasses to dataclasses::
+The steps, in order::
 
-    read_inputs -> prepare_judging -> judge_static | judge_adaptive -> score -> win_rates -> report -> write_run
+    read_inputs -> prepare_judging -> judge -> score -> win_rates -> report -> write_run
 
 (:mod:`.inputs`, :mod:`.setup`, :mod:`.judge`, :mod:`.score`, :mod:`.winrates`, :mod:`.report`).
 :func:`pairank.jobs.run.run_job` composes them in that order.
@@ -12,12 +12,5 @@ from the placements of the last committed night, its judgments are every verdict
 of its judge between the prefix's outputs, and what it writes is committed under a
 fresh attempt folder before the run's report is written.
 
-Judging itself: requests keyed on the driver (:mod:`.requests`) or made in the
-cluster block by block (:mod:`.static_stream`, scored where they are by
-:mod:`.block_scores`), prompts rendered in the cluster (:mod:`.render`), the passes
-of a judging mode (:mod:`.passes`) and the adaptive driver's lockstep rounds
-(:mod:`.driver`). Where the judging runs is the pool's business
-(:mod:`pairank.cluster.pools`): :mod:`.pool` hands it what to run (a picklable
-factory of the engine and its judging mode) and where
-(:class:`~pairank.cluster.pools.PoolResources`).
+Judging itself is :mod:`pairank.jobs.judging`'s; :mod:`.judge` is the one place that chooses its path.
 """

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pairank.jobs.pipeline.requests import subset
+from pairank.jobs.judging.requests import subset
 from pairank.jobs.specs.job import JobSpec, SubsetSpec
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_candidate_ids, read_candidates, read_human_scores, read_labels

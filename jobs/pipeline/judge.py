@@ -11,16 +11,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pairank.jobs.pipeline.block_scores import ScoreSettings, StreamScores, score_streamed
-from pairank.jobs.pipeline.claimed import ClaimedJudging
-from pairank.jobs.pipeline.driver import Driver, Task, ranking_rows
+from pairank.jobs.judging.adaptive import Driver, Task, ranking_rows
+from pairank.jobs.judging.block_scoring import ScoreSettings, StreamScores, score_streamed
+from pairank.jobs.judging.passes import error_count
+from pairank.jobs.judging.pool_wiring import PoolRecord, join_cluster, judge_pool, run_meter
+from pairank.jobs.judging.progress import Progress
+from pairank.jobs.judging.requests import scheduled_requests
+from pairank.jobs.judging.streamed import StaticPlan, judge_streamed, put_blocks
+from pairank.jobs.judging.under_claims import ClaimedJudging
 from pairank.jobs.pipeline.inputs import Inputs
-from pairank.jobs.pipeline.passes import error_count
-from pairank.jobs.pipeline.pool import PoolRecord, join_cluster, judge_pool, run_meter
-from pairank.jobs.pipeline.progress import Progress
-from pairank.jobs.pipeline.requests import scheduled_requests
 from pairank.jobs.pipeline.setup import JudgingSetup
-from pairank.jobs.pipeline.static_stream import StaticPlan, judge_streamed, put_blocks
 from pairank.jobs.schedulers import StaticSettings
 from pairank.jobs.specs.job import JobSpec
 from pairank.operators.reports import judgment_totals
@@ -62,12 +62,24 @@ class Judged:
         return self.scores.totals if self.scores is not None else judgment_totals(self.judgments)
 
 
-def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress) -> Judged:
-    """A static schedule: every request known up front, each pass of the mode judged in one stream. Single-pass
-    modes make their requests in Ray Data tasks (:mod:`pairank.jobs.pipeline.static_stream`); multi-pass modes key
-    them on the driver and render their prompts in a Ray Data stage (:mod:`pairank.jobs.pipeline.render`)."""
+def judge(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress) -> Judged:
+    """The judge step: the one place that chooses how a run judges.
+
+    - an adaptive scheduler: the driver's lockstep rounds over one warm pool (:func:`judge_adaptive`);
+    - a static schedule in a one-pass mode: requests made in Ray Data tasks and streamed through the pool
+      (:func:`judge_one_pass`, :mod:`pairank.jobs.judging.streamed`);
+    - a static schedule in a mode of several passes: requests keyed on the driver, each pass judged in one stream
+      after the one it reads, prompts rendered in a Ray Data stage (:func:`judge_in_passes`).
+    """
+    if spec.scheduler.adaptive:
+        return judge_adaptive(spec, inputs, setup, progress)
     if setup.judging.kind is None:
-        return _judge_static_streamed(spec, inputs, setup, progress)
+        return judge_one_pass(spec, inputs, setup, progress)
+    return judge_in_passes(spec, inputs, setup, progress)
+
+
+def judge_in_passes(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress) -> Judged:
+    """A static schedule in a mode of several passes: every request known up front, keyed on the driver."""
     wanted = scheduled_requests(setup.maker, inputs.candidates, spec.aspects, static_scheduler(spec))
     read_at = time.time()
     answered = setup.cache.answered(aspects=spec.aspects, contexts=list(setup.maker.context), keys=wanted)
@@ -95,7 +107,8 @@ def judge_static(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: P
     )
 
 
-def _judge_static_streamed(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress) -> Judged:
+def judge_one_pass(spec: JobSpec, inputs: Inputs, setup: JudgingSetup, progress: Progress) -> Judged:
+    """A static schedule in a one-pass mode: requests made, judged and scored block by block in the cluster."""
     systems = {s: s for s in pc.unique(inputs.candidates.column("system")).to_pylist()}  # one entry a system
     scheduler = static_scheduler(spec)
     scheduler.pairs({}, systems)  # the scheduler's checks on the run as a whole (one_vs_n: its baseline)

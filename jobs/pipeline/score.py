@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pairank.jobs.pipeline.driver import method_name
+from pairank.jobs.judging.adaptive import method_name
 from pairank.jobs.pipeline.inputs import Inputs
 from pairank.jobs.pipeline.judge import Judged
 from pairank.jobs.schedulers import AdaptiveSettings, SchedulerSpec
@@ -40,7 +40,7 @@ def score(spec: JobSpec, inputs: Inputs, judged: Judged) -> Scored:
     from pairank.operators.transitivity import intransitive_triads
 
     streamed = judged.scores
-    if streamed is not None:  # scored block by block: the fits read a sample (see jobs/pipeline/block_scores.py)
+    if streamed is not None:  # scored block by block: the fits read a sample (see jobs/judging/block_scoring.py)
         table, ranked, triads, bias = streamed.sample, [streamed.rankings], streamed.triads, streamed.position
         biases, fit, texts = streamed.judge_bias, streamed.fit_note(), streamed.candidates
         extra: dict[str, Any] = {"fit_sample": fit} if fit is not None else {}

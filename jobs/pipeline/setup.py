@@ -9,8 +9,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from pairank.jobs.pipeline.passes import Judging
-from pairank.jobs.pipeline.requests import (
+from pairank.jobs.judging.passes import Judging
+from pairank.jobs.judging.requests import (
     RequestMaker,
     Variant,
 )

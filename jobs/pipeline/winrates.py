@@ -9,8 +9,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pairank.jobs.judging.progress import Progress
 from pairank.jobs.pipeline.inputs import Inputs
-from pairank.jobs.pipeline.progress import Progress
 from pairank.jobs.specs.job import WinRateSpec
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_labels

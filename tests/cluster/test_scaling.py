@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from pairank.cluster.pool_monitor import PoolMonitor
-from pairank.jobs.pipeline.pool import PoolRecord, judge_pool
+from pairank.jobs.judging.pool_wiring import PoolRecord, judge_pool
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
 from pairank.storage.cache import JudgmentCache

@@ -12,8 +12,8 @@ import psutil
 import pytest
 
 from pairank.jobs.cli.main import main
+from pairank.jobs.judging.requests import RequestMaker
 from pairank.jobs.leaderboard import build_leaderboard
-from pairank.jobs.pipeline.requests import RequestMaker
 from pairank.jobs.pipeline.setup import mode_prompts
 from pairank.jobs.run import run_job
 from pairank.jobs.serve import OnlineJudging, start_server, token_digest

@@ -120,7 +120,7 @@ def test_a_batch_whose_commit_fails_is_not_answered(tmp_path):
 def test_the_cache_is_looked_at_once_for_requests_that_come_together(tmp_path, concurrent):
     """Requests that are not in the cache look at it before they are judged; one look serves all the requests
     that came while the last look ran, not one look per request (the SIMULATED judge in this process)."""
-    from pairank.jobs.pipeline.pool import judge_factory
+    from pairank.jobs.judging.pool_wiring import judge_factory
     from pairank.storage.schemas import REQUESTS as REQUEST_SCHEMA
 
     spec = parse_spec(spec_dict(str(tmp_path / "in"), str(tmp_path / "store")), "test")

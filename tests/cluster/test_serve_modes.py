@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from pairank.cluster.deployments import stop
-from pairank.jobs.pipeline.requests import RequestMaker
+from pairank.jobs.judging.requests import RequestMaker
 from pairank.jobs.pipeline.setup import mode_prompts
 from pairank.jobs.serve import start_server
 from pairank.jobs.specs.job import parse_spec

@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from pairank.jobs.judging.passes import judge_into_cache
 from pairank.jobs.nightly import run_nightly
-from pairank.jobs.pipeline.passes import judge_into_cache
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
 from pairank.storage.cache import JudgmentCache

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from pairank.jobs.judging.requests import build_requests
 from pairank.jobs.meta_eval import cli_parser, meta_eval
-from pairank.jobs.pipeline.requests import build_requests
 from pairank.judges import judge_identity, make_judge
 from pairank.judges.engines.replay import ReplayJudgeSpec
 from pairank.judges.prompts import PromptTemplate

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from pairank.jobs.pipeline.requests import subset
+from pairank.jobs.judging.requests import subset
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
 from pairank.storage.cache import JudgmentCache

@@ -85,7 +85,7 @@ def test_import_run_and_leaderboard(tmp_path, ray_local, preset, fmt, write, whe
 def test_the_prompts_show_conversations_turn_by_turn(tmp_path):
     """What a judge reads of an MT-Bench second turn: both questions, then each side's two replies, the second
     marked; and the reference answer after the context."""
-    from pairank.jobs.pipeline.requests import build_requests
+    from pairank.jobs.judging.requests import build_requests
     from pairank.judges.prompts import load_prompts
     from pairank.storage.inputs import read_candidates
 

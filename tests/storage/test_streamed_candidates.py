@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from pairank.jobs.pipeline.static_stream import cut_blocks, read_blocks
+from pairank.jobs.judging.streamed import cut_blocks, read_blocks
 from pairank.storage.fs import Location
 from pairank.storage.inputs import iter_candidates, read_candidates
 from pairank.storage.validation import TableError

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from pairank.jobs.cli.console import Console
-from pairank.jobs.pipeline.progress import PassProgress
+from pairank.jobs.judging.progress import PassProgress
 from pairank.storage.fs import Location
 from tests.helpers import ROOT, Gate, joining, shell_env, spec_for, write_input
 

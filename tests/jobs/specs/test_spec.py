@@ -311,7 +311,7 @@ def test_a_partial_scheduler_without_comparisons_is_an_error_at_load(tmp_path):
 
 
 def test_batches_in_flight_and_the_engine_they_run_on(tmp_path):
-    from pairank.jobs.pipeline.pool import batches_in_flight, engine_spec, pool_resources
+    from pairank.jobs.judging.pool_wiring import batches_in_flight, engine_spec, pool_resources
     from pairank.judges.engines.vllm import CPU_ASYNC_ENGINE
 
     def spec(judge: dict, pool: dict):
@@ -344,7 +344,7 @@ def test_bad_batches_in_flight_settings_are_errors_naming_the_key(tmp_path, judg
 
 
 def test_a_pool_size_is_a_number_or_a_range_and_the_pool_gets_both_ends(tmp_path):
-    from pairank.jobs.pipeline.pool import pool_resources
+    from pairank.jobs.judging.pool_wiring import pool_resources
 
     def resources(text: str):
         path = tmp_path / "sized.yaml"
@@ -367,7 +367,7 @@ def test_a_bad_pool_size_is_an_error_naming_the_key_and_what_is_expected(tmp_pat
 
 
 def test_parallel_sizes_place_an_engine_over_as_many_gpus_and_the_pool_knows_it(tmp_path):
-    from pairank.jobs.pipeline.pool import pool_resources
+    from pairank.jobs.judging.pool_wiring import pool_resources
 
     for engine in ("vllm", "simulated"):
         judge = {"engine": engine, "tensor_parallel_size": 2, "pipeline_parallel_size": 2}

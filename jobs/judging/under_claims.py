@@ -1,7 +1,7 @@
 """Judging a set of requests under the run's claims: asked once across the runs on one store.
 
 Used by the adaptive driver (each round) and by static multi-pass runs (their requests are keyed on the driver);
-static single-pass runs claim in their planning tasks (:mod:`pairank.jobs.pipeline.static_stream`). See
+static single-pass runs claim in their planning tasks (:mod:`pairank.jobs.judging.streamed`). See
 :mod:`pairank.storage.claims`.
 """
 

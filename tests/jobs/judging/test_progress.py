@@ -9,8 +9,8 @@ import threading
 import pyarrow as pa
 import pytest
 
-from pairank.jobs.pipeline.passes import judge_into_cache
-from pairank.jobs.pipeline.progress import Heartbeat, PassProgress
+from pairank.jobs.judging.passes import judge_into_cache
+from pairank.jobs.judging.progress import Heartbeat, PassProgress
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS

@@ -1,4 +1,4 @@
-"""Prompts rendered in the cluster (jobs/pipeline/render.py) on local Ray: adaptive rounds and the passes of multi-pass
+"""Prompts rendered in the cluster (jobs/judging/render.py) on local Ray: adaptive rounds and the passes of multi-pass
 modes hand the judge pool request identities, and a Ray Data stage renders them, prompt for prompt what the
 driver rendered before (``RequestMaker.table``).
 
@@ -19,10 +19,9 @@ import pyarrow as pa
 import pytest
 
 from pairank.cluster import executor
-from pairank.jobs.pipeline.driver import Driver
-from pairank.jobs.pipeline.inputs import read_inputs
-from pairank.jobs.pipeline.pool import judge_pool
-from pairank.jobs.pipeline.render import (
+from pairank.jobs.judging.adaptive import Driver
+from pairank.jobs.judging.pool_wiring import judge_pool
+from pairank.jobs.judging.render import (
     PASS_IDS,
     REQUEST_IDS,
     maker_of,
@@ -31,7 +30,8 @@ from pairank.jobs.pipeline.render import (
     render_requests,
     request_ids,
 )
-from pairank.jobs.pipeline.requests import RequestMaker, Variant, prefix_order
+from pairank.jobs.judging.requests import RequestMaker, Variant, prefix_order
+from pairank.jobs.pipeline.inputs import read_inputs
 from pairank.jobs.pipeline.setup import mode_prompts, prepare_judging
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec

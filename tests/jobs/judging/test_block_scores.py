@@ -11,8 +11,8 @@ import zlib
 import pyarrow.compute as pc
 import pytest
 
-import pairank.jobs.pipeline.block_scores as ss
-import pairank.jobs.pipeline.static_stream as rs
+import pairank.jobs.judging.block_scoring as ss
+import pairank.jobs.judging.streamed as rs
 from pairank.jobs.pipeline.inputs import read_inputs
 from pairank.jobs.pipeline.judge import Counts, Judged
 from pairank.jobs.pipeline.score import score

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pairank.jobs.pipeline.driver import Driver, RoundCalibration
+from pairank.jobs.judging.adaptive import Driver, RoundCalibration
+from pairank.jobs.judging.passes import Judging
+from pairank.jobs.judging.pool_wiring import judge_pool
+from pairank.jobs.judging.requests import RequestMaker, contexts_of
 from pairank.jobs.pipeline.inputs import read_inputs
-from pairank.jobs.pipeline.passes import Judging
-from pairank.jobs.pipeline.pool import judge_pool
-from pairank.jobs.pipeline.requests import RequestMaker, contexts_of
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import load_spec, parse_spec
 from pairank.judges import judge_identity

@@ -1,7 +1,7 @@
 """Judging keyed requests in the spec's mode: every pass is a Ray Data stream on the same warm pool.
 
 The driver hands the pool request identities only: each pass's prompts are rendered
-by a Ray Data stage before the pool's (:mod:`pairank.jobs.pipeline.render`). Single-pass modes
+by a Ray Data stage before the pool's (:mod:`pairank.jobs.judging.render`). Single-pass modes
 (``logprob``, ``generate``, ``sample``) send their requests through the pool's
 ``pairwise`` pass. Multi-pass modes first run a pass per output and cache it
 (``<output>/passes/``, PASSES rows):
@@ -37,8 +37,8 @@ from pairank.cluster import executor
 from pairank.cluster.executor import Handle, Stage, Tasks
 from pairank.cluster.metrics import Meter
 from pairank.cluster.pools import JudgePool
-from pairank.jobs.pipeline.progress import PassProgress, Progress
-from pairank.jobs.pipeline.render import (
+from pairank.jobs.judging.progress import PassProgress, Progress
+from pairank.jobs.judging.render import (
     PASS_IDS,
     RENDERING,
     Texts,
@@ -48,7 +48,7 @@ from pairank.jobs.pipeline.render import (
     rendered,
     request_ids,
 )
-from pairank.jobs.pipeline.requests import RequestMaker
+from pairank.jobs.judging.requests import RequestMaker
 from pairank.jobs.specs.job import JudgingSpec
 from pairank.judges.modes import (
     describe_scores,
@@ -82,10 +82,10 @@ def judge_into_cache(
     """Judge ``todo`` in the pool's ``judging_pass``, appending a cache part every ``flush_rows``; returns the rows.
 
     ``render``: ``todo`` holds request identities, and ``render(todo)`` is the render tasks of their
-    requests (:func:`pairank.jobs.pipeline.render.rendered`); without it, ``todo`` holds the requests.
+    requests (:func:`pairank.jobs.judging.render.rendered`); without it, ``todo`` holds the requests.
 
     (A stream of requests made in Ray Data tasks uses :class:`CacheWriter` directly:
-    :mod:`pairank.jobs.pipeline.static_stream`.) Whatever the pool has returned is written before an error
+    :mod:`pairank.jobs.judging.streamed`.) Whatever the pool has returned is written before an error
     propagates (a failing stream flushes its buffer first), and a key is written once per call even if the
     pool returned it twice (a batch sent again after a lost engine).
     """
@@ -303,7 +303,7 @@ class Judging:
 
     def _pass_rows(self, req: Request) -> list[dict[str, Any]]:
         """The two first-pass requests a pairwise request needs, as PASS_IDS rows (slot A's output first; their
-        prompts are rendered in the cluster: :func:`pairank.jobs.pipeline.render.pass_prompt`)."""
+        prompts are rendered in the cluster: :func:`pairank.jobs.judging.render.pass_prompt`)."""
         aspect, ctx, a, b, *rest = req
         variant = rest[0] if rest else 0
         template = self.maker.variants[aspect][variant].first

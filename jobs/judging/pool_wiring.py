@@ -14,7 +14,7 @@ import pyarrow as pa
 from pairank.cluster.metrics import Meter, judge_label
 from pairank.cluster.pools import JudgePool, PoolResources
 from pairank.cluster.warm import WarmPools, warm_scope
-from pairank.jobs.pipeline.progress import Heartbeat, Progress
+from pairank.jobs.judging.progress import Heartbeat, Progress
 from pairank.jobs.specs.job import JobSpec
 from pairank.judges import engine_of, judge_identity
 from pairank.judges.engine import JudgeSettings
@@ -177,7 +177,7 @@ def judge_pool(
     pool resources is run again instead (renewed for this job), and this one is kept for the jobs after it.
 
     On exit, each actor's counters (engine prompts per judging pass) and the engines lost
-    are added to ``record``. With ``progress``, a :class:`~pairank.jobs.pipeline.progress.Heartbeat` says what
+    are added to ``record``. With ``progress``, a :class:`~pairank.jobs.judging.progress.Heartbeat` says what
     happens until the first batch is back ("starting 1 engine", "engine ready in 41 s", "judging: first batch of
     32 running"), at most every 10 s, calling ``poll`` meanwhile (see :class:`WatchedPool`).
     """

@@ -1,6 +1,6 @@
 """A streamed static run scored block by block: the driver never holds the run's judgments.
 
-Once a static run is judged (:mod:`pairank.jobs.pipeline.static_stream`), its judgments are
+Once a static run is judged (:mod:`pairank.jobs.judging.streamed`), its judgments are
 in the store. One task per planning block (whole contexts) reads back the block's
 judgments, one row per key of its comparisons, cached or new, and scores them where
 they are (:func:`score_block`):
@@ -27,7 +27,7 @@ joined without a copy, block after block (each block's rows ordered by context a
 aspect), so their buffers stay in Ray's object store until the run writes them.
 
 A run whose scoring needs every judgment at once reads them back whole instead
-(:meth:`~pairank.jobs.pipeline.static_stream.Streamed.read_back`): ``scoring.calibration:
+(:meth:`~pairank.jobs.judging.streamed.Streamed.read_back`): ``scoring.calibration:
 batch`` estimates each aspect's prior from all of its verdicts.
 """
 
@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 
 from pairank.cluster import executor
 from pairank.cluster.executor import Stage
-from pairank.jobs.pipeline.static_stream import PLANNING, StaticPlan, Streamed, blocks_text, collect_judgments
+from pairank.jobs.judging.streamed import PLANNING, StaticPlan, Streamed, blocks_text, collect_judgments
 from pairank.operators.judge_bias import judge_bias, merge_sections
 from pairank.operators.reports import add_counts, judgment_totals, position_counts, position_table
 from pairank.operators.scores import rank_table
@@ -167,7 +167,7 @@ def _joined(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
 
 
 def score_streamed(run: Streamed, settings: ScoreSettings, progress: Callable[[str], None]) -> StreamScores:
-    """Score ``run`` block by block in tasks (:data:`~pairank.jobs.pipeline.static_stream.TASKS` at a time) and
+    """Score ``run`` block by block in tasks (:data:`~pairank.jobs.judging.streamed.TASKS` at a time) and
     add the blocks' scores up; the judge-bias length slopes are fitted on the sample here."""
     progress(f"scoring the run's judgments where they are ({blocks_text(run.blocks)})")
     parts = executor.run_each(Stage(score_block, settings, PLANNING), run.blocks)  # in block order

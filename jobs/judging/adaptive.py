@@ -11,11 +11,11 @@ Each round the driver
    resumed run stops where the first would have);
 3. answers what the judgment cache already holds and sends the rest through the
    judge pool, one Ray Data stream per pass of the judging mode (the driver hands
-   over request identities; a render stage makes the prompts: :mod:`pairank.jobs.pipeline.render`; PRePair: the
-   outputs not yet analysed, then the verdicts; see :mod:`pairank.jobs.pipeline.passes`); the pool
+   over request identities; a render stage makes the prompts: :mod:`pairank.jobs.judging.render`; PRePair: the
+   outputs not yet analysed, then the verdicts; see :mod:`pairank.jobs.judging.passes`); the pool
    is started on the first round that needs it and stays up (engines warm) until
    the last round. With the run's claims, it sends only what it claims; what another
-   run on the store claimed is waited for in the cache (:mod:`pairank.jobs.pipeline.claimed`);
+   run on the store claimed is waited for in the cache (:mod:`pairank.jobs.judging.under_claims`);
 4. appends the new judgments to the cache (atomic parts, every ``flush_rows``)
    before any machine sees them, so a driver killed at any point loses at most
    the batch in flight, and a re-run replays the finished rounds from the cache
@@ -43,10 +43,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pairank.jobs.pipeline.claimed import WAIT_S, ClaimedJudging
-from pairank.jobs.pipeline.passes import Judging, error_count
-from pairank.jobs.pipeline.pool import run_meter
-from pairank.jobs.pipeline.requests import contexts_of
+from pairank.jobs.judging.passes import Judging, error_count
+from pairank.jobs.judging.pool_wiring import run_meter
+from pairank.jobs.judging.requests import contexts_of
+from pairank.jobs.judging.under_claims import WAIT_S, ClaimedJudging
 from pairank.jobs.schedulers import AdaptiveScheduler, AdaptiveSettings
 from pairank.jobs.specs.job import JobSpec
 from pairank.storage.cache import JudgmentCache
@@ -131,7 +131,7 @@ class Driver:
     ) -> None:
         """``tasks``: the machines to run (default: the spec's scheduler on every aspect, context and seed).
         ``claims``: the run's; each round judges what it claims and waits for what another run claimed
-        (:class:`~pairank.jobs.pipeline.claimed.ClaimedJudging`, looking every ``wait_s`` seconds)."""
+        (:class:`~pairank.jobs.judging.under_claims.ClaimedJudging`, looking every ``wait_s`` seconds)."""
         self.spec, self.judging, self.cache, self.pool, self.progress = spec, judging, cache, pool, progress
         self.claims, self.wait_s = claims, wait_s
         self.maker = judging.maker

@@ -3,7 +3,7 @@
 A request's prompt holds its context and both candidates' texts (and, for a verdict of a
 multi-pass mode, both analyses): it is by far the biggest part of a request, and an
 adaptive round or a pass of a multi-pass mode knows its requests by far less. So
-:class:`pairank.jobs.pipeline.passes.Judging` hands the pool a small Arrow table of identities, and
+:class:`pairank.jobs.judging.passes.Judging` hands the pool a small Arrow table of identities, and
 tasks in the cluster render them before the pool's forwarders send them on:
 
 1. **Identities** (made on the driver, in prefix order: :func:`request_ids`,
@@ -17,9 +17,9 @@ tasks in the cluster render them before the pool's forwarders send them on:
    :func:`render_requests` and :func:`render_passes`, run by :func:`pairank.cluster.executor.each`:
    a round is a few blocks, for which a Ray Data execution cost more to start than the tasks):
    REQUESTS (PASS_REQUESTS) rows, prompt for prompt what
-   :meth:`pairank.jobs.pipeline.requests.RequestMaker.table` renders, in the block's order.
+   :meth:`pairank.jobs.judging.requests.RequestMaker.table` renders, in the block's order.
    A worker process builds its
-   :class:`~pairank.jobs.pipeline.requests.RequestMaker` from the texts once and keeps it for
+   :class:`~pairank.jobs.judging.requests.RequestMaker` from the texts once and keeps it for
    the job's later rounds (:func:`maker_of`). The tasks reserve no CPU: the judge
    actors hold the CPUs, and a task that waited for one would wait for ever.
 
@@ -29,7 +29,7 @@ a context's requests together, in prefix order. A round of a few requests goes t
 way (one render task): one path.
 
 Static single-pass runs make their requests, keys included, in planning tasks instead
-(:mod:`pairank.jobs.pipeline.static_stream`).
+(:mod:`pairank.jobs.judging.streamed`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from pairank.cluster import executor
 from pairank.cluster.executor import Handle, Resources, Stage
-from pairank.jobs.pipeline.requests import RequestMaker, prefix_key
+from pairank.jobs.judging.requests import RequestMaker, prefix_key
 from pairank.storage.schemas import PASS_REQUESTS, REQUESTS
 
 #: A request as the driver knows it: the key, what is compared, the prompt variant, and for a verdict of a
@@ -110,7 +110,7 @@ def maker_of(texts: Texts) -> RequestMaker:
 
 def request_ids(wanted: dict[str, tuple[Any, ...]], analyses: dict[str, tuple[str, str]] | None = None) -> pa.Table:
     """REQUEST_IDS rows for ``{key: (aspect, ctx, a, b[, variant])}`` in prefix order (the order of
-    :meth:`RequestMaker.table <pairank.jobs.pipeline.requests.RequestMaker.table>`); ``analyses``: the keys of each
+    :meth:`RequestMaker.table <pairank.jobs.judging.requests.RequestMaker.table>`); ``analyses``: the keys of each
     request's two first-pass rows.
 
     >>> t = request_ids({"k1": ("x", "c", "q", "p"), "k2": ("x", "c", "p", "q", 1)},

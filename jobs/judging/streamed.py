@@ -22,7 +22,7 @@ made by Ray Data tasks, block by block, and stream straight into the judge pool:
    and yielded in slices to the pool (:meth:`pairank.cluster.pools.JudgePool.judge`, whose
    forwarders on the driver send each context to one engine). Each task reports how many comparisons
    its block wants and how many were cached to a small counter actor.
-3. **Score** (a second set of tasks, :mod:`pairank.jobs.pipeline.block_scores`): once
+3. **Score** (a second set of tasks, :mod:`pairank.jobs.judging.block_scoring`): once
    judging is done, each block reads back from the store one row per key of its
    comparisons, cached or just judged, and scores them there; the driver adds the
    blocks' scores up. A run whose scoring needs every judgment at once reads them
@@ -52,9 +52,9 @@ import pyarrow.compute as pc
 from pairank.cluster import executor
 from pairank.cluster.executor import Handle, Resources, Shared, Stage
 from pairank.cluster.metrics import Meter
-from pairank.jobs.pipeline.passes import CacheWriter
-from pairank.jobs.pipeline.plan_counter import PlanCounter
-from pairank.jobs.pipeline.requests import RequestMaker, prefix_key, scheduled_requests
+from pairank.jobs.judging.passes import CacheWriter
+from pairank.jobs.judging.plan_counter import PlanCounter
+from pairank.jobs.judging.requests import RequestMaker, prefix_key, scheduled_requests
 from pairank.jobs.schedulers import StaticSettings
 from pairank.storage.cache import JudgmentCache, context_bucket
 from pairank.storage.claims import Claims, by_bucket
@@ -318,7 +318,7 @@ def judge_streamed(
     ``blocks`` (:func:`put_blocks`) by the planning stage into the pool that ``pool(poll=...)`` enters (only when
     something is left to judge; ``poll`` says the plan line as soon as every block is planned). The run's
     judgments stay in the store: read them back (:meth:`Streamed.read_back`) or score them block by block
-    (:mod:`pairank.jobs.pipeline.block_scores`).
+    (:mod:`pairank.jobs.judging.block_scoring`).
 
     With claims (``plan.claims``), a comparison that another live run claimed is not asked. Once this run's own
     are judged and committed, the blocks are planned again every ``wait_s`` seconds (a sweep): that finds the

@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-import pairank.jobs.pipeline.static_stream as rs
+import pairank.jobs.judging.streamed as rs
+from pairank.jobs.judging.requests import scheduled_requests
 from pairank.jobs.pipeline.inputs import read_inputs
-from pairank.jobs.pipeline.requests import scheduled_requests
 from pairank.jobs.pipeline.setup import prepare_judging
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec

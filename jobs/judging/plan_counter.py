@@ -1,4 +1,4 @@
-"""The static plan's counts per block, in a small actor on the driver's node (:mod:`.static_stream`).
+"""The static plan's counts per block, in a small actor on the driver's node (:mod:`.streamed`).
 
 A module of its own that imports nothing heavy: the actor's process imports the module of the class it runs,
 and the planning module's imports (pyarrow, the store, the schedulers) cost about 1.3 CPU seconds a run.

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pyarrow as pa
 
-from pairank.jobs.pipeline.claimed import ClaimedJudging
+from pairank.jobs.judging.under_claims import ClaimedJudging
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.claims import Claims, Holder, by_bucket
 from pairank.storage.fs import Location

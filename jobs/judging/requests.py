@@ -126,7 +126,7 @@ class RequestMaker:
         cls, text: dict[str, str], context: dict[str, str], prompts: dict[str, Any], judge: dict[str, Any]
     ) -> RequestMaker:
         """A maker over texts by candidate id and contexts by context id (a render task's:
-        :mod:`pairank.jobs.pipeline.render`)."""
+        :mod:`pairank.jobs.judging.render`)."""
         maker = cls.__new__(cls)
         maker.text, maker.context, maker.variants, maker.judge = text, context, as_variants(prompts), judge
         return maker
