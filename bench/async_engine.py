@@ -13,7 +13,7 @@ prefix caching on) and label probabilities read as the judge reads them (one tok
   process) that keeps ``k`` batches of ``--batch-size`` requests in flight: a batch is
   submitted as soon as one of the ``k`` before it has finished.
 
-``--pool`` adds the pairank path: a one-actor :class:`~pairank.cluster.pools.JudgePool`
+``--pool`` adds the pairank path: a one-actor :class:`~pairank.cluster.pools.judge_pool.JudgePool`
 judging the same requests with ``judge.async_engine`` false and true
 (``pool.max_batches_in_flight`` k), each arm in its own process holding its pool.
 

@@ -2,7 +2,7 @@
 
 Two parts:
 
-1. **A claim** (no Ray): :meth:`pairank.storage.claims.Claims.claim` of one planning block's keys, on a local
+1. **A claim** (no Ray): :meth:`pairank.storage.store.claims.Claims.claim` of one planning block's keys, on a local
    folder and on a SeaweedFS S3 server the benchmark starts on 127.0.0.1: with an empty log, and with
    ``--others`` live records of another run of the same size in the log (a claimer reads them). Sizes: 1,440 keys
    (the issue's run) and 65,536 (``PAIRS_PER_TASK``, the most one block holds per aspect and variant). Reported:
@@ -38,8 +38,8 @@ def keys(n: int, salt: str) -> list[str]:
 
 
 def claim_case(root, n: int, others: int, repeats: int) -> dict:
-    from pairank.storage.claims import Claims, Holder
-    from pairank.storage.lease import take
+    from pairank.storage.store.claims import Claims, Holder
+    from pairank.storage.store.lease import take
 
     seconds, size = [], None
     for r in range(repeats):

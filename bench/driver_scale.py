@@ -116,9 +116,9 @@ def run_case(case: dict) -> dict:
     from pairank.jobs.specs.job import parse_spec
     from pairank.judges import judge_identity
     from pairank.judges.prompts import load_prompts
-    from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
     from pairank.storage.layout import RunLayout
+    from pairank.storage.store.cache import JudgmentCache
 
     def rss():
         return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
@@ -225,8 +225,8 @@ def judge_parts(spec, maker, tasks, folder: Path) -> dict:
     ``judge_seconds`` that are not Ray Data: building the request table (keys known; rendering prompts,
     prefix order), the simulated judge's compute, and appending the judgments as a cache part."""
     from pairank.judges.engines.simulated_judge import SimulatedJudge
-    from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
+    from pairank.storage.store.cache import JudgmentCache
 
     wanted = {}
     for task in tasks:

@@ -53,8 +53,8 @@ def main() -> None:
     from pairank.jobs.run import run_job
     from pairank.jobs.specs.job import parse_spec
     from pairank.operators.meta_eval import meta_eval
-    from pairank.storage.cache import JudgmentCache
     from pairank.storage.importers import run_import
+    from pairank.storage.store.cache import JudgmentCache
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="pairank-modes-") as tmp:

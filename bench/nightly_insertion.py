@@ -44,9 +44,9 @@ def main() -> None:
     from pairank.jobs.nightly import run_nightly
     from pairank.jobs.run import run_job
     from pairank.jobs.specs.job import parse_spec
-    from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
     from pairank.storage.layout import RunLayout
+    from pairank.storage.store.cache import JudgmentCache
 
     data = ensure_summeval()
     cand = pq.read_table(data / "candidates.parquet")

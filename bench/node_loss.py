@@ -1,8 +1,8 @@
 """Benchmark (SIMULATED judge): seconds from a worker node's loss until the judge pool judges again at full size.
 
-A :class:`~pairank.cluster.local.LocalCluster` on this machine (a head of ``--head-cpus`` CPUs, two worker nodes of
-2 CPUs, each its own Ray node that cannot import pairank), storage on a SeaweedFS S3 server the benchmark starts,
-and per run a ``pairank run --set cluster.address=...`` driver on this machine:
+A :class:`~pairank.cluster.local.nodes.LocalCluster` on this machine (a head of ``--head-cpus`` CPUs, two worker
+nodes of 2 CPUs, each its own Ray node that cannot import pairank), storage on a SeaweedFS S3 server the benchmark
+starts, and per run a ``pairank run --set cluster.address=...`` driver on this machine:
 
 * the job: ``--contexts`` SummEval articles x ``--candidates`` summaries, one aspect, ``scheduler.name: full``
   (every ordered pair), the SIMULATED judge at ``--seconds`` per comparison (a sleep: the run judges for about a
@@ -54,7 +54,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C
 
-from pairank.cluster.local import health_checks_option
+from pairank.cluster.local.nodes import health_checks_option
 
 NAME = "node_loss"
 #: Ports of this benchmark's own: the cluster head's (GCS, Jobs API) and the S3 server's.
@@ -136,7 +136,7 @@ def calls(uri: str) -> list[tuple[float, int]]:
 def node_times(cluster) -> dict[str, dict]:
     """Per Ray node id (alive or dead): its state and Ray's ``start_time_ms``/``end_time_ms``, asked of the head
     by the cluster's python (as :meth:`LocalCluster.alive_nodes`)."""
-    from pairank.cluster.node_setup import auth_token, node_env
+    from pairank.cluster.local.node_setup import auth_token, node_env
 
     code = (
         "import json\n"
@@ -172,8 +172,8 @@ def one_run(cluster, arm: str, index: int, input_uri: str, comparisons: int, fol
     """A run of ``arm`` with a worker node killed mid-run; what it measured (see the module's docstring)."""
     import yaml
 
-    from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
+    from pairank.storage.store.cache import JudgmentCache
 
     name = f"{arm}-{index}"
     root = f"s3://bench/nodeloss/{name}"
@@ -324,7 +324,7 @@ def main() -> None:
         raise SystemExit(f"unknown arms {unknown}: choose among {', '.join(ARMS)}")
     os.chdir(C.ROOT)
     C.ensure_summeval()
-    from pairank.cluster.local import LocalCluster
+    from pairank.cluster.local.nodes import LocalCluster
 
     started, load_start, runs = C.now(), C.uptime(), []
     print(f"uptime: {load_start}", flush=True)

@@ -132,7 +132,7 @@ def arm_pipeline(args) -> dict:
 
     import pairank.cluster.runtime as runtime
     from pairank.jobs.run import run_job
-    from pairank.storage.cache import JudgmentCache
+    from pairank.storage.store.cache import JudgmentCache
 
     with tempfile.TemporaryDirectory(prefix="pairank-bench-store-") as out:
         spec = job_spec(out, args)

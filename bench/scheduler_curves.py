@@ -89,9 +89,9 @@ def prepare_data(wait_s: float) -> dict:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
     from pairank.storage.schemas import JUDGMENTS
+    from pairank.storage.store.cache import JudgmentCache
 
     deadline = time.time() + wait_s
     while not matrix_report().is_file():

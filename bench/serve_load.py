@@ -58,7 +58,7 @@ APP = "bench"
 # ---------------------------------------------------------------- the server (child process)
 def child(case: dict) -> None:
     """Start the server, print its URL, wait for a line on stdin, print the judge replica's counters, stop."""
-    from pairank.cluster.deployments import judge_info, stop
+    from pairank.cluster.serve.deployments import judge_info, stop
     from pairank.jobs.serve import start_server
     from pairank.jobs.specs.job import load_spec
 
@@ -256,9 +256,9 @@ def summarise(w: dict, slow_s: float) -> dict:
 
 
 def store_figures(output: str, keys: list[str]) -> dict:
-    from pairank.storage import maintenance
-    from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
+    from pairank.storage.store import maintenance
+    from pairank.storage.store.cache import JudgmentCache
 
     hist = maintenance.history(output)
     cache = JudgmentCache(Location.of(output).join("tables", "judgments"))

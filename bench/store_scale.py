@@ -14,7 +14,7 @@ reader, each in a fresh process so its peak RSS (``ru_maxrss``) is its own:
 - ``nightly``: 30 nights committed one after another to a nightly log (local
   disk): seconds per commit, and of reading the log.
 - ``compact``: a second store of ``--small-commits`` appends of 50 rows (a
-  run with a tiny ``flush_rows``), then ``pairank.storage.maintenance.compact``:
+  run with a tiny ``flush_rows``), then ``pairank.storage.store.maintenance.compact``:
   files before and after, seconds, and a scoped read's seconds before and after.
 
 Rows: ``--groups`` groups = 10 judges x 2 aspects x (groups / 20) contexts, each of
@@ -96,8 +96,8 @@ def groups(n_groups: int) -> list[tuple[int, str, int]]:
 def build(store: Path, rows: int, n_groups: int, commit_rows: int) -> dict:
     import pyarrow as pa
 
-    from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
+    from pairank.storage.store.cache import JudgmentCache
 
     cache = JudgmentCache(Location.of(str(store)))
     per = rows // n_groups
@@ -125,8 +125,8 @@ def build(store: Path, rows: int, n_groups: int, commit_rows: int) -> dict:
 def measure(store: str, case: str, group: list | None) -> dict:
     """One read in this (fresh) process: seconds, rows and peak RSS."""
     from pairank.storage import delta
-    from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
+    from pairank.storage.store.cache import JudgmentCache
 
     cache = JudgmentCache(Location.of(store))
     keys = None
@@ -176,9 +176,9 @@ def in_child(store: Path, case: str, group, per: int, seed: int) -> dict:
 
 def compaction(store: Path, commits: int) -> dict:
 
-    from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
-    from pairank.storage.maintenance import compact
+    from pairank.storage.store.cache import JudgmentCache
+    from pairank.storage.store.maintenance import compact
 
     root = store / "root"
     cache = JudgmentCache(Location.of(str(root / "tables" / "judgments")))

@@ -32,8 +32,8 @@ it starts: planning tasks, forwarders, the judge actor) with py-spy, as collapse
 pairank function (``--breakdown FILE`` prints that sum for a file again).
 
 ``--three-nodes`` runs each case twice, on one node and on three: a
-:class:`~pairank.cluster.local.LocalCluster` of a head of 1 CPU (the job's Ray Data tasks; its driver joins it with
-``cluster.address``) and two worker nodes of 1 CPU (``pool.size`` 2 of ``num_cpus`` 1: one actor on each), each
+:class:`~pairank.cluster.local.nodes.LocalCluster` of a head of 1 CPU (the job's Ray Data tasks; its driver joins it
+with ``cluster.address``) and two worker nodes of 1 CPU (``pool.size`` 2 of ``num_cpus`` 1: one actor on each), each
 its own Ray node that cannot import pairank; one node is the run's own local Ray as above (3 CPUs: 2 actors and
 the tasks' 1). A cluster of several nodes refuses local paths, so with ``--three-nodes`` both arms keep the input
 and the store on a SeaweedFS S3 server the benchmark starts (on 127.0.0.1). All the nodes share this machine's
@@ -210,9 +210,9 @@ def stage_cpu(spec, folder: Path) -> dict:
     from pairank.jobs.pipeline.judge import static_scheduler
     from pairank.jobs.pipeline.setup import prepare_judging
     from pairank.judges import make_judge
-    from pairank.storage.cache import JudgmentCache
     from pairank.storage.fs import Location
     from pairank.storage.layout import RunLayout
+    from pairank.storage.store.cache import JudgmentCache
 
     candidates = pq.read_table(folder / "input" / "candidates.parquet")
     block = cut_blocks(candidates, plan_blocks(candidates))[0]
@@ -313,9 +313,9 @@ def breakdown(path: Path, top: int = 25) -> dict:
 
 #: What a process's stacks run, and the process kind it makes it (first match).
 KINDS = (
-    ("judge_batch (cluster/judge_actor.py", "judge actor"),
+    ("judge_batch (cluster/pools/judge_actor.py", "judge actor"),
     ("plan_requests (jobs/judging/streamed.py", "planning task"),
-    ("forward (cluster/forwarding.py", "forwarder"),
+    ("forward (cluster/pools/forwarding.py", "forwarder"),
     ("score_block", "scoring task"),
     ("collect_judgments", "collecting task"),
     ("read_blocks", "reading task"),
@@ -507,7 +507,7 @@ def label(code: str, where: str | None) -> str:
 def start_nodes(tmp: Path, stack: contextlib.ExitStack):
     """An S3 server (its settings in this process's environment, which the cases inherit) and a local cluster of a
     head and two worker nodes (:data:`NODES`), both stopped when ``stack`` closes; returns the cluster."""
-    from pairank.cluster.local import LocalCluster
+    from pairank.cluster.local.nodes import LocalCluster
 
     (tmp / "s3").mkdir()
     s3, _ = C.start_s3(tmp / "s3", C.free_ports(10, S3_PORTS))

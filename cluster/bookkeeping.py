@@ -1,5 +1,5 @@
 """The driver's bookkeeper: one actor per driver process and Ray job, on the driver's node, holding the small
-objects that a job's tasks and actors consult (each judge pool's :class:`~pairank.cluster.pool_monitor.PoolMonitor`,
+objects that a job's tasks and actors consult (each judge pool's :class:`~pairank.cluster.pools.monitor.PoolMonitor`,
 the static plan's :class:`~pairank.jobs.judging.plan_counter.PlanCounter`).
 
 A Ray actor is a process of its own, which imports Ray and its object's module before it answers: about 0.6 CPU

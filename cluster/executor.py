@@ -14,7 +14,7 @@ work (the way ``ray.data.llm``'s processor runs its stages, or datatrove's
 executors run its steps):
 
 - :func:`stream`: a lazy Ray Data pipeline of a stage over blocks, which a judge
-  pool (:meth:`pairank.cluster.pools.JudgePool.judge`) can take as its input, or
+  pool (:meth:`pairank.cluster.pools.judge_pool.JudgePool.judge`) can take as its input, or
   which :meth:`Stream.tables` reads back;
 - :func:`run_each`: a stage run as one task per block, at most its concurrency at
   once, results in block order;
@@ -100,7 +100,7 @@ def unwrap(exc: BaseException) -> BaseException:
 
 def off_head() -> dict[str, Any]:
     """The Ray option that keeps a task off the head of a cluster of several nodes (none on one node)."""
-    from pairank.cluster.placement import NODE_ID_LABEL, avoided_head
+    from pairank.cluster.pools.placement import NODE_ID_LABEL, avoided_head
 
     head = avoided_head(False)
     return {"label_selector": {NODE_ID_LABEL: f"!{head}"}} if head else {}

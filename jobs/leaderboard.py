@@ -52,12 +52,12 @@ from pairank.operators.judge_bias import judge_bias
 from pairank.operators.leaderboard import Leaderboard, LeaderboardOptions, leaderboard
 from pairank.operators.leaderboard_html import render_html
 from pairank.operators.style_control import lc_warnings
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_candidates, read_human_scores
 from pairank.storage.layout import RunLayout
-from pairank.storage.lease import is_held
 from pairank.storage.schemas import CATEGORY, HUMAN_SCORES, LEADERBOARD, POSITION_BIAS, SPEARMAN, WINRATES
+from pairank.storage.store.cache import JudgmentCache
+from pairank.storage.store.lease import is_held
 from pairank.storage.validation import validate
 
 

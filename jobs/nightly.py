@@ -56,13 +56,13 @@ from pairank.jobs.schedulers import AnchorInsertion, PairsAnchorsSettings
 from pairank.jobs.specs.job import JobSpec
 from pairank.operators.leaderboard import LeaderboardOptions
 from pairank.operators.reports import judgment_totals
-from pairank.storage.claims import Claims
 from pairank.storage.commits import Commit, CommitLog, NightlyLayout, NightlyTable
 from pairank.storage.fs import Location
 from pairank.storage.inputs import read_prefix
 from pairank.storage.keys import canonical_json, text_hash
 from pairank.storage.layout import RunLayout
 from pairank.storage.schemas import LEADERBOARD, NIGHTLY_STATE, POSITION_BIAS, RANKINGS, SPEARMAN, WINRATES
+from pairank.storage.store.claims import Claims
 from pairank.storage.validation import validate
 
 log = logging.getLogger(__name__)
@@ -279,7 +279,7 @@ def run_nightly(
     claims: Claims | None = None,
 ) -> NightlyResult:
     """One night of ``spec`` (which has a ``nightly`` section); see the module docstring. ``claims``: the night's,
-    under its lease (:mod:`pairank.storage.claims`)."""
+    under its lease (:mod:`pairank.storage.store.claims`)."""
     if spec.nightly is None:
         raise ValueError(f"{spec.name}: not a nightly job (the spec has no nightly section)")
     nightly = spec.nightly

@@ -4,15 +4,15 @@
 2. The scheduler makes requests; each carries a key of everything that
    determines its outcome, and requests already answered in the cache are dropped.
 3. The rest stream through Ray Data to a fixed pool of long-lived judge actors
-   (one engine per actor, started once; see :mod:`pairank.cluster.pools`). Judgments come back to the
+   (one engine per actor, started once; see :mod:`pairank.cluster.pools.judge_pool`). Judgments come back to the
    driver and are appended to the cache as atomic Parquet parts every
    ``flush_rows`` rows, so a run killed midway keeps what it finished.
 4. Rankings, Spearman and position-bias tables and the report are written under
    ``<output>/runs/<name>/``.
 
 A run holds the lease of its name under the root while it goes
-(:mod:`pairank.storage.lease`): a second run of that name is refused, not paid twice. Under that
-lease it claims the comparisons it asks (:mod:`pairank.storage.claims`): a run of another name
+(:mod:`pairank.storage.store.lease`): a second run of that name is refused, not paid twice. Under that
+lease it claims the comparisons it asks (:mod:`pairank.storage.store.claims`): a run of another name
 that wants them too waits for their verdicts instead of asking them again.
 A run that fails after it started judging says so in its manifest (``state: failed``).
 
@@ -39,11 +39,11 @@ from pairank.jobs.pipeline.score import score
 from pairank.jobs.pipeline.setup import prepare_judging
 from pairank.jobs.pipeline.winrates import win_rates
 from pairank.jobs.specs.job import JobSpec, load_spec
-from pairank.storage.claims import Claims, Holder
 from pairank.storage.errors import StorageUnavailable
 from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
-from pairank.storage.lease import take
+from pairank.storage.store.claims import Claims, Holder
+from pairank.storage.store.lease import take
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """``pairank serve``: online comparisons and the latest leaderboard over HTTP.
 
-What each endpoint does is here, free of Ray; :mod:`pairank.cluster.deployments` holds the Ray
+What each endpoint does is here, free of Ray; :mod:`pairank.cluster.serve.deployments` holds the Ray
 Serve deployments that carry it (an HTTP ingress, and judge replicas that each
 hold one engine for the life of the server).
 
@@ -41,17 +41,17 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
-from pairank.cluster.batching import NotStored
+from pairank.cluster.serve.batching import NotStored
 from pairank.jobs.cli.console import console
 from pairank.jobs.judging.requests import RequestMaker
 from pairank.jobs.serve_body import MAX_BODY, Body, BodyLimits, CompareRequest, HttpError, RequestBody, parse_compare
 from pairank.jobs.specs.job import SERVE_REQUESTS_AT_ONCE, JobSpec
-from pairank.storage.cache import JudgmentCache, context_bucket
-from pairank.storage.cache_index import CacheIndex
 from pairank.storage.errors import StorageError
 from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
 from pairank.storage.schemas import REQUESTS
+from pairank.storage.store.cache import JudgmentCache, context_bucket
+from pairank.storage.store.cache_index import CacheIndex
 
 log = logging.getLogger(__name__)
 
@@ -347,7 +347,7 @@ def start_server(
 
     ``token_sha256``: :func:`token_digest` of the bearer token (None: no token asked for).
     """
-    from pairank.cluster.deployments import start
+    from pairank.cluster.serve.deployments import start
     from pairank.jobs.judging.pool_wiring import join_cluster, judge_factory, pool_resources
 
     service = OnlineJudging(spec, token_sha256)
@@ -420,7 +420,7 @@ class CacheAppend:
             self._counters[name] = self._counters.get(name, 0) + n
 
     def _compact(self) -> None:
-        from pairank.storage.maintenance import compact_table
+        from pairank.storage.store.maintenance import compact_table
 
         try:
             done = compact_table(self.cache)
@@ -445,7 +445,7 @@ def serve_until_stopped(
     import signal
     import threading
 
-    from pairank.cluster.deployments import stop
+    from pairank.cluster.serve.deployments import stop
 
     stopped = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,7 +1,7 @@
 """Judging modes: what one judge actor does with each pass's batch.
 
 A mode is a sequence of passes (see ``JudgingSpec.passes``); each pass is its
-own Ray Data stream through the same warm pool (:mod:`pairank.cluster.pools`), and the
+own Ray Data stream through the same warm pool (:mod:`pairank.cluster.pools.judge_pool`), and the
 driver (:mod:`pairank.jobs.judging.passes`) decides what each pass is asked. On the actor,
 :class:`ModeRunner` turns a batch of one pass into rows:
 
@@ -211,7 +211,7 @@ class EngineModes:
     """One engine, built once, and a :class:`ModeRunner` per judging settings it is asked in.
 
     A call names its judging settings (``judging``; None: those it was built with), so the jobs that share a
-    warm pool (:func:`pairank.cluster.warm.warm_pools`) each judge in their own mode on the same engine, and an
+    warm pool (:func:`pairank.cluster.pools.warm.warm_pools`) each judge in their own mode on the same engine, and an
     actor that Ray restarted with the arguments it was first built with still judges in the calls' mode.
     """
 
@@ -269,7 +269,7 @@ class ModeRunner:
             return self.pairwise(batch) if judging_pass == "pairwise" else self.first_pass(judging_pass, batch)
         except Exception as exc:
             if self.judge.is_fatal(exc):
-                raise  # the engine is gone: its actor ends and Ray restarts it (pairank.cluster.pools)
+                raise  # the engine is gone: its actor ends and Ray restarts it (pairank.cluster.pools.judge_pool)
             if judging_pass == "pairwise":
                 check_columns(batch, REQUEST_COLUMNS, "pairwise pass")
             else:

@@ -55,7 +55,7 @@ aspect). A judge with no judgment in one order for any pair of a subset gets nul
 for that order and for the statistics that combine both orders; a pair that misses
 one order among others counts as a missing winner there (like LLMBar's null
 winner). Several judgments of one judge, pair and order: the newest verdict, else
-the newest error row (as :func:`pairank.storage.cache.latest_per_key`).
+the newest error row (as :func:`pairank.storage.store.cache.latest_per_key`).
 """
 
 from __future__ import annotations

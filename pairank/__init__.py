@@ -13,7 +13,7 @@ small, stable API a program needs:
 - :func:`run` runs it (local Ray unless the spec names a cluster) and returns a
   :class:`RunResult` (counts and the run's layout under the output root); the jobs run inside
   ``with warm_pools():`` share their judge engines instead of starting one each
-  (:mod:`pairank.cluster.warm`);
+  (:mod:`pairank.cluster.pools.warm`);
 - :class:`Judge` is the engine interface (request rows in, judgment rows out);
   :data:`ENGINES` and :data:`SCHEDULERS` are the registries of judge engines and schedulers
   by the names a spec uses; an :class:`Engine` declares a judge engine (its
@@ -69,7 +69,7 @@ _API = {
     "SpecError": ("pairank.jobs.specs.job", "SpecError"),
     "run": ("pairank.jobs.run", "run"),
     "RunResult": ("pairank.jobs.run", "RunResult"),
-    "warm_pools": ("pairank.cluster.warm", "warm_pools"),
+    "warm_pools": ("pairank.cluster.pools.warm", "warm_pools"),
     "Judge": ("pairank.judges.interface", "Judge"),
     "ENGINES": ("pairank.judges", "ENGINES"),
     "Engine": ("pairank.judges.engine", "Engine"),

@@ -40,9 +40,9 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
-from pairank.storage.damage import damaged_commit
 from pairank.storage.errors import StorageError, delta_said
 from pairank.storage.fs import Location
+from pairank.storage.store.damage import damaged_commit
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def is_table(loc: Location) -> bool:
 
 def open_table(loc: Location, version: int | None = None):
     """The :class:`deltalake.DeltaTable` at ``loc`` (at ``version``, else the newest); FileNotFoundError if none,
-    :class:`~pairank.storage.damage.CorruptLog` naming the commit of its log that does not read."""
+    :class:`~pairank.storage.store.damage.CorruptLog` naming the commit of its log that does not read."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 

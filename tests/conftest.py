@@ -325,11 +325,12 @@ def _ray_of_its_own(*args, **kwargs):
 
 
 def _ray_token() -> None:
-    """Ray's token of this machine, made when there is none (:func:`pairank.cluster.node_setup.ensure_auth_token`). The
-    Jobs API tests start their Ray head and clients with ``RAY_AUTH_MODE=token``, and ``ray start`` then refuses to
+    """Ray's token of this machine, made when there is none
+    (:func:`pairank.cluster.local.node_setup.ensure_auth_token`).
+    The Jobs API tests start their Ray head and clients with ``RAY_AUTH_MODE=token``, and ``ray start`` then refuses to
     make one (a local ``ray.init`` does): on a machine whose HOME had never run Ray, they failed unless another test's
     Ray had made the token first."""
-    from pairank.cluster.node_setup import ensure_auth_token
+    from pairank.cluster.local.node_setup import ensure_auth_token
 
     ensure_auth_token()
 

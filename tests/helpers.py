@@ -31,10 +31,10 @@ from statistics import NormalDist
 import pyarrow as pa
 
 from pairank.jobs.schedulers import AdaptiveScheduler, run_lockstep
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
 from pairank.storage.schemas import JUDGMENTS
+from pairank.storage.store.cache import JudgmentCache
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -656,7 +656,7 @@ def completions_endpoint(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]
 #: ``argv[2]``-th step (``verify_store``'s ``on_step``): a repair stopped at a known point, for real.
 REPAIR_KILLED_AT = """
 import os, signal, sys
-from pairank.storage.verify import verify_store
+from pairank.storage.store.verify import verify_store
 steps = []
 def on_step(step):
     steps.append(step)

@@ -1,9 +1,9 @@
 """A Ray cluster of several nodes on this machine for the tests, and what they check on it.
 
 :func:`multinode` is a module-scoped fixture factory: a test module says ``cluster = multinode(workers=2)`` and
-its tests get a :class:`~pairank.cluster.local.LocalCluster` (a head and worker nodes, each a Ray node of its own
+its tests get a :class:`~pairank.cluster.local.nodes.LocalCluster` (a head and worker nodes, each a Ray node of its own
 that cannot import pairank, with its own HOME and no environment of the driver's; see
-:mod:`pairank.cluster.local`), started once for the module and stopped after it. Storage is the session's
+:mod:`pairank.cluster.local.nodes`), started once for the module and stopped after it. Storage is the session's
 SeaweedFS S3 server (``s3_server``), which every test on the cluster uses.
 
 The rest says what happened in a run: which node holds which of the job's processes (:func:`titles`), the
@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from pairank.cluster.local import LocalCluster, Node
+from pairank.cluster.local.nodes import LocalCluster, Node
 from pairank.storage.fs import Location
 from tests.helpers import ROOT, Gate, shell_env
 

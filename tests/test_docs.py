@@ -32,6 +32,11 @@ def test_the_readme_is_short_and_points_at_every_page_of_the_docs():
         assert f"(docs/{page.name})" in readme, page.name
 
 
+def test_the_maintainers_guide_fits_in_12_kb():
+    """docs/development.md says how the house is laid out and how to work in it, not what happened: at most 12 KB."""
+    assert len((ROOT / "docs" / "development.md").read_bytes()) <= 12 * 1024
+
+
 def test_every_link_between_the_pages_resolves():
     broken = []
     for page in PAGES:

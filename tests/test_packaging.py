@@ -48,7 +48,7 @@ def test_the_wheel_installs_pairank_alone_and_its_documented_example_runs(tmp_pa
         "pairank/jobs/cli/main.py",
         "pairank/jobs/schedulers/pairs.py",
         "pairank/judges/modes.py",
-        "pairank/cluster/pools.py",
+        "pairank/cluster/pools/judge_pool.py",
         "pairank/storage/schemas.py",
         "pairank/jobs/frontier_table.csv",  # the measured frontier `pairank plan --recommend` reads
     ):

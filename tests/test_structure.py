@@ -156,7 +156,7 @@ WORKER_MODULES = (
     "pairank.jobs.judging.streamed",
     "pairank.jobs.judging.render",
     "pairank.jobs.judging.block_scoring",
-    "pairank.cluster.judge_actor",
+    "pairank.cluster.pools.judge_actor",
     "pairank.jobs.specs.job",
 )
 

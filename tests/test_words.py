@@ -135,7 +135,10 @@ def test_identifiers_are_names_arguments_attributes_keywords_imports_and_identif
 
 def test_a_judging_pass_named_stage_is_found_and_a_pipeline_stage_handed_on_is_not():
     pool = "def judge(requests, stage):\n    return forward(requests, fn_kwargs={'stage': stage})"
-    assert misused(pool, "cluster/pools.py") == ["cluster/pools.py:1: stage", "cluster/pools.py:2: stage"]
+    assert misused(pool, "cluster/pools/judge_pool.py") == [
+        "cluster/pools/judge_pool.py:1: stage",
+        "cluster/pools/judge_pool.py:2: stage",
+    ]
     progress = "class StageProgress(str):\n    pass"
     assert misused(progress, "jobs/judging/progress.py") == ["jobs/judging/progress.py:1: StageProgress"]
     assert misused("progress(line, stage=kind)", "jobs/x.py") == ["jobs/x.py:1: stage"]

@@ -1,5 +1,5 @@
 """``pairank cluster``: a Ray cluster of several nodes on this machine, to try a job across nodes
-(:mod:`pairank.cluster.local`; docs/cluster.md, "Several nodes")."""
+(:mod:`pairank.cluster.local.nodes`; docs/cluster.md, "Several nodes")."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ def _nodes(cluster) -> None:
 
 
 def _health_checks(value: str) -> tuple[int, int]:
-    from pairank.cluster.local import health_checks_option  # imported when the option is given only
+    from pairank.cluster.local.nodes import health_checks_option  # imported when the option is given only
 
     return health_checks_option(value)
 
 
 def cmd_cluster_up(args: argparse.Namespace) -> int:
-    from pairank.cluster.local import LocalCluster
+    from pairank.cluster.local.nodes import LocalCluster
 
     cluster = LocalCluster(
         Path(args.dir),
@@ -47,7 +47,7 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
 
 
 def cmd_cluster_status(args: argparse.Namespace) -> int:
-    from pairank.cluster.local import LocalCluster
+    from pairank.cluster.local.nodes import LocalCluster
 
     cluster = LocalCluster.load(args.dir)
     _nodes(cluster)
@@ -57,7 +57,7 @@ def cmd_cluster_status(args: argparse.Namespace) -> int:
 
 
 def cmd_cluster_add(args: argparse.Namespace) -> int:
-    from pairank.cluster.local import LocalCluster
+    from pairank.cluster.local.nodes import LocalCluster
 
     cluster = LocalCluster.load(args.dir)
     node = cluster.add_worker(cpus=args.cpus, gpus=args.gpus)
@@ -66,7 +66,7 @@ def cmd_cluster_add(args: argparse.Namespace) -> int:
 
 
 def cmd_cluster_kill(args: argparse.Namespace) -> int:
-    from pairank.cluster.local import LocalCluster
+    from pairank.cluster.local.nodes import LocalCluster
 
     cluster = LocalCluster.load(args.dir)
     killed = cluster.kill(args.node)
@@ -75,7 +75,7 @@ def cmd_cluster_kill(args: argparse.Namespace) -> int:
 
 
 def cmd_cluster_down(args: argparse.Namespace) -> int:
-    from pairank.cluster.local import LocalCluster
+    from pairank.cluster.local.nodes import LocalCluster
 
     LocalCluster.load(args.dir).stop()
     _say(f"stopped the cluster of {args.dir}")

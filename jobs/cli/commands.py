@@ -52,7 +52,7 @@ def _watched(args: argparse.Namespace, spec, address: tuple[str, int]) -> int:
     from pairank.jobs.cli.console import console
     from pairank.jobs.cli.errors import head_lost
     from pairank.storage.fs import Location
-    from pairank.storage.lease import release_left
+    from pairank.storage.store.lease import release_left
 
     def say(msg: str) -> None:
         print(f"pairank: error: {msg}", file=console.err, flush=True)

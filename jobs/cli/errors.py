@@ -34,11 +34,11 @@ def head_lost(where: str, seen: str = "") -> str:
 
 def explain(exc: BaseException) -> tuple[int, str]:
     """The exit code and one-paragraph message for an error that ended a command."""
-    from pairank.cluster.pools import EngineStartError
+    from pairank.cluster.pools.judge_pool import EngineStartError
     from pairank.cluster.runtime import LocalRayStartError, is_ray_error, lost_cluster, raised_in_task
     from pairank.storage.commits import CommitConflict
     from pairank.storage.errors import DiskFull, StorageError, StorageUnavailable, is_disk_full
-    from pairank.storage.lease import LeaseHeld
+    from pairank.storage.store.lease import LeaseHeld
 
     exc = raised_in_task(exc)  # a corrupt file met in a Ray task is told as if the driver had met it
     if isinstance(exc, (CommitConflict, LeaseHeld)):

@@ -13,8 +13,8 @@ def _progress(msg: str) -> None:
 
 
 def cmd_store_verify(args: argparse.Namespace) -> int:
-    from pairank.storage.repair import SHOWN_KEYS
-    from pairank.storage.verify import verify_store
+    from pairank.storage.store.repair import SHOWN_KEYS
+    from pairank.storage.store.verify import verify_store
 
     result = verify_store(args.root, quarantine=args.quarantine)
     for c in result.commits:
@@ -47,7 +47,7 @@ def cmd_store_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_store_migrate(args: argparse.Namespace) -> int:
-    from pairank.storage.maintenance import migrate
+    from pairank.storage.store.maintenance import migrate
 
     done = migrate(args.root, progress=_progress)
     for m in done:
@@ -61,7 +61,7 @@ def cmd_store_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_store_compact(args: argparse.Namespace) -> int:
-    from pairank.storage.maintenance import compact
+    from pairank.storage.store.maintenance import compact
 
     for name, m in compact(args.root, target_mb=args.target_mb).items():
         print(f"{name}: {m['files_removed']} files merged into {m['files_added']} (version {m['version']})")
@@ -69,7 +69,7 @@ def cmd_store_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_store_vacuum(args: argparse.Namespace) -> int:
-    from pairank.storage.maintenance import vacuum
+    from pairank.storage.store.maintenance import vacuum
 
     for name, files in vacuum(args.root, retention_hours=args.retention_hours, dry_run=args.dry_run).items():
         print(f"{name}: {len(files)} files {'would be ' if args.dry_run else ''}deleted")
@@ -79,7 +79,7 @@ def cmd_store_vacuum(args: argparse.Namespace) -> int:
 
 
 def cmd_store_history(args: argparse.Namespace) -> int:
-    from pairank.storage.maintenance import history
+    from pairank.storage.store.maintenance import history
 
     rows = history(args.root, args.store, limit=args.limit)
     if args.json:

@@ -142,7 +142,7 @@ def supervise(
     with tempfile.TemporaryDirectory(prefix="pairank-driver-") as tmp:
         status = Path(tmp) / "status.jsonl"
         status.touch()
-        from pairank.storage.lease import RUN_PID_ENV
+        from pairank.storage.store.lease import RUN_PID_ENV
 
         env = {**os.environ, STATUS_ENV: str(status), RUN_PID_ENV: str(os.getpid())}  # its lease names this process
         child = subprocess.Popen(list(command), env=env)

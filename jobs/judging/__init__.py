@@ -9,6 +9,6 @@
 Shared by all three: prompts rendered in the cluster (:mod:`.render`), comparisons another run has claimed waited
 for instead of asked (:mod:`.under_claims`), the console's progress (:mod:`.progress`), and what the pool is
 handed (:mod:`.pool_wiring`: a picklable factory of the engine and its judging mode, and where it runs,
-:class:`~pairank.cluster.pools.PoolResources`). Where the judging runs is the pool's business
-(:mod:`pairank.cluster.pools`).
+:class:`~pairank.cluster.pools.judge_pool.PoolResources`). Where the judging runs is the pool's business
+(:mod:`pairank.cluster.pools.judge_pool`).
 """

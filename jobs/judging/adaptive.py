@@ -49,9 +49,9 @@ from pairank.jobs.judging.requests import contexts_of
 from pairank.jobs.judging.under_claims import WAIT_S, ClaimedJudging
 from pairank.jobs.schedulers import AdaptiveScheduler, AdaptiveSettings
 from pairank.jobs.specs.job import JobSpec
-from pairank.storage.cache import JudgmentCache
-from pairank.storage.claims import Claims
 from pairank.storage.schemas import RANKINGS
+from pairank.storage.store.cache import JudgmentCache
+from pairank.storage.store.claims import Claims
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ import pyarrow as pa
 from pairank.cluster import executor
 from pairank.cluster.executor import Handle, Stage, Tasks
 from pairank.cluster.metrics import Meter
-from pairank.cluster.pools import JudgePool
+from pairank.cluster.pools.judge_pool import JudgePool
 from pairank.jobs.judging.progress import PassProgress, Progress
 from pairank.jobs.judging.render import (
     PASS_IDS,
@@ -56,9 +56,9 @@ from pairank.judges.modes import (
     pair_scores_verdict,
     pass_identity,
 )
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.keys import judgment_key
 from pairank.storage.schemas import JUDGMENTS
+from pairank.storage.store.cache import JudgmentCache
 
 log = logging.getLogger(__name__)
 

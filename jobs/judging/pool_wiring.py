@@ -12,8 +12,8 @@ from typing import Any, cast
 import pyarrow as pa
 
 from pairank.cluster.metrics import Meter, judge_label
-from pairank.cluster.pools import JudgePool, PoolResources
-from pairank.cluster.warm import WarmPools, warm_scope
+from pairank.cluster.pools.judge_pool import JudgePool, PoolResources
+from pairank.cluster.pools.warm import WarmPools, warm_scope
 from pairank.jobs.judging.progress import Heartbeat, Progress
 from pairank.jobs.specs.job import JobSpec
 from pairank.judges import engine_of, judge_identity
@@ -34,10 +34,10 @@ def join_cluster(spec: JobSpec) -> None:
     On a cluster of several nodes, ``input`` and ``output`` must be shared storage (``s3://``): the nodes' tasks read
     the candidates and the judgment store themselves, and a path of this machine would be read from each node's own
     disk. Such a path is refused (:class:`LocalPathOnCluster`, exit 2) before anything is judged, as is a pool
-    whose engine no node it may use can hold (:func:`pairank.cluster.placement.check_fits`: the GPUs of a
+    whose engine no node it may use can hold (:func:`pairank.cluster.pools.placement.check_fits`: the GPUs of a
     tensor-parallel engine on one node, no worker node with ``pool.on_head`` false).
     """
-    from pairank.cluster.placement import check_fits, cluster_nodes
+    from pairank.cluster.pools.placement import check_fits, cluster_nodes
     from pairank.cluster.runtime import alive_nodes, ensure_ray
 
     api_key_env = getattr(spec.judge, "api_key_env", None)
@@ -173,7 +173,7 @@ def judge_pool(
     poll: Callable[[], object] | None = None,
 ) -> Iterator[JudgePool]:
     """The job's judge pool on the job's Ray: engines start once, on entry, and stop on exit; inside
-    :func:`~pairank.cluster.warm.warm_pools`, a pool an earlier job of the scope started with the same engine and
+    :func:`~pairank.cluster.pools.warm.warm_pools`, a pool an earlier job of the scope started with the same engine and
     pool resources is run again instead (renewed for this job), and this one is kept for the jobs after it.
 
     On exit, each actor's counters (engine prompts per judging pass) and the engines lost
@@ -248,15 +248,15 @@ def entered_pool(
 
 
 class WatchedPool:
-    """A started :class:`~pairank.cluster.pools.JudgePool` whose first judged batch ends its heartbeat: until it
-    is back the heartbeat says that it runs, then how long it took; everything else is the pool's."""
+    """A started :class:`~pairank.cluster.pools.judge_pool.JudgePool` whose first judged batch ends its heartbeat:
+    until it is back the heartbeat says that it runs, then how long it took; everything else is the pool's."""
 
     def __init__(self, pool: JudgePool, beat: Heartbeat, batch_size: int):
         self.pool, self.beat, self.batch_size = pool, beat, batch_size
         self.first: bool | None = None  # None: nothing sent yet; True: the first batch running; False: it is back
 
     def judge(self, requests: Any, judging_pass: str = "pairwise") -> Iterator[pa.Table]:
-        """The pool's :meth:`~pairank.cluster.pools.JudgePool.judge`, watched."""
+        """The pool's :meth:`~pairank.cluster.pools.judge_pool.JudgePool.judge`, watched."""
         if self.first is None:
             self.first = True
             self.beat.say(f"judging: first batch of {self.batch_size} running")

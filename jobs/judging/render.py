@@ -24,7 +24,7 @@ tasks in the cluster render them before the pool's forwarders send them on:
    actors hold the CPUs, and a task that waited for one would wait for ever.
 
 The pool then sends each context to the actor its id hashes to
-(:meth:`pairank.cluster.pools.JudgePool.judge` given the tasks), so an engine still sees
+(:meth:`pairank.cluster.pools.judge_pool.JudgePool.judge` given the tasks), so an engine still sees
 a context's requests together, in prefix order. A round of a few requests goes the same
 way (one render task): one path.
 

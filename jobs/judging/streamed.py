@@ -8,7 +8,7 @@ made by Ray Data tasks, block by block, and stream straight into the judge pool:
 1. **Blocks.** The driver groups the contexts into blocks of :data:`CONTEXTS_PER_TASK`
    whole contexts (fewer for contexts with many candidates), taken bucket by bucket of
    the judgment store
-   (:func:`pairank.storage.cache.context_bucket`), so a block spans one bucket or a few
+   (:func:`pairank.storage.store.cache.context_bucket`), so a block spans one bucket or a few
    (:func:`plan_blocks`). A run's driver reads only the candidates' ids
    (:func:`pairank.storage.inputs.read_candidate_ids`); one task reads the whole
    candidates table, validates it and returns it cut into those blocks
@@ -19,7 +19,7 @@ made by Ray Data tasks, block by block, and stream straight into the judge pool:
    their keys per prompt variant, then a join with the store: the keys that
    already have a verdict in the block's buckets of the store (their partitions
    read, no shuffle) are dropped. The rest are rendered into REQUESTS rows, in prefix order,
-   and yielded in slices to the pool (:meth:`pairank.cluster.pools.JudgePool.judge`, whose
+   and yielded in slices to the pool (:meth:`pairank.cluster.pools.judge_pool.JudgePool.judge`, whose
    forwarders on the driver send each context to one engine). Each task reports how many comparisons
    its block wants and how many were cached to a small counter actor.
 3. **Score** (a second set of tasks, :mod:`pairank.jobs.judging.block_scoring`): once
@@ -56,9 +56,9 @@ from pairank.jobs.judging.passes import CacheWriter
 from pairank.jobs.judging.plan_counter import PlanCounter
 from pairank.jobs.judging.requests import RequestMaker, prefix_key, scheduled_requests
 from pairank.jobs.schedulers import StaticSettings
-from pairank.storage.cache import JudgmentCache, context_bucket
-from pairank.storage.claims import Claims, by_bucket
 from pairank.storage.fs import Location
+from pairank.storage.store.cache import JudgmentCache, context_bucket
+from pairank.storage.store.claims import Claims, by_bucket
 
 #: Contexts per planning task at most, and ordered pairs (per aspect and prompt variant) at most: a block of
 #: contexts with many candidates holds fewer of them.
@@ -87,7 +87,7 @@ class StaticPlan:
     as_of: int = -1
     claims: Claims | None = None  # the run's claims: keys another live run claimed are left to it
     #: When (``time.time()``) this sweep began, just before :attr:`as_of` was read: the claims' view of which runs
-    #: are live is the one of this moment (:meth:`pairank.storage.claims.Claims.claim`, ``fixed``).
+    #: are live is the one of this moment (:meth:`pairank.storage.store.claims.Claims.claim`, ``fixed``).
     read_at: float = 0.0
     #: The run's sweep over the blocks (with claims, the blocks are planned again until no comparison is left to
     #: another run); what the run claimed in an earlier sweep was asked then, not again.

@@ -2,7 +2,7 @@
 
 Used by the adaptive driver (each round) and by static multi-pass runs (their requests are keyed on the driver);
 static single-pass runs claim in their planning tasks (:mod:`pairank.jobs.judging.streamed`). See
-:mod:`pairank.storage.claims`.
+:mod:`pairank.storage.store.claims`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from pairank.storage.cache import JudgmentCache
-from pairank.storage.claims import Claims, by_bucket
+from pairank.storage.store.cache import JudgmentCache
+from pairank.storage.store.claims import Claims, by_bucket
 
 #: Seconds between looks at the store for the comparisons that another run claimed.
 WAIT_S = 2.0

@@ -18,11 +18,11 @@ from pairank.jobs.specs.job import JobSpec, JudgingSpec
 from pairank.judges import judge_identity
 from pairank.judges.modes import judging_identity
 from pairank.judges.prompts import load_prompts
-from pairank.storage.cache import JudgmentCache
-from pairank.storage.claims import Claims
 from pairank.storage.layout import RunLayout
-from pairank.storage.repair import refuse_unfinished_repair
 from pairank.storage.schemas import PASSES
+from pairank.storage.store.cache import JudgmentCache
+from pairank.storage.store.claims import Claims
+from pairank.storage.store.repair import refuse_unfinished_repair
 
 
 def mode_prompts(judging: JudgingSpec, prompts: str, aspects: Sequence[str]) -> dict[str, list[Variant]]:
@@ -65,7 +65,7 @@ class JudgingSetup:
     maker: RequestMaker
     judging: Judging
     cache: JudgmentCache
-    claims: Claims | None = None  # the run's claims on the comparisons it asks (see pairank.storage.claims)
+    claims: Claims | None = None  # the run's claims on the comparisons it asks (see pairank.storage.store.claims)
 
     @property
     def identity(self) -> dict[str, Any]:

@@ -17,12 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pairank.judges.interface import REQUEST_COLUMNS, Judge, check_columns
-from pairank.storage.cache import JudgmentCache, latest_per_key
 from pairank.storage.delta import is_table
 from pairank.storage.fs import Location
 from pairank.storage.keys import canonical_json, sampling_mode
-from pairank.storage.legacy import PartFolder
 from pairank.storage.schemas import JUDGMENTS
+from pairank.storage.store.cache import JudgmentCache, latest_per_key
+from pairank.storage.store.legacy import PartFolder
 from pairank.storage.validation import validate
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from pairank.cluster import executor
 from pairank.cluster.bookkeeping import bookkeeper, keep
-from pairank.cluster.pools import JudgePool, PoolResources
+from pairank.cluster.pools.judge_pool import JudgePool, PoolResources
 from pairank.jobs.judging.plan_counter import PlanCounter
 from tests.helpers import process_titles
 

@@ -1,5 +1,5 @@
-"""The driver's forwarders (:func:`pairank.cluster.forwarding.forward_all`): how many batches are out at once, when
-the next one is taken, the order results come back in, and an error. ``forward`` itself (the actors, a lost
+"""The driver's forwarders (:func:`pairank.cluster.pools.forwarding.forward_all`): how many batches are out at once,
+when the next one is taken, the order results come back in, and an error. ``forward`` itself (the actors, a lost
 engine) is what the pool tests run on Ray (tests/cluster/test_pools.py); here it is replaced by a stand-in whose
 calls the test holds and lets go."""
 
@@ -10,7 +10,7 @@ import threading
 import pyarrow as pa
 import pytest
 
-from pairank.cluster import forwarding
+from pairank.cluster.pools import forwarding
 
 
 class Held:

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 from pairank.storage.fs import Location
-from pairank.storage.lease import is_held
+from pairank.storage.store.lease import is_held
 from tests.helpers import shell_env, write_input
 from tests.multinode import (
     MARKERS,

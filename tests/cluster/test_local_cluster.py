@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from pairank.cluster.local import ClusterError, LocalCluster, Node, health_checks
+from pairank.cluster.local.nodes import ClusterError, LocalCluster, Node, health_checks
 
 
 def test_a_cluster_s_health_checks_reach_every_node_s_environment_and_ray_s_own_stay_otherwise(tmp_path):
@@ -92,7 +92,7 @@ def test_a_node_s_process_is_told_from_an_exited_one_and_from_another_s(tmp_path
 def test_a_machine_without_a_ray_token_gets_one_made_once(tmp_path, monkeypatch):
     """`pairank cluster up` on a machine that never ran Ray: the token is made as `ray get-auth-token --generate`
     makes it (Ray's own command, run for real), in this HOME's ~/.ray, and read, not made again, after."""
-    from pairank.cluster.node_setup import auth_token, ensure_auth_token
+    from pairank.cluster.local.node_setup import auth_token, ensure_auth_token
 
     monkeypatch.setenv("HOME", str(tmp_path))
     for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
@@ -110,7 +110,7 @@ def test_a_machine_without_a_ray_token_gets_one_made_once(tmp_path, monkeypatch)
 def test_the_token_a_ray_token_path_names_is_the_one_the_nodes_get(tmp_path, monkeypatch):
     """``RAY_AUTH_TOKEN_PATH``, where Ray's clients look before ``~/.ray``: its token goes to the nodes and none is
     made beside it; a path that holds no token is an error naming it, not nodes started without authentication."""
-    from pairank.cluster.node_setup import ensure_auth_token
+    from pairank.cluster.local.node_setup import ensure_auth_token
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
@@ -129,7 +129,7 @@ def test_the_token_a_ray_token_path_names_is_the_one_the_nodes_get(tmp_path, mon
 def test_a_token_that_cannot_be_made_is_a_clear_error_naming_the_command(tmp_path, monkeypatch):
     """Where Ray's own command cannot write the token (here ``~/.ray`` is a file, not a folder), ``pairank cluster
     up`` says which command made none, where, and what to do, instead of a bare CalledProcessError."""
-    from pairank.cluster.node_setup import ensure_auth_token
+    from pairank.cluster.local.node_setup import ensure_auth_token
 
     monkeypatch.setenv("HOME", str(tmp_path))
     for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):

@@ -22,8 +22,8 @@ import yaml
 from pairank.cluster.metrics import METRICS, PREFIX, RUN_TAGS, VLLM_METRICS, Meter
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
+from pairank.storage.store.cache import JudgmentCache
 from tests.helpers import ROOT, Gate, free_port, full_matrix_spec, judge_actor_pids, write_input
 
 DASHBOARD = ROOT / "cluster" / "grafana-pairank.json"

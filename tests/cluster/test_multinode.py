@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from pairank.cluster.local import Node
+from pairank.cluster.local.nodes import Node
 from pairank.storage.fs import Location
 from tests.helpers import shell_env, write_input
 from tests.multinode import (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pairank.cluster.placement import Placement, PlacementError, bundles, check_fits, usable
-from pairank.cluster.scaling import room_for
+from pairank.cluster.pools.placement import Placement, PlacementError, bundles, check_fits, usable
+from pairank.cluster.pools.scaling import room_for
 
 HEAD = ("head", True, {"CPU": 8.0})
 GPU2 = ("w1", False, {"CPU": 4.0, "GPU": 2.0})

@@ -10,10 +10,10 @@ from collections import Counter
 
 import pytest
 
-from pairank.cluster.judge_actor import Gate
-from pairank.cluster.pool_monitor import PoolMonitor
-from pairank.storage.cache import JudgmentCache
+from pairank.cluster.pools.judge_actor import Gate
+from pairank.cluster.pools.monitor import PoolMonitor
 from pairank.storage.fs import Location
+from pairank.storage.store.cache import JudgmentCache
 from tests.helpers import full_matrix_spec, judge_actor_pids, run_and_kill, write_input
 
 

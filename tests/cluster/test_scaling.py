@@ -15,12 +15,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pairank.cluster.pool_monitor import PoolMonitor
+from pairank.cluster.pools.monitor import PoolMonitor
 from pairank.jobs.judging.pool_wiring import PoolRecord, judge_pool
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
+from pairank.storage.store.cache import JudgmentCache
 from tests.helpers import Gate, spec_for, write_input
 
 #: What Ray's (v1) autoscaler reads the requests of ``ray.autoscaler.sdk.request_resources`` from.
@@ -132,7 +132,7 @@ def test_a_range_pool_grows_while_calls_wait_and_judges_each_key_once(ray_local,
     comparison the run had to outlast the second actor's start)."""
     out = tmp_path / "out"
     with (
-        Said("pairank.cluster.scaling", "is up and takes calls") as joined,
+        Said("pairank.cluster.pools.scaling", "is up and takes calls") as joined,
         Held(range_spec(input_8x6, out), Gate(tmp_path / "gate")) as run,
     ):
         assert joined.event.wait(240), "the pool did not grow while its calls waited"  # 240 s: a hang bound
@@ -233,7 +233,7 @@ def test_a_served_range_pool_is_a_serve_deployment_that_autoscales_between_its_e
     from ray import serve
     from ray.serve.context import _get_global_client
 
-    from pairank.cluster.deployments import stop
+    from pairank.cluster.serve.deployments import stop
     from pairank.jobs.serve import start_server, token_digest
     from tests.helpers import TOKEN, compare_body, free_port, request, spec_dict
 

@@ -27,7 +27,7 @@ from tests.helpers import TOKEN, compare_body, free_port, request, rows_with_key
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, summeval_tables, ray_local):
     """The app on 127.0.0.1:<free port>, with a bearer token, over an S3 storage root."""
-    from pairank.cluster.deployments import stop
+    from pairank.cluster.serve.deployments import stop
     from tests.helpers import write_input
 
     folder = write_input(tmp_path_factory.mktemp("serve") / "input", summeval_tables, 3, 4)
@@ -61,7 +61,7 @@ def test_compare_then_cached(server):
     assert (again["key"], again["p_a"], again["label"]) == (first["key"], first["p_a"], first["label"])
     assert rows_with_key(output, first["key"]) == 1
 
-    from pairank.cluster.deployments import judge_info
+    from pairank.cluster.serve.deployments import judge_info
 
     info = judge_info()[0]
     assert info["rows"] == 1 and info["calls"]["pairwise"] == 1  # the second answer cost no engine call

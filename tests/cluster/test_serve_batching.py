@@ -14,14 +14,14 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
-from pairank.cluster.batching import GroupCommit, NotStored
+from pairank.cluster.serve.batching import GroupCommit, NotStored
 from pairank.jobs.serve import CacheAppend, OnlineJudging, start_server
 from pairank.jobs.specs.job import parse_spec
 from pairank.storage import delta
-from pairank.storage.cache import JudgmentCache
-from pairank.storage.cache_index import CacheIndex
 from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
+from pairank.storage.store.cache import JudgmentCache
+from pairank.storage.store.cache_index import CacheIndex
 from tests.helpers import compare_body, free_port, leaderboard_judgment, leaderboard_table, request, spec_dict
 
 REQUESTS = 80
@@ -42,7 +42,7 @@ def stored_keys(output: str) -> Counter:
 
 
 def test_concurrent_requests_are_batched_committed_together_and_stored_before_answered(tmp_path, ray_local):
-    from pairank.cluster.deployments import judge_info, stop
+    from pairank.cluster.serve.deployments import judge_info, stop
 
     output = f"s3://pairank/serve-batching-{uuid.uuid4().hex[:8]}"
     # an engine's latency (50 ms a comparison): requests come while a batch is judged, as with a real engine

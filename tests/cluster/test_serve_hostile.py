@@ -38,7 +38,7 @@ MIB = 1 << 20
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, summeval_tables, ray_local):
     """The app on 127.0.0.1:<free port> with a bearer token, the SIMULATED judge, a local storage root."""
-    from pairank.cluster.deployments import stop
+    from pairank.cluster.serve.deployments import stop
 
     tmp = tmp_path_factory.mktemp("hostile")
     folder = write_input(tmp / "input", summeval_tables, 2, 3)

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler
 import pyarrow as pa
 import pytest
 
-from pairank.cluster.deployments import stop
+from pairank.cluster.serve.deployments import stop
 from pairank.jobs.judging.requests import RequestMaker
 from pairank.jobs.pipeline.setup import mode_prompts
 from pairank.jobs.serve import start_server
@@ -115,7 +115,7 @@ def test_generating_modes_online(tmp_path, ray_local, endpoint, judging, p_a, la
 @pytest.mark.engine
 def test_the_cpu_vllm_judge_online(tmp_path, ray_local, default_model):
     """The real engine in a Serve replica: started on the replica's judge thread, no PyMC/llvmlite loaded."""
-    from pairank.cluster.deployments import judge_info
+    from pairank.cluster.serve.deployments import judge_info
 
     output = str(tmp_path / "store")
     spec = parse_spec(

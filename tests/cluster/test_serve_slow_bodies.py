@@ -35,7 +35,7 @@ DECLARED = 100
 def serving(tmp_path, summeval_tables, **serve) -> Iterator[dict]:
     """The app on 127.0.0.1:<free port> with a bearer token, the SIMULATED judge, a local storage root, and the
     spec's ``serve`` section set to ``serve``."""
-    from pairank.cluster.deployments import stop
+    from pairank.cluster.serve.deployments import stop
 
     folder = write_input(tmp_path / "input", summeval_tables, 2, 3)
     spec = parse_spec({**spec_dict(folder.uri, str(tmp_path / "store")), "serve": serve}, "test")

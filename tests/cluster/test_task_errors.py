@@ -8,8 +8,8 @@ import pytest
 
 from pairank.cluster.runtime import raised_in_task
 from pairank.jobs.cli.errors import explain
-from pairank.storage.damage import CorruptLog, MissingFile
 from pairank.storage.errors import CorruptFile, StorageError
+from pairank.storage.store.damage import CorruptLog, MissingFile
 from pairank.storage.validation import TableError
 
 ERRORS = {

@@ -1,5 +1,5 @@
-"""Judge pools kept warm between the jobs of one driver process (cluster/warm.py): jobs in a ``warm_pools()`` scope
-share a pool whose engine and resources equal theirs, each in its own judging mode and with its own report; other
+"""Judge pools kept warm between the jobs of one driver process (cluster/pools/warm.py): jobs in a ``warm_pools()``
+scope share a pool whose engine and resources equal theirs, each in its own judging mode and with its own report; other
 settings get a pool of their own; outside a scope nothing is kept; a restarted actor judges in the calls' mode."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import pytest
 
 import pairank
 from pairank.cluster.metrics import Meter
-from pairank.cluster.pool_monitor import PoolMonitor
-from pairank.cluster.pools import PoolResources
-from pairank.cluster.warm import KeptPool, pools_to_stop, warm_scope
+from pairank.cluster.pools.judge_pool import PoolResources
+from pairank.cluster.pools.monitor import PoolMonitor
+from pairank.cluster.pools.warm import KeptPool, pools_to_stop, warm_scope
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
 from pairank.judges import register, unregister
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.keys import sampling_mode
+from pairank.storage.store.cache import JudgmentCache
 from tests.cluster.verdict_engine import VERDICTS
 from tests.helpers import judge_actor_pids, spec_for
 

@@ -16,10 +16,10 @@ from pairank.jobs.leaderboard import build_leaderboard
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
 from pairank.operators.leaderboard import OVERALL
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
 from pairank.storage.schemas import LEADERBOARD
+from pairank.storage.store.cache import JudgmentCache
 from pairank.storage.validation import validate
 from tests.browser import check_rows_in_dom, check_screenshot, render
 from tests.helpers import ROOT, write_input

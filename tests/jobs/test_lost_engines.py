@@ -28,10 +28,10 @@ from pairank.jobs.judging.passes import judge_into_cache
 from pairank.jobs.nightly import run_nightly
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.commits import CommitLog, NightlyLayout
 from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS
+from pairank.storage.store.cache import JudgmentCache
 from tests.helpers import ROOT, full_matrix_spec, joining, judge_actor_pids, overlaid, write_input
 
 

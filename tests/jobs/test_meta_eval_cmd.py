@@ -21,10 +21,10 @@ from pairank.judges import judge_identity, make_judge
 from pairank.judges.engines.replay import ReplayJudgeSpec
 from pairank.judges.prompts import PromptTemplate
 from pairank.operators.meta_eval import meta_eval as evaluate
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.importers import llmbar, run_import
 from pairank.storage.schemas import JUDGMENTS, META_EVAL, PAIRWISE_LABELS
+from pairank.storage.store.cache import JudgmentCache
 from pairank.storage.validation import TableError
 from tests.helpers import by_evaluator, mismatches, published
 

@@ -16,10 +16,10 @@ import pytest
 from pairank.jobs.judging.requests import subset
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.keys import sampling_mode
 from pairank.storage.schemas import PASSES
+from pairank.storage.store.cache import JudgmentCache
 from tests.helpers import CPU_ENGINE_ENV, ROOT, SHORT_TEXT_WORDS, cut_words
 
 pytestmark = pytest.mark.engine

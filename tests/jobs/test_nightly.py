@@ -18,11 +18,11 @@ from pairank.jobs.cli.main import main
 from pairank.jobs.nightly import NightlyError, run_nightly
 from pairank.jobs.specs.job import SpecError, parse_spec
 from pairank.operators.leaderboard import OVERALL
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.commits import CommitConflict, CommitLog, NightlyLayout
 from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
 from pairank.storage.schemas import NIGHTLY_STATE
+from pairank.storage.store.cache import JudgmentCache
 from pairank.storage.validation import validate
 from tests.browser import check_screenshot, render
 from tests.helpers import ROOT

@@ -17,8 +17,8 @@ import pytest
 from pairank.jobs.nightly import run_nightly
 from pairank.jobs.specs.job import parse_spec
 from pairank.operators.leaderboard import OVERALL
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
+from pairank.storage.store.cache import JudgmentCache
 from tests.browser import check_screenshot, render
 from tests.helpers import CPU_ENGINE_ENV, ROOT, SHORT_TEXT_WORDS, cut_words
 

@@ -10,7 +10,7 @@ import pytest
 
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
-from pairank.storage.cache import JudgmentCache
+from pairank.storage.store.cache import JudgmentCache
 from tests.helpers import spec_for, write_input
 
 VARIANTS = ["v1", "v2", "v3"]

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
+from pairank.storage.store.cache import JudgmentCache
 from tests.helpers import ROOT, Gate, joining, spec_for, write_input
 
 CONTEXTS, PER_CONTEXT = 4, 5

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from pairank.storage.lease import is_held
+from pairank.storage.store.cache import JudgmentCache
+from pairank.storage.store.lease import is_held
 from tests.helpers import CPU_ENGINE_ENV, ROOT, SHORT_TEXT_WORDS, process_titles, titled_pids, write_input
 
 PAIRANK = [sys.executable, "-m", "pairank.jobs.cli.main"]

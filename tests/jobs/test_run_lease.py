@@ -18,9 +18,9 @@ from collections import Counter
 import yaml
 
 from pairank.jobs.cli.main import main
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from pairank.storage.lease import is_held
+from pairank.storage.store.cache import JudgmentCache
+from pairank.storage.store.lease import is_held
 from tests.helpers import ROOT, Gate, joining, spec_for, write_input
 
 TTL_S = "4"

@@ -16,9 +16,9 @@ import pytest
 
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS
+from pairank.storage.store.cache import JudgmentCache
 from tests.helpers import S3_ENV
 
 PROMPTS = "configs/prompts/summarization"

@@ -22,9 +22,9 @@ import yaml
 
 from pairank.jobs.cli.errors import EXIT_CODES
 from pairank.jobs.cli.main import main
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.errors import StorageError, StorageUnavailable, with_retries
 from pairank.storage.fs import Location
+from pairank.storage.store.cache import JudgmentCache
 from tests.helpers import ROOT, S3_PORT, Gate, joining, spec_for, write_input
 
 STALL_S = 30

@@ -17,8 +17,8 @@ from pairank.jobs.leaderboard import build_leaderboard
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
 from pairank.judges.verdicts import LEVELS
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
+from pairank.storage.store.cache import JudgmentCache
 from tests.helpers import PROMPTS, completions_endpoint, reply_json
 
 # x is much better than y, y slightly better than z, z slightly better than x (see tests/operators/

@@ -14,7 +14,7 @@ import pairank
 from pairank.jobs.specs.job import SpecError, parse_spec
 from pairank.judges import BUILT_IN, ENGINES, get_engine, register, unregister
 from pairank.judges.engine import Engine, JudgeSettings
-from pairank.storage.cache import JudgmentCache
+from pairank.storage.store.cache import JudgmentCache
 from tests.helpers import PROMPTS
 from tests.judges.toy_engine import TOY, ToySettings
 

@@ -1,6 +1,6 @@
 """An engine that died inside a live process is not answered with error rows: the failure propagates, so the judge
-actor ends its process and Ray restarts it with a fresh engine (pairank.cluster.pools). Other engine failures stay
-error rows. The dead engine is a stand-in: vLLM's EngineDeadError cannot be caused on demand here."""
+actor ends its process and Ray restarts it with a fresh engine (pairank.cluster.pools.judge_pool). Other engine
+failures stay error rows. The dead engine is a stand-in: vLLM's EngineDeadError cannot be caused on demand here."""
 
 from __future__ import annotations
 

@@ -9,10 +9,10 @@ import datetime as dt
 import pyarrow as pa
 
 from pairank.storage import delta
-from pairank.storage.cache import JudgmentCache
-from pairank.storage.cache_index import CacheIndex
 from pairank.storage.fs import Location
-from pairank.storage.maintenance import compact_table
+from pairank.storage.store.cache import JudgmentCache
+from pairank.storage.store.cache_index import CacheIndex
+from pairank.storage.store.maintenance import compact_table
 from tests.helpers import leaderboard_judgment, leaderboard_table
 
 

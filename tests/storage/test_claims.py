@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
-from pairank.storage.claims import FORGET_AFTER_S, Claims, Holder, decode_prefixes, encode_prefixes, key_prefixes
 from pairank.storage.fs import Location
-from pairank.storage.lease import take
+from pairank.storage.store.claims import FORGET_AFTER_S, Claims, Holder, decode_prefixes, encode_prefixes, key_prefixes
+from pairank.storage.store.lease import take
 
 
 def keys(n: int, salt: str = "") -> list[str]:
@@ -83,7 +83,7 @@ def test_a_killed_runs_claims_end_when_its_lease_expires(tmp_path, monkeypatch):
     root = Location.of(str(tmp_path))
     wanted = keys(10)
     now = [dt.datetime.now(dt.UTC)]  # the leases' clock, moved by the test: the lease's expiry is not raced
-    monkeypatch.setattr("pairank.storage.lease._now", lambda: now[0])
+    monkeypatch.setattr("pairank.storage.store.lease._now", lambda: now[0])
     killed = take(root, "killed", ttl=1.0)
     Claims(root, Holder.of(killed)).claim({0: wanted}, since=time.time())
     killed._stop.set()  # killed: the lease is neither renewed nor released
@@ -136,7 +136,7 @@ def test_old_records_of_ended_runs_are_forgotten_but_never_the_newest(tmp_path, 
     folder = Claims(root, None).folder(5)
     assert len(folder.files(".json")) == 3
     later = time.time() + FORGET_AFTER_S + 1
-    monkeypatch.setattr("pairank.storage.claims.time.time", lambda: later)
+    monkeypatch.setattr("pairank.storage.store.claims.time.time", lambda: later)
     with take(root, "new", ttl=30) as lease:
         Claims(root, Holder.of(lease)).claim({5: keys(4, salt="new")}, since=later)
     names = [f.uri.rsplit("/", 1)[-1] for f in folder.files(".json")]

@@ -12,10 +12,10 @@ import pytest
 from pairank.jobs.cli.main import main
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.errors import CorruptFile
 from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
+from pairank.storage.store.cache import JudgmentCache
 from tests.helpers import spec_for, write_input
 
 DAMAGE = {

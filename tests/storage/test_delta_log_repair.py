@@ -11,13 +11,13 @@ import pytest
 
 from pairank.jobs.cli.main import main
 from pairank.storage import delta
-from pairank.storage.cache import JudgmentCache
-from pairank.storage.damage import LOG, CorruptLog, MissingFile, commit_name, damaged_commit
 from pairank.storage.errors import CorruptFile, StorageError, StorageUnavailable
 from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
+from pairank.storage.store.cache import JudgmentCache
+from pairank.storage.store.damage import LOG, CorruptLog, MissingFile, commit_name, damaged_commit
+from pairank.storage.store.verify import verify_store
 from pairank.storage.validation import TableError
-from pairank.storage.verify import verify_store
 from tests.operators.rows import judgment
 
 

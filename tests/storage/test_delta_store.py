@@ -14,12 +14,12 @@ import pytest
 
 from pairank.jobs.cli.main import main
 from pairank.storage import delta
-from pairank.storage.cache import BUCKETS, FormerStore, JudgmentCache, context_bucket, scope
 from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
-from pairank.storage.legacy import PartFolder
-from pairank.storage.maintenance import compact, history, migrate, vacuum
 from pairank.storage.schemas import JUDGMENTS
+from pairank.storage.store.cache import BUCKETS, FormerStore, JudgmentCache, context_bucket, scope
+from pairank.storage.store.legacy import PartFolder
+from pairank.storage.store.maintenance import compact, history, migrate, vacuum
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

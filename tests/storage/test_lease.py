@@ -13,7 +13,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from pairank.storage.fs import Location
-from pairank.storage.lease import LeaseHeld, is_held, lease_folder, newest, release_left, take
+from pairank.storage.store.lease import LeaseHeld, is_held, lease_folder, newest, release_left, take
 
 
 def test_a_held_name_is_refused_and_a_released_one_taken_again(tmp_path):
@@ -47,9 +47,9 @@ def test_a_lease_is_renewed_while_held_and_expires_when_its_holder_stops(tmp_pat
     lease._stop.set()  # the holder is killed: no renewal, no release
     lease._thread.join()
     last = at(record()["renewed_at"])  # 2.5 ttls after it was taken: only renewals keep it
-    monkeypatch.setattr("pairank.storage.lease._now", lambda: last + dt.timedelta(seconds=0.9 * 0.4))
+    monkeypatch.setattr("pairank.storage.store.lease._now", lambda: last + dt.timedelta(seconds=0.9 * 0.4))
     assert is_held(root, "night")
-    monkeypatch.setattr("pairank.storage.lease._now", lambda: last + dt.timedelta(seconds=1.1 * 0.4))
+    monkeypatch.setattr("pairank.storage.store.lease._now", lambda: last + dt.timedelta(seconds=1.1 * 0.4))
     assert not is_held(root, "night")
     with take(root, "night", ttl=5) as taken_over:
         assert taken_over.seq == lease.seq + 1

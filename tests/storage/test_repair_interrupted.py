@@ -12,12 +12,12 @@ import pyarrow as pa
 import pytest
 
 from pairank.jobs.cli.main import main
-from pairank.storage.cache import JudgmentCache
-from pairank.storage.damage import LOG, commit_name
 from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
-from pairank.storage.repair import Plan, UnfinishedRepair, refuse_unfinished_repair
-from pairank.storage.verify import quarantine_folder, verify_store
+from pairank.storage.store.cache import JudgmentCache
+from pairank.storage.store.damage import LOG, commit_name
+from pairank.storage.store.repair import Plan, UnfinishedRepair, refuse_unfinished_repair
+from pairank.storage.store.verify import quarantine_folder, verify_store
 from tests.helpers import kill_repair_at
 from tests.operators.rows import judgment
 

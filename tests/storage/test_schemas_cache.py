@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pairank.storage.cache import JudgmentCache, latest_per_key
 from pairank.storage.fs import Location
 from pairank.storage.keys import canonical_json, judgment_key, text_hash
 from pairank.storage.schemas import CANDIDATES, HUMAN_SCORES, JUDGMENTS, PAIRWISE_LABELS
+from pairank.storage.store.cache import JudgmentCache, latest_per_key
 from pairank.storage.validation import TableError, validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -291,7 +291,7 @@ def test_cache_reads_only_files_its_log_names(tmp_path: Path) -> None:
 def test_bad_rows_name_their_file(tmp_path: Path) -> None:
     from deltalake import write_deltalake
 
-    from pairank.storage.cache import with_buckets
+    from pairank.storage.store.cache import with_buckets
 
     folder = tmp_path / "cache"
     cache = JudgmentCache(Location.of(str(folder)))

@@ -17,12 +17,12 @@ import yaml
 from pairank.jobs.cli.main import main
 from pairank.jobs.run import run, run_job
 from pairank.jobs.specs.job import parse_spec
-from pairank.storage.cache import JudgmentCache
-from pairank.storage.damage import LOG, CorruptLog, MissingFile, actions, commit_name
 from pairank.storage.errors import CorruptFile
 from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
-from pairank.storage.repair import listed_files
+from pairank.storage.store.cache import JudgmentCache
+from pairank.storage.store.damage import LOG, CorruptLog, MissingFile, actions, commit_name
+from pairank.storage.store.repair import listed_files
 from tests.helpers import kill_repair_at, spec_for, write_input
 
 COMPARISONS = 24  # a full matrix of 2 contexts x 4 candidates, one aspect; flush_rows 8: commits 1..3
@@ -214,7 +214,7 @@ def test_winrate_and_nightly_name_a_damaged_store(tmp_path, summeval_tables, ray
 
 
 def test_serve_refuses_a_damaged_store_and_answers_naming_a_corrupt_file(tmp_path, summeval_tables, ray_local):
-    from pairank.cluster.deployments import stop
+    from pairank.cluster.serve.deployments import stop
     from pairank.jobs.serve import start_server
     from tests.helpers import compare_body, free_port, request, spec_dict
 

@@ -20,8 +20,8 @@ from pairank.jobs.pipeline.winrates import winrate_tables
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import SubsetSpec, parse_spec
 from pairank.operators.reports import judgment_totals
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.layout import RunLayout
+from pairank.storage.store.cache import JudgmentCache
 from tests.helpers import spec_for, write_input
 
 pytestmark = pytest.mark.usefixtures("ray_local")

@@ -14,10 +14,10 @@ from collections import Counter
 import pyarrow as pa
 
 from pairank.jobs.judging.under_claims import ClaimedJudging
-from pairank.storage.cache import JudgmentCache
-from pairank.storage.claims import Claims, Holder, by_bucket
 from pairank.storage.fs import Location
-from pairank.storage.lease import take
+from pairank.storage.store.cache import JudgmentCache
+from pairank.storage.store.claims import Claims, Holder, by_bucket
+from pairank.storage.store.lease import take
 from tests.helpers import leaderboard_judgment, leaderboard_table
 
 CONTEXTS = ["c1", "c2", "c3"]
@@ -117,7 +117,7 @@ def test_what_a_dead_claimer_left_is_asked_once_its_lease_expires(tmp_path, monk
     cache = JudgmentCache(root.join("tables", "judgments"))
     todo, asked = requests(), Counter()
     now = [dt.datetime.now(dt.UTC)]
-    monkeypatch.setattr("pairank.storage.lease._now", lambda: now[0])
+    monkeypatch.setattr("pairank.storage.store.lease._now", lambda: now[0])
     dead = take(root, "dead", ttl=1.0)
     first = list(todo)[:5]
     Claims(root, Holder.of(dead)).claim(by_bucket({k: todo[k] for k in first}), since=time.time())

@@ -29,9 +29,9 @@ from pairank.jobs.specs.job import load_spec, parse_spec
 from pairank.judges import judge_identity
 from pairank.judges.engines.simulated_judge import latent_quality
 from pairank.judges.prompts import load_prompts
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from pairank.storage.lease import is_held
+from pairank.storage.store.cache import JudgmentCache
+from pairank.storage.store.lease import is_held
 from tests.helpers import ROOT, Gate, joining, spec_for, write_input
 
 
@@ -174,7 +174,7 @@ def test_calibrated_one_order_run_beats_a_position_biased_judge(ray_local, six_i
     assert ranks["batch"] > ranks["none"]
 
 
-#: The killed runs' lease time (storage/lease.py): a re-run of the name waits it out.
+#: The killed runs' lease time (storage/store/lease.py): a re-run of the name waits it out.
 LEASE_TTL_S = 2
 
 

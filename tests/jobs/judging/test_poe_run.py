@@ -14,8 +14,8 @@ import pytest
 import pairank
 from pairank.jobs.specs.job import parse_spec
 from pairank.judges.engines.simulated_judge import latent_quality
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
+from pairank.storage.store.cache import JudgmentCache
 from tests.helpers import spec_for, write_input
 
 #: 4 articles x 8 summaries; a soft, noisy simulated judge (p well inside (0, 1)).

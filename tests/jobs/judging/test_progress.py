@@ -11,9 +11,9 @@ import pytest
 
 from pairank.jobs.judging.passes import judge_into_cache
 from pairank.jobs.judging.progress import Heartbeat, PassProgress
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS
+from pairank.storage.store.cache import JudgmentCache
 
 
 class Ticks:

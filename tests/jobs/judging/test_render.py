@@ -35,9 +35,9 @@ from pairank.jobs.pipeline.inputs import read_inputs
 from pairank.jobs.pipeline.setup import mode_prompts, prepare_judging
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.layout import RunLayout
 from pairank.storage.schemas import PASSES, REQUESTS
+from pairank.storage.store.cache import JudgmentCache
 from tests.helpers import completions_endpoint, reply_json, spec_for, write_input
 
 

@@ -14,8 +14,8 @@ from pairank.jobs.pipeline.inputs import read_inputs
 from pairank.jobs.pipeline.setup import prepare_judging
 from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
-from pairank.storage.cache import JudgmentCache, context_bucket
 from pairank.storage.layout import RunLayout
+from pairank.storage.store.cache import JudgmentCache, context_bucket
 from pairank.storage.validation import TableError
 from tests.helpers import spec_for, write_input
 

@@ -22,14 +22,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pairank.storage import delta
-from pairank.storage.cache import PARTITIONS, JudgmentCache, latest_per_key
 from pairank.storage.commits import NightlyLayout, migrate_log
-from pairank.storage.damage import CorruptLog, damaged_commit
 from pairank.storage.errors import StorageError, delta_said
 from pairank.storage.fs import Location
 from pairank.storage.layout import RunLayout
-from pairank.storage.legacy import PartFolder
 from pairank.storage.schemas import JUDGMENTS, PASSES
+from pairank.storage.store.cache import PARTITIONS, JudgmentCache, latest_per_key
+from pairank.storage.store.damage import CorruptLog, damaged_commit
+from pairank.storage.store.legacy import PartFolder
 
 #: The stores of a root: name -> schema (the tables live at ``<root>/tables/<name>``).
 STORES = {"judgments": JUDGMENTS, "passes": PASSES}

@@ -8,12 +8,12 @@ it every ``interval`` seconds (the monitor's loads: calls running and waiting pe
   (:func:`backlog`). It then adds one actor when Ray's free resources hold one
   and leave :data:`~pairank.cluster.runtime.RAY_DATA_CPUS` CPUs to Ray Data, and
   one node the pool may use holds it whole (its CPUs and all its ranks' GPUs; not
-  the head unless ``on_head``: :mod:`pairank.cluster.placement`) (:func:`room_for`),
+  the head unless ``on_head``: :mod:`pairank.cluster.pools.placement`) (:func:`room_for`),
   so a pool grows onto GPU nodes as they join; otherwise asks Ray's autoscaler for room for ``max``
   actors (``ray.autoscaler.sdk.request_resources``; a Ray without an autoscaler
   stores the request and nothing reads it). One actor starts at a time, and it
   takes calls once its engine is up; calls then go to the least busy actor when
-  theirs is full (:class:`~pairank.cluster.pool_monitor.PoolMonitor`).
+  theirs is full (:class:`~pairank.cluster.pools.monitor.PoolMonitor`).
 - **Shrink.** An actor above ``min`` that held no call for ``idle_seconds``
   (between adaptive rounds, at the end of a stream) leaves the pool, so that no
   call is sent to it again, and is stopped: its CPUs/GPUs go back to the cluster.
@@ -22,7 +22,7 @@ it every ``interval`` seconds (the monitor's loads: calls running and waiting pe
 Ray Data's own autoscaling actor pools (``ActorPoolStrategy(min_size, max_size)``)
 are not used: their actors live for one dataset, so every round of an adaptive job
 would start its engines again, and they cannot send all of a context's pairs to one
-engine, nor bear a lost engine the way :func:`~pairank.cluster.forwarding.forward` does.
+engine, nor bear a lost engine the way :func:`~pairank.cluster.pools.forwarding.forward` does.
 The pool stays plain Ray actors, and its own facts decide when it grows.
 """
 
@@ -32,7 +32,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from pairank.cluster.placement import Node, engine_needs, free_nodes, room_on_a_node
+from pairank.cluster.pools.placement import Node, engine_needs, free_nodes, room_on_a_node
 from pairank.cluster.runtime import RAY_DATA_CPUS
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: A live actor's load: calls running in its engine, calls waiting, seconds it has had nothing to do (None while
-#: it holds a call). :meth:`~pairank.cluster.pool_monitor.PoolMonitor.loads` gives one per actor.
+#: it holds a call). :meth:`~pairank.cluster.pools.monitor.PoolMonitor.loads` gives one per actor.
 Load = tuple[int, int, "float | None"]
 
 
@@ -93,8 +93,8 @@ def room_for(
 
 
 class Scaler(threading.Thread):
-    """The driver's thread that grows and shrinks ``pool`` (a :class:`~pairank.cluster.pools.JudgePool`, through
-    its ``launch``, ``joined``, ``drop`` and ``retire``) between ``resources.min_size`` and ``max_size``."""
+    """The driver's thread that grows and shrinks ``pool`` (a :class:`~pairank.cluster.pools.judge_pool.JudgePool`,
+    through its ``launch``, ``joined``, ``drop`` and ``retire``) between ``resources.min_size`` and ``max_size``."""
 
     def __init__(self, pool, interval: float = 0.5):
         super().__init__(daemon=True, name="pairank-pool-scaler")

@@ -14,7 +14,7 @@ compares the newest version's files with the files it knows instead.
 A refresh with nothing new costs one look-up of the next entry and one of
 ``_last_checkpoint``.
 
-The rows it answers with are those :meth:`pairank.storage.cache.JudgmentCache.answered`
+The rows it answers with are those :meth:`pairank.storage.store.cache.JudgmentCache.answered`
 gives: a key with a verdict maps to its newest verdict; error rows are not
 answers (they are asked again). A row whose key is already indexed with a row as new
 is not kept twice.
@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pairank.storage import delta
-from pairank.storage.cache import JudgmentCache
 from pairank.storage.errors import CorruptFile
+from pairank.storage.store.cache import JudgmentCache
 
 
 class CacheIndex:

@@ -1,10 +1,10 @@
 """Repairs of a damaged Delta table (``pairank store verify --quarantine``): what cannot be read is moved aside,
 never deleted, and what the table no longer holds is counted, so that the next run asks exactly that again.
 
-- **A data file that is gone** (:class:`~pairank.storage.damage.MissingFile`): one commit removes it from the
+- **A data file that is gone** (:class:`~pairank.storage.store.damage.MissingFile`): one commit removes it from the
   table (delta-rs' ``repair``, Delta's FSCK). Its rows are lost; the log's statistics of the file count them and
   give their partition and the range of their keys (the keys themselves were in the file).
-- **A commit that does not read** (:class:`~pairank.storage.damage.CorruptLog`): it and every versioned file of
+- **A commit that does not read** (:class:`~pairank.storage.store.damage.CorruptLog`): it and every versioned file of
   ``_delta_log`` after it (commits, checkpoints) move to ``<root>/quarantine/<store>/_delta_log/<time>/``, so the
   table reads as of the version before it: the last readable version, replayed from the newest checkpoint before
   it (or, for a bad first commit, a new empty table). Where it was the newest commit that is all. Otherwise the
@@ -34,8 +34,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pairank.storage import delta
-from pairank.storage.cache import PARTITIONS, JudgmentCache, writer_name
-from pairank.storage.damage import (
+from pairank.storage.errors import CorruptFile, StorageUnavailable, reduced
+from pairank.storage.fs import Location
+from pairank.storage.store.cache import PARTITIONS, JudgmentCache, writer_name
+from pairank.storage.store.damage import (
     LOG,
     CorruptLog,
     actions,
@@ -45,8 +47,6 @@ from pairank.storage.damage import (
     store_root,
     verify_hint,
 )
-from pairank.storage.errors import CorruptFile, StorageUnavailable, reduced
-from pairank.storage.fs import Location
 
 #: Keys of lost rows a report lists at most (the count is always whole).
 SHOWN_KEYS = 10
@@ -142,8 +142,8 @@ class Restored:
         )
 
 
-#: A step of a repair, as :func:`restore` and :func:`pairank.storage.verify.verify_store` report them to ``on_step``
-#: (for tests that stop a repair there).
+#: A step of a repair, as :func:`restore` and :func:`pairank.storage.store.verify.verify_store` report them to
+#: ``on_step`` (for tests that stop a repair there).
 Step = Callable[[str], None]
 
 

@@ -14,7 +14,7 @@ with the driver, these nodes do not share either:
 - **no environment**: a node starts with a few variables only (``node_env``): ``PATH`` to its own
   interpreter, ``HOME``, Ray's token; S3 settings reach its workers only through the job's runtime environment.
 
-What a node is given before its start is :mod:`pairank.cluster.node_setup`'s.
+What a node is given before its start is :mod:`pairank.cluster.local.node_setup`'s.
 
 Networking: every node is started with ``--node-ip-address 127.0.0.1`` (with Ray's several-nodes-on-one-machine
 setting, Ray registers it under this machine's own address), a raylet of its own with ports of its own (found free
@@ -41,7 +41,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pairank.cluster.node_setup import (
+from pairank.cluster.local.node_setup import (
     ClusterError,
     auth_token,
     ensure_auth_token,

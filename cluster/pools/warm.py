@@ -6,8 +6,8 @@ notebook, a script calling :func:`pairank.run` in a loop, the tests) pays a star
 :func:`warm_pools`, a job whose pool equals one an earlier job of the scope started (the same key: the engine's
 builder and settings as placed, and the pool's resources) runs on that pool's engines instead of starting its
 own; each call names the job's judging settings, so jobs of several judging modes share one engine
-(:class:`pairank.cluster.judge_actor.JudgeActor`). What a job did is its own: the pool is renewed for it
-(:meth:`pairank.cluster.pools.JudgePool.renew`). On leaving the scope every pool it kept is stopped.
+(:class:`pairank.cluster.pools.judge_actor.JudgeActor`). What a job did is its own: the pool is renewed for it
+(:meth:`pairank.cluster.pools.judge_pool.JudgePool.renew`). On leaving the scope every pool it kept is stopped.
 
 Kept: pools of a fixed size (a range pool grows and shrinks with its job: it is stopped as before), whose actors
 are all live and idle when their job ends; a job that failed stops its pool. A kept pool holds its CPUs and GPUs
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pairank.cluster.bookkeeping import driver_job
-from pairank.cluster.pools import JudgePool, PoolResources
-from pairank.cluster.scaling import room_for
+from pairank.cluster.pools.judge_pool import JudgePool, PoolResources
+from pairank.cluster.pools.scaling import room_for
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class WarmPools:
 
     def release(self, pool: JudgePool, failed: bool = False) -> None:
         """The job that held ``pool`` is done: kept for the next job when it can serve one (``failed`` false,
-        :meth:`~pairank.cluster.pools.JudgePool.reusable`, the scope still open), else stopped."""
+        :meth:`~pairank.cluster.pools.judge_pool.JudgePool.reusable`, the scope still open), else stopped."""
         try:
             usable = not failed and not self.closed and pool.reusable()
         except Exception:  # its Ray is gone

@@ -5,7 +5,7 @@ delta-rs says of a commit in ``_delta_log`` that is not JSON only "Kernel error:
 file". Both stop every run, leaderboard and server that reads the table. After such a failure,
 :func:`damaged_commit` reads the log's commits itself and names the first one that does not read
 (:class:`CorruptLog`), and a read that met a file that is gone names it (:class:`MissingFile`); both say how to
-repair the table (``pairank store verify --quarantine``, :mod:`pairank.storage.repair`).
+repair the table (``pairank store verify --quarantine``, :mod:`pairank.storage.store.repair`).
 
 Only the commits a reader of the newest version needs are checked: those after the newest checkpoint (a
 checkpoint holds the table's state at its version; older commits are read only by time travel and ``pairank

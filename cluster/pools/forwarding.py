@@ -1,5 +1,5 @@
 """The pool's forwarding: each row group sent to the actor its slot names, and a lost engine borne there
-(:func:`forward`), from the driver's threads (:func:`forward_all`; see :mod:`pairank.cluster.pools`)."""
+(:func:`forward`), from the driver's threads (:func:`forward_all`; see :mod:`pairank.cluster.pools.judge_pool`)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def forward(
     up) leaves the pool and the live ones take its calls; with none left, the rows fail.
 
     What each batch returned cost (prompts, tokens, seconds) is told to the monitor as it comes back
-    (:meth:`~pairank.cluster.pool_monitor.PoolMonitor.tally`).
+    (:meth:`~pairank.cluster.pools.monitor.PoolMonitor.tally`).
     """
     import ray
     from ray.exceptions import ActorDiedError, RayActorError

@@ -48,8 +48,8 @@ class PoolMonitor:
         self.meter = meter
 
     def renew(self, meter: Meter | None = None) -> None:
-        """A new job on the pool's engines (a warm pool's, :mod:`pairank.cluster.warm`): what they judged, lost and
-        sent again is counted from 0, and recorded with the job's ``meter``; the actors stay as they are."""
+        """A new job on the pool's engines (a warm pool's, :mod:`pairank.cluster.pools.warm`): what they judged, lost
+        and sent again is counted from 0, and recorded with the job's ``meter``; the actors stay as they are."""
         self.died_running, self.restarts, self.back, self.dead = set(), [], {}, set()
         self.counts = dict.fromkeys(self.counts, 0)
         self.judged, self.meter = {}, meter
@@ -109,7 +109,7 @@ class PoolMonitor:
 
     def tally(self, slot: int, cost: dict) -> None:
         """A batch the engine of ``slot`` judged and a forwarder got back: what it cost
-        (:func:`~pairank.cluster.judge_actor.batch_cost`)."""
+        (:func:`~pairank.cluster.pools.judge_actor.batch_cost`)."""
         done = self.judged.setdefault(
             slot, {"batches": 0, "rows": 0, "calls": Counter(), "input_tokens": 0, "output_tokens": 0}
         )

@@ -34,10 +34,10 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from pairank.storage import delta
-from pairank.storage.damage import MissingFile, verify_hint
 from pairank.storage.errors import CorruptFile, StorageError, StorageUnavailable, is_transient
 from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS
+from pairank.storage.store.damage import MissingFile, verify_hint
 from pairank.storage.validation import TableError, validate
 
 #: Context buckets of a store (a partition column): enough that a run of a few contexts reads a small share of
@@ -181,7 +181,8 @@ class JudgmentCache:
 
     def check(self) -> None:
         """The table opens, and every data file of its newest version is there (not read): otherwise the
-        :class:`~pairank.storage.damage.CorruptLog` or :class:`~pairank.storage.damage.MissingFile` naming it."""
+        :class:`~pairank.storage.store.damage.CorruptLog` or :class:`~pairank.storage.store.damage.MissingFile`
+        naming it."""
         listed = self.files()
         if not listed:
             return

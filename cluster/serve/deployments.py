@@ -7,10 +7,10 @@ Two deployments:
   ``factory()`` builds (the batch pools' factory, :func:`pairank.jobs.judging.pool_wiring.judge_factory`)
   for the life of the server. Concurrent requests are judged in batches of at most
   ``resources.batch_size``: what came while the engine judged the last batch, or
-  after an idle spell what comes within :data:`BATCH_WAIT_S` (:class:`pairank.cluster.batching.Batches`;
+  after an idle spell what comes within :data:`BATCH_WAIT_S` (:class:`pairank.cluster.serve.batching.Batches`;
   not ``serve.batch``, which cuts batches by time and queues them behind a busy
   engine). A judged batch is committed to the judgment cache by a group commit
-  (:class:`pairank.cluster.batching.GroupCommit`; the append is
+  (:class:`pairank.cluster.serve.batching.GroupCommit`; the append is
   :class:`pairank.jobs.serve.CacheAppend`) before its requests are answered. Every
   engine call, and the engine's start, run on one dedicated thread, so a
   thread-bound engine always sees the same thread; commits run on another.
@@ -53,10 +53,10 @@ import pyarrow as pa
 from ray import serve
 from ray.exceptions import TaskCancelledError
 
-from pairank.cluster.batching import Batches, Forwarding, GroupCommit, NotStored
+from pairank.cluster.serve.batching import Batches, Forwarding, GroupCommit, NotStored
 
 if TYPE_CHECKING:
-    from pairank.cluster.judge_actor import Runner
+    from pairank.cluster.pools.judge_actor import Runner
 
 #: Modules a judge replica must never load (see the module docstring); its ``info()`` reports any that are.
 FORBIDDEN_IN_ENGINE = ("pymc", "llvmlite", "numba", "pytensor", "nutpie")
@@ -194,7 +194,7 @@ def start(
     """Start Serve's proxy on ``host:port`` and deploy the application; returns its URL once it is running.
 
     ``judge`` is ``(factory, commit, request_schema, resources)`` (see :class:`JudgeReplica`;
-    ``resources`` a :class:`pairank.cluster.pools.PoolResources`), or None to deploy no
+    ``resources`` a :class:`pairank.cluster.pools.judge_pool.PoolResources`), or None to deploy no
     engine (a mode that is not served online). Ray must already be up
     (:func:`pairank.cluster.runtime.ensure_ray`); ``local``: the head node is this machine,
     so the port is checked here first. ``requests_at_once``: the HTTP requests the ingress

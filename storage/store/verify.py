@@ -4,7 +4,7 @@ A data file of the judgment table (``tables/judgments``) or of the first-pass ta
 truncated, empty, not Parquet, of another schema or gone, and a commit of a table's ``_delta_log`` that does not
 read, stop every run and leaderboard that reads the table, with a message naming the file. This check reads each
 table's log (the commits after its newest checkpoint) and every data file of its newest version, and lists what
-is bad. With ``quarantine`` it repairs the table (:mod:`pairank.storage.repair`):
+is bad. With ``quarantine`` it repairs the table (:mod:`pairank.storage.store.repair`):
 
 - a bad commit and the log's files after it move to ``<root>/quarantine/<store>/_delta_log/<time>/``; the table
   is restored as of the version before it, with the readable commits after it committed again;
@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pairank.storage.damage import LOG, CorruptLog, MissingFile, damaged_commit
 from pairank.storage.errors import CorruptFile
 from pairank.storage.fs import Location
-from pairank.storage.maintenance import STORES, store
-from pairank.storage.repair import (
+from pairank.storage.store.damage import LOG, CorruptLog, MissingFile, damaged_commit
+from pairank.storage.store.maintenance import STORES, store
+from pairank.storage.store.repair import (
     Listed,
     Plan,
     Restored,
@@ -83,7 +83,7 @@ class Verified:
 def verify_store(root: str | Location, quarantine: bool = False, on_step: Step = no_step) -> Verified:
     """Check the root's tables' logs and read every data file; list what is bad and, with ``quarantine``,
     repair it (see the module docstring). A repair that was stopped part-way is finished first, from its plan.
-    ``on_step`` hears each step of a repair as it is done (:mod:`pairank.storage.repair`)."""
+    ``on_step`` hears each step of a repair as it is done (:mod:`pairank.storage.store.repair`)."""
     root = root if isinstance(root, Location) else Location.of(root)
     if not root.is_dir():
         raise FileNotFoundError(f"--root {root.uri}: no such folder; expected a storage root (local or s3://)")

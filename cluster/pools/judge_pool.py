@@ -3,10 +3,10 @@
 A judge engine is slow to start (about 20 s for the CPU build of vLLM, minutes
 for a large model on GPUs), and adaptive schedulers judge in many short rounds.
 So the engines live in long-lived Ray actors (:class:`JudgeActor`), a fixed set
-or between a least and a most number (:mod:`pairank.cluster.scaling`), and each
+or between a least and a most number (:mod:`pairank.cluster.pools.scaling`), and each
 round's requests (a static run's Ray Data stream, a round's render tasks in the
 cluster, or a table the driver holds) are forwarded to those actors in batches by
-threads of the driver (:func:`~pairank.cluster.forwarding.forward_all`). Rebuilding engines would
+threads of the driver (:func:`~pairank.cluster.pools.forwarding.forward_all`). Rebuilding engines would
 cost a start each.
 
 Forwarding from the driver, not in a Ray Data map stage after the stream (as Ray
@@ -39,7 +39,7 @@ and ``info()``; :func:`pairank.jobs.judging.pool_wiring.judge_factory`), where t
 :class:`PoolResources`, what to answer for requests no engine could judge
 (``on_failure``), and what every call tells the runner to run (``mode``: the job's
 judging settings). A started pool may serve the next job of the same driver process
-(:mod:`pairank.cluster.warm`): :meth:`JudgePool.renew` gives it that job's mode, failures
+(:mod:`pairank.cluster.pools.warm`): :meth:`JudgePool.renew` gives it that job's mode, failures
 and metrics, and counts what it does from 0.
 
 Lost engines. The actors are Ray actors with ``max_restarts``: when an engine's
@@ -67,16 +67,16 @@ import pyarrow as pa
 
 from pairank.cluster.bookkeeping import keep
 from pairank.cluster.executor import Stream, Tasks
-from pairank.cluster.forwarding import SLOT, deal_blocks, forward_all
-from pairank.cluster.judge_actor import JudgeActor, Runner
 from pairank.cluster.metrics import Meter
-from pairank.cluster.placement import Placement, avoided_head
-from pairank.cluster.pool_monitor import PoolMonitor
+from pairank.cluster.pools.forwarding import SLOT, deal_blocks, forward_all
+from pairank.cluster.pools.judge_actor import JudgeActor, Runner
+from pairank.cluster.pools.monitor import PoolMonitor
+from pairank.cluster.pools.placement import Placement, avoided_head
 
 if TYPE_CHECKING:
     from ray import ObjectRef
 
-    from pairank.cluster.scaling import Scaler
+    from pairank.cluster.pools.scaling import Scaler
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class PoolResources:
     """Where a pool runs: how many actors, what each reserves, the rows sent per batch, and how losses are borne."""
 
     #: Actors the pool starts with and keeps; it grows to ``max_size`` when ``max_size`` is larger (see
-    #: :mod:`pairank.cluster.scaling`).
+    #: :mod:`pairank.cluster.pools.scaling`).
     min_size: int = 1
     max_size: int = 1
     num_cpus: float = 1
@@ -121,7 +121,7 @@ class PoolResources:
     #: A pool that grows: an actor above ``min_size`` with nothing to do for this long is stopped.
     idle_seconds: float = 60
     #: Processes one engine spans (tensor x pipeline parallel); with GPUs, each actor gets a placement group of
-    #: that many one-GPU bundles on one node (:mod:`pairank.cluster.placement`).
+    #: that many one-GPU bundles on one node (:mod:`pairank.cluster.pools.placement`).
     ranks: int = 1
     #: Whether actors may go on the head node of a cluster of several nodes.
     on_head: bool = False
@@ -139,7 +139,7 @@ class PoolResources:
 
 class JudgePool:
     """``resources.min_size`` actors, each running ``factory()``, started on entry and stopped on exit; up to
-    ``max_size`` while there is a backlog (:mod:`pairank.cluster.scaling`).
+    ``max_size`` while there is a backlog (:mod:`pairank.cluster.pools.scaling`).
 
     ``judge(requests, judging_pass)`` streams one pass of one round through Ray Data and
     yields result batches as the actors finish them; call it as often as needed:
@@ -178,7 +178,7 @@ class JudgePool:
     def start(self) -> None:
         import ray
 
-        from pairank.cluster.scaling import Scaler
+        from pairank.cluster.pools.scaling import Scaler
 
         r = self.resources
         # Ray restarts a dead actor (a killed process, a lost node, an engine that ended its process) up to
@@ -255,7 +255,7 @@ class JudgePool:
     def renew(
         self, on_failure: Callable[[str, pa.Table, str], pa.Table] | None, meter: Meter | None, mode: Any
     ) -> bool:
-        """This started pool, for a new job (:mod:`pairank.cluster.warm`): its calls carry the job's ``mode``, its
+        """This started pool, for a new job (:mod:`pairank.cluster.pools.warm`): its calls carry the job's ``mode``, its
         failures and metrics are the job's, and what it judged, lost, stopped and held at most is counted from 0.
 
         Each actor makes the mode ready first, waiting for an engine Ray restarts after a loss between jobs;

@@ -95,7 +95,7 @@ class Runner(Protocol):
 
 class JudgeActor:
     """One engine in one Ray actor, for the life of the pool; it runs every judging pass it is sent, each in the
-    mode its call names (the jobs of a warm pool may each have their own: :mod:`pairank.cluster.warm`). Ray
+    mode its call names (the jobs of a warm pool may each have their own: :mod:`pairank.cluster.pools.warm`). Ray
     restarts a lost actor with the factory it was first given: the calls' modes still win.
 
     With ``max_concurrency`` k the actor runs up to k calls at once, each on its own

@@ -1,6 +1,6 @@
 """The judgment store's former format, a folder of Parquet parts: read for ``pairank store migrate`` and replay.
 
-Until the stores became Delta tables (:mod:`pairank.storage.cache`), each flush
+Until the stores became Delta tables (:mod:`pairank.storage.store.cache`), each flush
 wrote one ``part-<utc time>-<uuid>.parquet`` under ``<root>/judgments/`` (and
 ``<root>/passes/``). Such a folder is still read here, never written: ``pairank
 store migrate`` copies it into the Delta tables, and a replay judge or a
@@ -13,10 +13,10 @@ import posixpath
 
 import pyarrow as pa
 
-from pairank.storage.cache import latest_per_key
 from pairank.storage.errors import CorruptFile
 from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS
+from pairank.storage.store.cache import latest_per_key
 from pairank.storage.validation import validate
 
 

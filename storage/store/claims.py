@@ -5,10 +5,10 @@
     <output>/claims/<bucket>/000042.json   {"run", "lease", "holder", "pass", "created_at", "id", "count", "keys"}
 
 Two runs of **different** names on one root that want the same comparisons each
-hold their own lease (:mod:`pairank.storage.lease`), and each found nothing cached
+hold their own lease (:mod:`pairank.storage.store.lease`), and each found nothing cached
 when it started, so both would ask every shared comparison. Before a run asks a
 comparison it **claims** its key in the log of the key's context bucket
-(:func:`pairank.storage.cache.context_bucket`): a numbered record made with
+(:func:`pairank.storage.store.cache.context_bucket`): a numbered record made with
 :meth:`~pairank.storage.fs.Location.create_exclusive`, so of two runs claiming at
 once one gets the next number and the other reads that record and tries again. A
 record belongs to the run's lease (``run``, ``lease``: its record number,
@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pairank.storage.fs import Location
-from pairank.storage.lease import alive_for, lease_folder
+from pairank.storage.store.lease import alive_for, lease_folder
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class Holder:
 
     @classmethod
     def of(cls, lease) -> Holder:
-        """The holder of a :class:`pairank.storage.lease.Lease`."""
+        """The holder of a :class:`pairank.storage.store.lease.Lease`."""
         return cls(lease.folder.uri.rstrip("/").rsplit("/", 1)[-1], lease.seq, lease.record["holder"])
 
 
@@ -251,7 +251,7 @@ def by_bucket(requests: Mapping[str, tuple], context_at: int = 1) -> dict[int, l
     >>> by_bucket({"k1": ("coherence", "M11"), "k2": ("fluency", "M11")})
     {3: ['k1', 'k2']}
     """
-    from pairank.storage.cache import context_bucket
+    from pairank.storage.store.cache import context_bucket
 
     buckets: dict[str, int] = {}
     out: dict[int, list[str]] = {}

@@ -18,7 +18,7 @@ each batch at once.
 :class:`Forwarding` is the HTTP ingress's side: the requests of a few milliseconds
 go to a judge replica in one call, many calls in flight.
 
-Free of Ray (the deployments in :mod:`pairank.cluster.deployments` carry them), so they
+Free of Ray (the deployments in :mod:`pairank.cluster.serve.deployments` carry them), so they
 are tested on a plain event loop.
 """
 

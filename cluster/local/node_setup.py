@@ -1,4 +1,4 @@
-"""What a node of the local cluster (:mod:`pairank.cluster.local`) is given before its ``ray start``: a Python
+"""What a node of the local cluster (:mod:`pairank.cluster.local.nodes`) is given before its ``ray start``: a Python
 environment without pairank, a Ray temp dir whose socket paths fit, Ray's token, and an environment of a few
 variables only. Nothing here starts a node."""
 
