@@ -431,6 +431,47 @@ LEADERBOARD = pa.schema(
 )
 
 
+PREDICTION_POWERED = pa.schema(
+    [
+        _field("system", pa.string(), "System ranked."),
+        _field(
+            "rank", pa.int64(), "1 is best, by prediction-powered win rate; null without human labels.", nullable=True
+        ),
+        _field(
+            "win_rate",
+            pa.float64(),
+            "Prediction-powered win rate: P(humans prefer the system) in a judged (context, pair) involving it, the "
+            "judge's estimate on every judged key corrected by the human-minus-judge gap on the labelled ones "
+            "(PPI++); null where no labelled key involves it.",
+            nullable=True,
+        ),
+        _field("win_low", pa.float64(), "Lower end of its marginal interval at 1 - alpha.", nullable=True),
+        _field("win_high", pa.float64(), "Upper end of that interval.", nullable=True),
+        _field("rank_low", pa.int64(), "Best rank of its prediction-powered rank-set at 1 - alpha (simultaneous)."),
+        _field("rank_high", pa.int64(), "Worst rank of that rank-set."),
+        _field("judge_win_rate", pa.float64(), "The judge's own win rate on the judged keys.", nullable=True),
+        _field(
+            "judge_low", pa.float64(), "Lower end of its bootstrap percentile interval at 1 - alpha.", nullable=True
+        ),
+        _field("judge_high", pa.float64(), "Upper end of that interval.", nullable=True),
+        _field("judge_rank_low", pa.int64(), "Best rank the judge-only intervals allow.", nullable=True),
+        _field("judge_rank_high", pa.int64(), "Worst rank the judge-only intervals allow.", nullable=True),
+        _field(
+            "rectifier",
+            pa.float64(),
+            "Mean human minus judge win probability on its labelled keys (> 0: the judge under-rates it).",
+            nullable=True,
+        ),
+        _field(
+            "power", pa.float64(), "PPI++'s lambda in [0, 1] (1: plain PPI, 0: the human labels alone).", nullable=True
+        ),
+        _field("n_judged", pa.int64(), "Judged (context, system pair) keys involving it."),
+        _field("n_human", pa.int64(), "Of these, keys with a human label."),
+        _field("alpha", pa.float64(), "Error level: rank-sets and intervals are at 1 - alpha."),
+    ]
+)
+
+
 NIGHTLY_STATE = pa.schema(
     [
         _field("aspect", pa.string(), "Aspect ranked."),
