@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,6 +21,7 @@ from pairank.storage.layout import RunLayout
 from pairank.storage.schemas import PAIRWISE_LABELS, PREDICTION_POWERED
 from pairank.storage.validation import validate
 from tests import formats as F
+from tests.browser import check_screenshot, render
 from tests.helpers import leaderboard_judgment, leaderboard_table
 
 #: Human strengths, best first; the judge instead prefers the long answers of "<i>verbose".
@@ -104,6 +106,20 @@ def test_the_board_gets_prediction_powered_rank_sets_beside_the_judge_only_ones(
     assert "&lt;i&gt;verbose" in page and "<i>verbose" not in page
     r = rows["alpha"]
     assert f"{r['win_rate']:.3f} [{r['win_low']:.3f}, {r['win_high']:.3f}]" in page
+
+
+@pytest.mark.browser
+def test_the_page_renders_the_rank_sets_in_a_browser(board_root, tmp_path):
+    root, subset, _, _ = board_root
+    assert main(["leaderboard", "--root", root.uri, "--human", str(subset), "--n-boot", "20"]) == 0
+    folder = RunLayout(root, "").leaderboard
+    dom, shot = render(Path(folder.path) / "index.html", tmp_path / "page")
+    assert "Human labels: prediction-powered rank-sets" in dom and "&lt;i&gt;verbose" in dom
+    for r in folder.join("prediction_powered.parquet").read_parquet().to_pylist():
+        ranks = str(r["rank_low"]) if r["rank_low"] == r["rank_high"] else f"{r['rank_low']}–{r['rank_high']}"
+        assert f"{r['win_rate']:.3f} [{r['win_low']:.3f}, {r['win_high']:.3f}]</td>" in dom
+        assert f"<td>{ranks}</td>" in dom
+    check_screenshot(shot)
 
 
 def test_a_folder_of_an_import_is_read_for_its_labels_and_a_key_not_judged_is_refused(board_root, capsys):
