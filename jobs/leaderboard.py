@@ -46,6 +46,7 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pairank.jobs.human_labels import human_board
 from pairank.jobs.judging.requests import subset
 from pairank.operators.board_quality import Reference, board_quality, board_reference, human_reference
 from pairank.operators.judge_bias import judge_bias
@@ -530,6 +531,8 @@ def build_leaderboard(
     finished_only: bool = False,
     references: Sequence[str] = (),
     compat: Sequence[str] = (),
+    human: str | None = None,
+    alpha: float = 0.1,
 ) -> LeaderboardResult:
     """Read the runs under ``root``, build the leaderboard and write its three files under ``<root>/leaderboard``
     (and a board per category of the candidates' contexts under ``<root>/leaderboard/categories/``).
@@ -538,6 +541,8 @@ def build_leaderboard(
     banner naming it with the number of the board's judgments on its contexts; ``finished_only`` leaves such
     runs out instead. ``references``: leaderboard files (:func:`read_reference`) to compare the board with.
     ``compat``: compatibility settings of the style-controlled and LC columns (operators/compat.py).
+    ``human``: human pairwise labels (jobs/human_labels.py): the board also gets prediction-powered rank-sets
+    and win rates at ``1 - alpha``, written to ``prediction_powered.parquet`` and shown on the page.
     """
     loc = Location.of(root).not_a_file("leaderboard root")
     options = LeaderboardOptions(n_boot=n_boot, seed=seed, baseline=baseline, compat=tuple(compat))
@@ -552,7 +557,11 @@ def build_leaderboard(
             raise ValueError(f"{loc.uri}: no finished run to rank (--finished-only left out {', '.join(left_out)})")
     progress(f"runs: {', '.join(r.name for r in infos)}")
     inputs = board_inputs(loc, infos, progress=progress)
+    powered = human_board(human, inputs.judgments, inputs.candidates, alpha, n_boot, seed) if human else None
     board, table, meta = compute_leaderboard(loc, infos, options, clock=clock, references=refs, inputs=inputs)
+    if powered is not None:
+        meta["prediction_powered"] = powered[1]
+        RunLayout(loc, "").leaderboard.join("prediction_powered.parquet").write_parquet(powered[0])
     for u in meta["unfinished"]:
         progress(
             f"warning: {u['note']}: {u['judgments']} of the board's {meta['judgments']['used']} judgments are "

@@ -45,6 +45,7 @@ from pairank.operators.judge_bias import NOTE, text_tables
 from pairank.operators.leaderboard import OVERALL
 from pairank.operators.leaderboard_history_html import history_section
 from pairank.operators.leaderboard_style_html import STYLE_CSS, has_style, style_table, style_toggle
+from pairank.operators.prediction_powered_html import prediction_powered_section
 
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px; color: #1d232a; }
@@ -303,7 +304,8 @@ def render_html(
     :class:`pairank.operators.leaderboard.Leaderboard`), ``judge_bias`` (from
     :func:`pairank.operators.judge_bias.judge_bias`: a Judge bias section after
     the position bias), ``quality`` (:func:`pairank.operators.board_quality.board_quality`:
-    a Quality section after the strengths) and ``categories`` or ``category`` (links
+    a Quality section after the strengths), ``prediction_powered`` (``pairank leaderboard --human``:
+    :mod:`pairank.operators.prediction_powered_html`, after the quality) and ``categories`` or ``category`` (links
     to the category boards, or back). ``position_bias`` and ``spearman`` are POSITION_BIAS and
     SPEARMAN tables, each optionally with a ``run`` column. ``history`` holds the
     LEADERBOARD rows of the nightly runs so far with two more columns, ``night``
@@ -362,6 +364,7 @@ def render_html(
     parts.append("<h2>Strengths</h2>")
     parts.append(_strength_panels(rows))
     parts += quality_panel(meta)
+    parts += prediction_powered_section(meta)
     if history is not None and history.num_rows:
         require_columns(
             history,

@@ -432,6 +432,47 @@ LEADERBOARD = pa.schema(
 )
 
 
+PREDICTION_POWERED = pa.schema(
+    [
+        column("system", pa.string(), "System ranked."),
+        column(
+            "rank", pa.int64(), "1 is best, by prediction-powered win rate; null without human labels.", nullable=True
+        ),
+        column(
+            "win_rate",
+            pa.float64(),
+            "Prediction-powered win rate: P(humans prefer the system) in a judged (context, pair) involving it, the "
+            "judge's estimate on every judged key corrected by the human-minus-judge gap on the labelled ones "
+            "(PPI++); null where no labelled key involves it.",
+            nullable=True,
+        ),
+        column("win_low", pa.float64(), "Lower end of its marginal interval at 1 - alpha.", nullable=True),
+        column("win_high", pa.float64(), "Upper end of that interval.", nullable=True),
+        column("rank_low", pa.int64(), "Best rank of its prediction-powered rank-set at 1 - alpha (simultaneous)."),
+        column("rank_high", pa.int64(), "Worst rank of that rank-set."),
+        column("judge_win_rate", pa.float64(), "The judge's own win rate on the judged keys.", nullable=True),
+        column(
+            "judge_low", pa.float64(), "Lower end of its bootstrap percentile interval at 1 - alpha.", nullable=True
+        ),
+        column("judge_high", pa.float64(), "Upper end of that interval.", nullable=True),
+        column("judge_rank_low", pa.int64(), "Best rank the judge-only intervals allow.", nullable=True),
+        column("judge_rank_high", pa.int64(), "Worst rank the judge-only intervals allow.", nullable=True),
+        column(
+            "rectifier",
+            pa.float64(),
+            "Mean human minus judge win probability on its labelled keys (> 0: the judge under-rates it).",
+            nullable=True,
+        ),
+        column(
+            "power", pa.float64(), "PPI++'s lambda in [0, 1] (1: plain PPI, 0: the human labels alone).", nullable=True
+        ),
+        column("n_judged", pa.int64(), "Judged (context, system pair) keys involving it."),
+        column("n_human", pa.int64(), "Of these, keys with a human label."),
+        column("alpha", pa.float64(), "Error level: rank-sets and intervals are at 1 - alpha."),
+    ]
+)
+
+
 NIGHTLY_STATE = pa.schema(
     [
         column("aspect", pa.string(), "Aspect ranked."),

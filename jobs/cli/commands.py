@@ -202,6 +202,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from pairank.jobs.leaderboard import build_leaderboard
     from pairank.operators.board_quality import quality_lines
 
+    if args.human is not None and args.root is None:
+        raise ValueError("--human goes with --root: the labels are set beside the judgments of the runs there")
     if args.as_of is not None or args.nightly is not None:
         if args.reference:
             raise ValueError("--reference does not go with --as-of: a past night's leaderboard is rebuilt as it was")
@@ -235,7 +237,14 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         finished_only=args.finished_only,
         references=args.reference or [],
         compat=args.compat or [],
+        human=args.human,
+        alpha=args.alpha,
     )
+    if "prediction_powered" in result.meta:
+        from pairank.jobs.human_labels import human_lines
+
+        for line in human_lines(result.meta["prediction_powered"]):
+            _progress(line)
     for aspect, c in result.board.counts.items():
         _progress(f"{aspect}: {c['systems']} systems, {c['used']} comparisons, {c['errors']} error rows skipped")
     for warning in result.meta.get("lc_warnings", []):

@@ -209,6 +209,17 @@ def parser() -> argparse.ArgumentParser:
         "the style-controlled columns, as arena-rank fits them: ties half, no prior, a bootstrap of battles or with "
         "--n-boot 0 its sandwich interval), alpaca-eval (the LC win rates as AlpacaEval's GLM); may be given twice",
     )
+    lb.add_argument(
+        "--human",
+        default=None,
+        metavar="PATH",
+        help="human pairwise labels (a pairwise_labels.parquet, e.g. of `pairank import battles`, or its folder) on "
+        "some of the judged (context, system pair) keys: the board also gets prediction-powered rank-sets and win "
+        "rates beside the judge-only ones (docs/leaderboards.md)",
+    )
+    lb.add_argument(
+        "--alpha", type=float, default=0.1, help="with --human: rank-sets and intervals at 1 - alpha (default 0.1)"
+    )
     lb.set_defaults(fn=cmd_leaderboard)
 
     sv = sub.add_parser(
