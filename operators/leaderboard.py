@@ -186,7 +186,7 @@ def interval_kinds(options: LeaderboardOptions) -> dict[str, str]:
         "style_strength": _style_kind(options.n_boot, bool(style_compat)),
         "lc_win_rate": "LC win rate -/+ 1.96 standard errors of the mean prediction (AlpacaEval's, compat alpaca-eval)"
         if lc_compat
-        else "Wald, 95%, from the inverse Hessian of each system's length-controlled fit",
+        else "Wald, 95%, from the inverse Hessian of the length-controlled fit",
         "winrate_estimate": "credible interval of the carried win-rate method (winrate_mass)",
     }
 
