@@ -2,29 +2,42 @@
 
 On the synthetic set of tests/operators/compat_world.py (12 systems of known strength, a judge that prefers length
 and markdown, ties): 3,000 LMArena-style battles with style counts, and 11 systems x 200 instructions of
-AlpacaEval-style annotations against one baseline. For each statistic: pairank's default, the compat setting,
-the peer's own computation (when installed: `pip install -e .[peers]`), each compat difference switched off one
-at a time, and each board's Spearman with the true strengths.
+AlpacaEval-style annotations against one baseline. For each statistic (plain Bradley-Terry, style control, LC
+win rate): pairank's default, the compat setting, the peer's own computation (bench/compat_peers.py, run by the
+interpreter of a separate environment given with `--peers`, or in this one when the peers are installed here),
+each compat difference switched off one at a time, and each board's Spearman with the true strengths.
 
-Run from the repository root:  .venv/bin/python bench/compat.py
+Then the LC sweep (bench/lc_accuracy.py): the default against compat alpaca-eval over seeded sets with known
+truth.
+
+Run from the repository root:  .venv/bin/python bench/compat.py [--peers /path/to/peers-venv/bin/python] [--seeds 20]
 Writes bench/results/compat.json.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 import numpy as np  # noqa: E402
 from scipy.special import expit  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
 from pairank.operators import compat as C  # noqa: E402
-from pairank.operators.battles import feature_matrix, length_controlled, parse_battles, style_controlled  # noqa: E402
+from pairank.operators.battles import (  # noqa: E402
+    bradley_terry,
+    feature_matrix,
+    length_controlled,
+    parse_battles,
+    style_controlled,
+)
 from tests.operators import compat_world as W  # noqa: E402
 
 ELO = 400 / np.log(10)
@@ -35,7 +48,19 @@ def _rho(board: dict, truth: dict) -> float:
     return float(spearmanr([board[s] for s in names], [truth[s] for s in names]).statistic)
 
 
-def style() -> dict:
+def bt(peers: dict) -> dict:
+    t = W.battles()
+    boards = {
+        "pairank default": {r["system"]: r["elo"] for r in bradley_terry(t, n_boot=0).table.to_pylist()},
+        "compat lmarena": {
+            r["system"]: r["elo"] for r in bradley_terry(t, n_boot=0, compat="lmarena").table.to_pylist()
+        },
+    }
+    boards |= {k.removeprefix("BT: "): v for k, v in peers.items() if k.startswith("BT: ")}
+    return _table(boards, "compat lmarena", dict(W.STRENGTH), "Elo")
+
+
+def style(peers: dict) -> dict:
     t = W.battles()
     _, systems, first, second, y, _ = parse_battles(t)
     fa, fb = feature_matrix(t)
@@ -50,25 +75,32 @@ def style() -> dict:
         "lmarena, no penalty": dict(zip(systems, 1000 + ELO * C.lmarena_fit(x, y, w, n, reg=0.0)[:n])),
         "lmarena, no pair weights": dict(zip(systems, 1000 + ELO * C.lmarena_fit(x, y, np.ones_like(w), n)[:n])),
     }
-    try:
-        import pandas as pd
-        from arena_rank.models.contextual_bradley_terry import ContextualBradleyTerry
-        from arena_rank.utils.data_utils import ContextualPairDataset
-
-        df = pd.DataFrame(t)
-        for f in W_FEATURES:
-            df[f] = (df[f + "_a"] - df[f + "_b"]) / (df[f + "_a"] + df[f + "_b"]).replace(0, 1)
-        ds = ContextualPairDataset.from_pandas(df[["model_a", "model_b", "winner", *W_FEATURES]], W_FEATURES)
-        for label, kw in (("arena-rank 0.1.1, defaults", {}), ("arena-rank 0.1.1, converged", CONVERGED)):
-            res = ContextualBradleyTerry(n, 4, **kw).compute_ratings_and_cis(ds)
-            boards[label] = dict(zip(res["competitors"], np.asarray(res["ratings"]).tolist()))
-    except ImportError:
-        pass
+    boards |= {k.removeprefix("style: "): v for k, v in peers.items() if k.startswith("style: ")}
     return _table(boards, "compat lmarena", {s: W.STRENGTH[s] for s in systems}, "Elo")
 
 
-W_FEATURES = ["length", "headers", "bold", "lists"]
-CONVERGED = {"ftol": 1e-15, "gtol": 1e-12, "max_iter": 20000}
+def peer_boards(python: str | None) -> dict:
+    """The peers' boards (bench/compat_peers.py) on this bench's sets: in ``python`` (a separate environment's
+    interpreter), else in this process if the peers are installed here, else none."""
+    rows = W.annotations()
+    y = np.array([r["preference"] - 1 for r in rows])
+    payload = {
+        "battles": {k: [v.item() if hasattr(v, "item") else v for v in col] for k, col in W.battles().items()},
+        "annotations": rows,
+        "difficulty": C.instruction_difficulty([str(r["index"]) for r in rows], y),
+    }
+    if python:
+        script = ROOT / "bench" / "compat_peers.py"
+        done = subprocess.run([python, str(script)], input=json.dumps(payload), capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"the peers' script failed in {python}:\n{done.stderr}")
+        return json.loads(done.stdout)
+    try:
+        from compat_peers import boards
+
+        return boards(payload)
+    except ImportError:
+        return {}
 
 
 def _variant_lc(rows, *, c=None, difficulty=True, pooled=False) -> dict:
@@ -92,7 +124,7 @@ def _variant_lc(rows, *, c=None, difficulty=True, pooled=False) -> dict:
     return out
 
 
-def lc() -> dict:
+def lc(peers: dict) -> dict:
     rows = W.annotations()
     t = W.annotations_as_battles(rows)
     boards = {
@@ -105,27 +137,7 @@ def lc() -> dict:
         "alpaca-eval, pooled length scale": _variant_lc(rows, pooled=True),
         "raw win rate": {r["system"]: 100 * r["win_rate"] for r in length_controlled(t, "m05").to_pylist()},
     }
-    try:
-        import tempfile
-
-        import alpaca_eval.metrics.glm_winrate as glm
-        import pandas as pd
-
-        y = np.array([r["preference"] - 1 for r in rows])
-        diff = C.instruction_difficulty([str(r["index"]) for r in rows], y)
-        path = Path(tempfile.mkdtemp()) / "df_gamed.csv"
-        pd.DataFrame(
-            {"model": "x", "index": range(200), "instruction_difficulty": [diff[str(i)] for i in range(200)]}
-        ).to_csv(path, index=False)
-        glm.hf_hub_download = lambda **kw: str(path)
-        boards["alpaca-eval 0.6.6"] = {
-            s: glm.get_length_controlled_winrate(
-                sub.reset_index(drop=True), glm_name="length_controlled_noreg", save_weights_dir=None
-            )["length_controlled_winrate"]
-            for s, sub in pd.DataFrame(rows).groupby("generator_2")
-        }
-    except ImportError:
-        pass
+    boards |= {k.removeprefix("LC: "): v for k, v in peers.items() if k.startswith("LC: ")}
     truth = {s: W.STRENGTH[s] for s in boards["compat alpaca-eval"]}
     return _table(boards, "compat alpaca-eval", truth, "points")
 
@@ -143,9 +155,18 @@ def _table(boards: dict, ref: str, truth: dict, unit: str) -> dict:
 
 
 def main() -> None:
-    results = {"style control (3,000 battles)": style(), "LC win rate (11 x 200 annotations)": lc()}
-    (ROOT / "bench" / "results").mkdir(exist_ok=True)
-    (ROOT / "bench" / "results" / "compat.json").write_text(json.dumps(results, indent=2))
+    from lc_accuracy import sweep, sweep_lines
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--peers", help="the python of an environment with arena-rank 0.1.1 and alpaca-eval 0.6.6")
+    parser.add_argument("--seeds", type=int, default=20, help="seeds per setting of the LC sweep (default 20)")
+    args = parser.parse_args()
+    peers = peer_boards(args.peers)
+    results: dict = {
+        "plain Bradley-Terry (3,000 battles)": bt(peers),
+        "style control (3,000 battles)": style(peers),
+        "LC win rate (11 x 200 annotations)": lc(peers),
+    }
     for name, rows in results.items():
         cols = list(next(iter(rows.values())))
         print(f"\n{name}\n\n| board | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols))
@@ -153,6 +174,10 @@ def main() -> None:
             print(
                 f"| {label} | " + " | ".join(f"{v:.3f}" if abs(v) >= 0.001 else f"{v:.1e}" for v in r.values()) + " |"
             )
+    results["LC against the truth (seeded sweep)"] = sweep(args.seeds)
+    print("\n" + "\n".join(sweep_lines(results["LC against the truth (seeded sweep)"])))
+    (ROOT / "bench" / "results").mkdir(exist_ok=True)
+    (ROOT / "bench" / "results" / "compat.json").write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -271,9 +271,9 @@ def style_controlled(
 def length_controlled(battles, baseline: str, *, compat: str | None = None) -> pa.Table:
     """Each system's raw and length-controlled win rate against ``baseline`` (LC_WINRATES rows), from the
     battles that pit it against the baseline. Lengths from ``length_a``/``length_b`` or counted in
-    ``text_a``/``text_b``. pairank's fit by default (per system: strength, ``tanh`` of the length difference
-    over its pooled sd, slot); ``compat="alpaca-eval"``: AlpacaEval's GLM, whose instruction difficulty needs
-    a ``context`` column (:mod:`pairank.operators.compat`)."""
+    ``text_a``/``text_b``. pairank's fit by default (one over all systems: a strength each, the judge's
+    ``tanh`` of the length difference over its pooled sd and slot term shared); ``compat="alpaca-eval"``:
+    AlpacaEval's GLM, whose instruction difficulty needs a ``context`` column (:mod:`pairank.operators.compat`)."""
     check_compat(compat, "lc")
     t, systems, first, second, points, _ = parse_battles(battles)
     if baseline not in systems:

@@ -186,7 +186,7 @@ def interval_kinds(options: LeaderboardOptions) -> dict[str, str]:
         "style_strength": _style_kind(options.n_boot, bool(style_compat)),
         "lc_win_rate": "LC win rate -/+ 1.96 standard errors of the mean prediction (AlpacaEval's, compat alpaca-eval)"
         if lc_compat
-        else "Wald, 95%, from the inverse Hessian of each system's length-controlled fit",
+        else "Wald, 95%, from the inverse Hessian of the length-controlled fit",
         "winrate_estimate": "credible interval of the carried win-rate method (winrate_mass)",
     }
 
@@ -238,7 +238,7 @@ def _slot_points(p_a: list, labels: list, errors: list) -> np.ndarray:
     return out
 
 
-def _parse(judgments: pa.Table, candidates: pa.Table, decisive_weight: float):
+def parse_battles(judgments: pa.Table, candidates: pa.Table, decisive_weight: float):
     require_columns(judgments, COLUMNS, "the judgments table")
     require_columns(candidates, ("candidate_id", "system"), "the candidates table")
     system_of = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
@@ -454,7 +454,7 @@ def leaderboard(
 ) -> Leaderboard:
     """The LEADERBOARD rows of every aspect and ``overall``, and their counts (see the module docstring).
     ``style_features``: STYLE_FEATURES given with the outputs, used by style control instead of counting them."""
-    rows, systems, aspects, names = _parse(judgments, candidates, options.decisive_weight)
+    rows, systems, aspects, names = parse_battles(judgments, candidates, options.decisive_weight)
     baseline, carried = carried_winrates(winrates, options)
     if baseline is not None and systems and baseline not in systems:
         raise ValueError(f"baseline {baseline!r} is not a system of the judgments; systems: {', '.join(systems)}")

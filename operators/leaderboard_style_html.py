@@ -58,9 +58,9 @@ def style_toggle(rows: list[dict]) -> list[str]:
         '<p class="note styled">Style-controlled: Bradley-Terry with the log length ratio and normalised markdown '
         "headers, bold spans and list items as covariates (LMArena's style control), so a system is not ranked up "
         "for being longer or more formatted; 95% intervals (of which kind: leaderboard.json's intervals). "
-        "Length-controlled win rate: a fit per system against the baseline (AlpacaEval 2's GLM under compat "
-        "alpaca-eval), at equal length with slots balanced. The coefficients are in the run "
-        "reports' Style control section.</p>",
+        "Length-controlled win rate against the baseline: one fit over all systems with the judge's length and slot "
+        "preference shared (AlpacaEval 2's GLM under compat alpaca-eval), at equal length with slots balanced. "
+        "The coefficients are in the run reports' Style control section.</p>",
     ]
 
 

@@ -6,16 +6,23 @@ from substance rewards verbosity. Two controls, both from the judgments and the
 candidates' texts:
 
 **Length-controlled win rate** against a baseline (after AlpacaEval 2, Dubois et al.
-2024), fitted *per system* so that adding a system does not move the others. For
-system ``m``'s decisive comparisons with the baseline's output on the same context::
+2024): one fit over every system's decisive comparisons with the baseline's output on
+the same context, for system ``m``::
 
-    logit P(m wins) = theta_m + beta_m * tanh(d / s) + gamma_m * slot
+    logit P(m wins) = theta_m + beta * tanh(d / s) + gamma * slot
 
 with ``d`` the length difference (m minus baseline, in characters), ``s`` its
 standard deviation over all the systems' comparisons, and ``slot`` +1 when m was in
-slot A, -1 in slot B (position bias). The length-controlled win rate is
-``sigmoid(theta_m)``: the win rate at equal length, slots balanced. (AlpacaEval's
-instruction-difficulty term is left out.)
+slot A, -1 in slot B (position bias). The length and slot coefficients are the
+judge's, so they are shared: a system whose outputs are all longer than the baseline's
+has its win rate at equal length read off the judge's length preference measured on
+every system, not extrapolated from its own comparisons (a coefficient per system made
+the LC win rates of verbose systems noisy: Spearman with the truth 0.88-0.91 against
+0.97 shared, BENCHMARKS.md section 14). The length-controlled win rate is
+``sigmoid(theta_m)``: the win rate at equal length, slots balanced; its interval the 95%
+Wald interval of ``theta_m``. Adding a system moves the others' only through ``beta``,
+``gamma`` and ``s``. (AlpacaEval's instruction-difficulty term is left out: measured, it
+narrows the interval and it no longer holds the truth when the baseline is verbose.)
 
 **Style-controlled Bradley-Terry** (after LMArena's style control): one fit over
 every decisive comparison, ::
@@ -186,32 +193,72 @@ def length_controlled_winrates(
     return lc_table(rows, baseline, compat)
 
 
+def shared_fit(owner: np.ndarray, z: np.ndarray, y: np.ndarray, n: int, ridge: tuple = (1e-6, 1e-2), iters: int = 50):
+    """:func:`fit_logistic` of ``logit P = theta[owner] + z @ phi`` (a strength per system, coefficients shared)
+    with ridges ``(on theta, on phi)``, the Hessian assembled per system, so that the rows never meet a
+    rows x systems matrix. Returns ``[theta, phi]`` and their covariance (the inverse Hessian).
+
+    >>> coef, cov = shared_fit(np.array([0, 0, 1, 1]), np.zeros((4, 1)), np.array([1.0, 0.0, 1.0, 1.0]), 2)
+    >>> round(float(coef[0]), 4), bool(coef[1] > 8)   # a system that always wins runs off to the ridge's bound
+    (0.0, True)
+    """
+    k = z.shape[1]
+    penalty = np.r_[np.full(n, ridge[0]), np.full(k, ridge[1])]
+
+    def hessian(p: np.ndarray) -> np.ndarray:
+        w = p * (1 - p)
+        h = np.diag(penalty)
+        h[np.arange(n), np.arange(n)] += np.bincount(owner, weights=w, minlength=n)
+        cross = np.stack([np.bincount(owner, weights=w * z[:, c], minlength=n) for c in range(k)], axis=1)
+        h[:n, n:], h[n:, :n] = cross, cross.T
+        h[n:, n:] += (z * w[:, None]).T @ z
+        return h
+
+    beta = np.zeros(n + k)
+    for _ in range(iters):
+        r = y - expit(beta[owner] + z @ beta[n:])
+        grad = np.r_[np.bincount(owner, weights=r, minlength=n), z.T @ r] - penalty * beta
+        step = np.linalg.solve(hessian(expit(beta[owner] + z @ beta[n:])), grad)
+        beta = beta + step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    return beta, np.linalg.inv(hessian(expit(beta[owner] + z @ beta[n:])))
+
+
 def lc_table(rows: dict[str, list[tuple]], baseline: str, compat: str | None = None) -> pa.Table:
     """LC_WINRATES from each system's comparisons with the baseline: ``(length difference (system minus
-    baseline), slot (+1 when the system was A), the system's y, context)``."""
+    baseline), slot (+1 when the system was A), the system's y, context)``. One fit over every system's rows
+    (see the module docstring): a strength per system, the judge's length and slot coefficients shared."""
     if compat == "alpaca-eval":
         return _alpaca_lc_table(rows, baseline)
-    diffs = np.array([r[0] for rs in rows.values() for r in rs], dtype=float)
-    scale = float(diffs.std()) if diffs.size and diffs.std() > 0 else 1.0
+    systems = sorted(rows)
+    every = [r for s in systems for r in rows[s]]
+    owner = np.array([j for j, s in enumerate(systems) for _ in rows[s]], dtype=int)
+    d, slot, y = (np.array([r[k] for r in every], dtype=float) for k in range(3))
+    scale = float(d.std()) if d.size and d.std() > 0 else 1.0
+    n = len(systems)
+    z = np.column_stack([np.tanh(d / scale), slot])
+    in_a, judged = np.bincount(owner, weights=slot > 0, minlength=n), np.bincount(owner, minlength=n)
+    if np.all((in_a == 0) | (in_a == judged)):  # each system in one slot order: the slot term is a sum of the
+        z = z[:, :1]  # strengths, left out
+    coef, cov = shared_fit(owner, z, y, n) if n else (np.zeros(0), np.zeros((0, 0)))
+    judge_separated = n > 0 and separated(coef[n:], cov[n:, n:], z)
     out = []
-    for system in sorted(rows):
-        d, slot, y = (np.array(col, dtype=float) for col in list(zip(*rows[system]))[:3])
-        x = np.column_stack([np.ones_like(d), np.tanh(d / scale), slot])
-        if np.all(slot == slot[0]):  # one slot order only: the slot term is the intercept's twin, left out
-            x = x[:, :2]
-        coef, cov = fit_logistic(x, y, ridge=np.array([1e-6, 1e-2, 1e-2])[: x.shape[1]])
-        lc, low, high = (None, None, None) if separated(coef, cov, x) else _interval(coef[0], math.sqrt(cov[0, 0]))
+    for j, system in enumerate(systems):
+        mine = y[owner == j]
+        lost = judge_separated or separated(coef[j : j + 1], cov[j : j + 1, j : j + 1])
+        lc, low, high = (None, None, None) if lost else _interval(coef[j], math.sqrt(cov[j, j]))
         out.append(
             {
                 "system": system,
                 "baseline": baseline,
-                "n": len(y),
-                "win_rate": float(y.mean()),
+                "n": len(mine),
+                "win_rate": float(mine.mean()),
                 "lc_win_rate": lc,
                 "lc_low": low,
                 "lc_high": high,
-                "length_coef": None if lc is None else float(coef[1]),
-                "length_se": None if lc is None else float(math.sqrt(cov[1, 1])),
+                "length_coef": None if lc is None else float(coef[n]),
+                "length_se": None if lc is None else float(math.sqrt(cov[n, n])),
             }
         )
     return pa.Table.from_pylist(out, schema=LC_WINRATES)

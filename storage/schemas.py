@@ -345,9 +345,10 @@ STYLE_COLUMNS = [
     column(
         "lc_win_rate",
         pa.float64(),
-        "Length-controlled win rate against the baseline, per aspect: by default pairank's fit per system "
-        "(strength, tanh of the length difference, slot; operators.style_control) at equal length, slots "
-        "balanced; under compat alpaca-eval AlpacaEval 2's GLM (operators.compat).",
+        "Length-controlled win rate against the baseline, per aspect: by default pairank's fit over all systems "
+        "(a strength each; the judge's tanh of the length difference and slot term shared; "
+        "operators.style_control) at equal length, slots balanced; under compat alpaca-eval AlpacaEval 2's GLM "
+        "(operators.compat).",
         nullable=True,
     ),
     column(

@@ -14,11 +14,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from pairank.jobs.cli.main import main
-from pairank.storage.store.cache import JudgmentCache
 from pairank.storage.fs import Location
 from pairank.storage.importers.battles import ASPECT
 from pairank.storage.layout import RunLayout
 from pairank.storage.schemas import PAIRWISE_LABELS, PREDICTION_POWERED
+from pairank.storage.store.cache import JudgmentCache
 from pairank.storage.validation import validate
 from tests import formats as F
 from tests.browser import check_screenshot, render

@@ -62,11 +62,17 @@ def battles(n: int = 3000, seed: int = 0) -> dict[str, list]:
     return out
 
 
-def annotations(n_instructions: int = 200, seed: int = 0, baseline: str = "m05") -> list[dict]:
+#: The share of ties among the annotations.
+TIES = 0.08
+
+
+def annotations(
+    n_instructions: int = 200, seed: int = 0, baseline: str = "m05", length_bias: float = 0.8
+) -> list[dict]:
     """AlpacaEval-style rows, one per (system, instruction) against ``baseline``: ``index`` (the instruction),
     ``generator_1`` the baseline, ``generator_2`` the system, ``output_1``/``output_2`` texts (only their length
     matters), ``preference`` 1 (baseline wins), 2 (system wins) or 1.5 (tie). Instructions differ in difficulty;
-    the judge prefers the longer output."""
+    the judge prefers the longer output by ``length_bias`` logits at the most (0: length-blind)."""
     rng = np.random.default_rng(seed)
     difficulty = rng.normal(0.0, 1.0, n_instructions)
     base_len = [int(TOKENS[baseline] * 4 * rng.lognormal(0.0, 0.35)) for _ in range(n_instructions)]
@@ -76,9 +82,11 @@ def annotations(n_instructions: int = 200, seed: int = 0, baseline: str = "m05")
             continue
         for i in range(n_instructions):
             n = int(TOKENS[system] * 4 * rng.lognormal(0.0, 0.35))
-            logit = STRENGTH[system] - STRENGTH[baseline] + difficulty[i] + 0.8 * np.tanh((n - base_len[i]) / 1500)
+            logit = (
+                STRENGTH[system] - STRENGTH[baseline] + difficulty[i] + length_bias * np.tanh((n - base_len[i]) / 1500)
+            )
             u = rng.random()
-            pref = 1.5 if u < 0.08 else (2.0 if rng.random() < 1 / (1 + np.exp(-logit)) else 1.0)
+            pref = 1.5 if u < TIES else (2.0 if rng.random() < 1 / (1 + np.exp(-logit)) else 1.0)
             rows.append(
                 {
                     "index": i,
@@ -92,6 +100,18 @@ def annotations(n_instructions: int = 200, seed: int = 0, baseline: str = "m05")
                 }
             )
     return rows
+
+
+def lc_truth(n_instructions: int = 200, seed: int = 0, baseline: str = "m05") -> dict[str, float]:
+    """The true length-controlled win rate of each system against ``baseline`` on the set :func:`annotations`
+    draws with these arguments: its expected score (a tie half a win) at equal length, averaged over the set's
+    instructions."""
+    difficulty = np.random.default_rng(seed).normal(0.0, 1.0, n_instructions)  # annotations' first draw
+    return {
+        s: TIES / 2 + (1 - TIES) * float(np.mean(1 / (1 + np.exp(-(STRENGTH[s] - STRENGTH[baseline] + difficulty)))))
+        for s in SYSTEMS
+        if s != baseline
+    }
 
 
 def annotations_as_battles(rows: list[dict]) -> dict[str, list]:

@@ -19,14 +19,15 @@ def test_length_controlled_win_rates_see_through_a_length_biased_judge():
     raw = {s: r["win_rate"] for s, r in by.items()} | {"S2": 0.5}
     lc = {s: r["lc_win_rate"] for s, r in by.items()} | {"S2": 0.5}
     assert rho(raw) < 0 < 0.8 <= rho(lc)  # the verbose weak systems lead the raw win rates, not the controlled
-    assert all(r["length_coef"] > 0 for r in table)  # the longer output wins more, for every system
+    assert all(r["length_coef"] > 0 for r in table)  # the longer output wins more
+    assert len({(r["length_coef"], r["length_se"]) for r in table}) == 1  # the judge's, one for every system
     assert all(r["lc_low"] < r["lc_win_rate"] < r["lc_high"] for r in table)
-    # per system: adding or removing another system does not move a system's numbers
+    # adding or removing another system moves a system's numbers only through the judge's shared length term
     fewer = judged.filter(pa.compute.invert(pa.compute.match_substring(judged.column("candidate_a"), "/S5")))
     fewer = fewer.filter(pa.compute.invert(pa.compute.match_substring(fewer.column("candidate_b"), "/S5")))
     again = {r["system"]: r for r in length_controlled_winrates(fewer, cands, baseline="S2").to_pylist()}
     assert again["S1"]["win_rate"] == by["S1"]["win_rate"]
-    assert again["S1"]["lc_win_rate"] == pytest.approx(by["S1"]["lc_win_rate"], abs=0.05)  # only the length scale
+    assert again["S1"]["lc_win_rate"] == pytest.approx(by["S1"]["lc_win_rate"], abs=0.05)  # its coefficient and scale
     assert again["S1"]["n"] == by["S1"]["n"] and "S5" not in again
 
 
@@ -34,6 +35,26 @@ def test_without_a_length_bias_the_control_changes_little():
     cands, judged = world(length_bias=0.0, seed=2)
     for r in length_controlled_winrates(judged, cands, baseline="S0").to_pylist():
         assert abs(r["length_coef"]) < 3 * r["length_se"] + 0.2
+
+
+def test_systems_each_judged_in_one_slot_order_have_no_slot_term_to_confound():
+    """x is always slot A against the baseline, y always slot B: a slot term would be x's strength minus y's, so
+    it is left out (kept, its ridge alone would bound it and the strengths' intervals would be unbounded)."""
+    from pairank.operators.battles import length_controlled
+
+    rng = np.random.default_rng(0)
+    n = 200
+    winner = [["model_a", "model_b", "tie"][k] for k in rng.choice(3, size=2 * n, p=[0.45, 0.45, 0.1])]
+    t = {
+        "model_a": ["x"] * n + ["base"] * n,
+        "model_b": ["base"] * n + ["y"] * n,
+        "winner": winner,
+        "length_a": rng.integers(100, 900, 2 * n).tolist(),
+        "length_b": rng.integers(100, 900, 2 * n).tolist(),
+    }
+    rows = {r["system"]: r for r in length_controlled(t, "base").to_pylist()}
+    for r in rows.values():
+        assert r["lc_win_rate"] is not None and r["lc_high"] - r["lc_low"] < 0.2
 
 
 def test_style_controlled_bt_recovers_quality_and_the_length_coefficient():
