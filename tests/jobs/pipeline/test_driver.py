@@ -11,13 +11,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import yaml
 
 from pairank.jobs.pipeline.driver import Driver, RoundCalibration
 from pairank.jobs.pipeline.inputs import read_inputs
@@ -31,8 +29,7 @@ from pairank.operators.judges.simulated import latent_quality
 from pairank.operators.prompts import load_prompts
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from pairank.storage.lease import is_held
-from tests.helpers import ROOT, Gate, joining, spec_for, write_input
+from tests.helpers import LEASE_TTL_S, ROOT, Gate, joining, spec_for, wait_for_free, write_input, write_spec
 
 
 @pytest.fixture
@@ -174,16 +171,6 @@ def test_calibrated_one_order_run_beats_a_position_biased_judge(ray_local, six_i
     assert ranks["batch"] > ranks["none"]
 
 
-#: The killed runs' lease time (storage/lease.py): a re-run of the name waits it out.
-LEASE_TTL_S = 2
-
-
-def write_spec(tmp_path: Path, input_folder, output: Path, **over) -> Path:
-    path = tmp_path / f"{output.name}.yaml"
-    path.write_text(yaml.safe_dump(spec_for(input_folder, output, **over)))
-    return path
-
-
 def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_address, six_input, tmp_path):
     """Killed between rounds 3 and 4, held there by the SIMULATED judge's gate: an uninterrupted run first
     counts its batches up to its round 3 line, and the killed run holds the next one (round 4's first)."""
@@ -244,15 +231,6 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_address, 
     resumed = Location.of(str(tmp_path / "killed" / "runs" / "adaptive" / "rankings.parquet")).read_parquet()
     assert resumed.to_pylist() == clean.layout.rankings.read_parquet().to_pylist()
     assert len(rows) == clean.requests
-
-
-def wait_for_free(root: Location, name: str, timeout: float = 120) -> None:
-    """Until the lease of ``name`` under ``root`` is free (a killed run's runs out ``LEASE_TTL_S`` after its last
-    renewal); ``timeout`` only bounds a hang."""
-    deadline = time.monotonic() + timeout
-    while is_held(root, name):
-        assert time.monotonic() < deadline, f"the lease of {name!r} under {root.uri} was still held after {timeout} s"
-        time.sleep(0.1)  # a poll of the lease, not a window
 
 
 def test_report_has_transitivity_seed_spread_and_quantile_scores(ray_local, six_input, tmp_path):
