@@ -7,8 +7,6 @@ the same driver in test_driver_engine.py.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 from collections import Counter
@@ -29,7 +27,7 @@ from pairank.operators.judges.simulated import latent_quality
 from pairank.operators.prompts import load_prompts
 from pairank.storage.cache import JudgmentCache
 from pairank.storage.fs import Location
-from tests.helpers import LEASE_TTL_S, ROOT, Gate, joining, spec_for, wait_for_free, write_input, write_spec
+from tests.helpers import ROOT, Gate, joining, run_killed_at_gate, spec_for, wait_for_free, write_input, write_spec
 
 
 @pytest.fixture
@@ -190,24 +188,8 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_address, 
     gate = Gate(tmp_path / "gate")
     held = {"judge": {**judge, **gate.judge(hold_from=rounds_1_to_3)}, "scheduler": scheduler}
     spec = write_spec(tmp_path, six_input, tmp_path / "killed", **held)
-    log_path = tmp_path / "run1.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec), *joining(ray_address)],
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, "PAIRANK_LEASE_TTL_S": str(LEASE_TTL_S)},
-        )
-        try:
-            gate.wait_for(rounds_1_to_3 + 1, proc=proc)  # rounds 1-3 judged, round 4's first batch held
-            said = log_path.read_text()
-            assert proc.poll() is None, said[-3000:]
-            assert "round 3:" in said and "round 4:" not in said, said[-3000:]  # between rounds
-        finally:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    said = run_killed_at_gate(spec, ray_address, gate, rounds_1_to_3 + 1, tmp_path / "run1.log")  # round 4's first held
+    assert "round 3:" in said and "round 4:" not in said, said[-3000:]  # between rounds
     cache = JudgmentCache(Location.of(str(tmp_path / "killed" / "tables" / "judgments")))
     before = {r["key"]: r["created_at"] for r in cache.rows().to_pylist()}
     assert before, "nothing was judged before the kill"
