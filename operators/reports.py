@@ -483,6 +483,7 @@ def _adaptive_lines(adaptive: dict | None) -> list[str]:
             else ""
         )
         + f". Judge seconds {adaptive['judge_seconds']:.1f}, driver seconds {adaptive['driver_seconds']:.2f}.",
+        *(f"\n{line}." for line in adaptive.get("board_lines", [])),
         "",
         "| round | asked | cached | judged | errors | contexts done | used in all |",
         "|---|---|---|---|---|---|---|",

@@ -46,7 +46,7 @@ orders::
     >>> result.requests, result.judged, result.errors
     (2, 2, 0)
     >>> sorted(pairank.SCHEDULERS)[:3], sorted(pairank.ENGINES)
-    (['adaptive_symmetric', 'full', 'no_repeat'], ['http', 'replay', 'simulated', 'vllm'])
+    (['adaptive_symmetric', 'board', 'full'], ['http', 'replay', 'simulated', 'vllm'])
 
 Names are imported on first use, so ``import pairank`` starts neither Ray nor an engine.
 """

@@ -536,6 +536,55 @@ def spec_for(input_folder, output, **over) -> dict:
     return overlaid(spec, over)
 
 
+#: The killed runs' lease time (storage/store/lease.py): a re-run of the name waits it out.
+LEASE_TTL_S = 2
+
+
+def write_spec(tmp_path: Path, input_folder, output: Path, **over) -> Path:
+    """A spec file ``<output name>.yaml`` in ``tmp_path``: :func:`spec_for` with ``over``."""
+    import yaml
+
+    path = tmp_path / f"{output.name}.yaml"
+    path.write_text(yaml.safe_dump(spec_for(input_folder, output, **over)))
+    return path
+
+
+def run_killed_at_gate(spec: Path, ray_address: str, gate: Gate, batches: int, log_path: Path) -> str:
+    """``pairank run spec`` (joining the session's Ray) in a process group of its own, killed (SIGKILL, the whole
+    group) once ``batches`` batches have reached ``gate``; returns what it printed until then."""
+    import signal
+    import sys
+
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec), *joining(ray_address)],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PAIRANK_LEASE_TTL_S": str(LEASE_TTL_S)},
+        )
+        try:
+            gate.wait_for(batches, proc=proc)
+            said = log_path.read_text()
+            assert proc.poll() is None, said[-3000:]
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return said
+
+
+def wait_for_free(root: Location, name: str, timeout: float = 120) -> None:
+    """Until the lease of ``name`` under ``root`` is free (a killed run's runs out ``LEASE_TTL_S`` after its last
+    renewal); ``timeout`` only bounds a hang."""
+    from pairank.storage.store.lease import is_held
+
+    deadline = time.monotonic() + timeout
+    while is_held(root, name):
+        assert time.monotonic() < deadline, f"the lease of {name!r} under {root.uri} was still held after {timeout} s"
+        time.sleep(0.1)  # a poll of the lease, not a window
+
+
 def overlaid(spec: dict, over: dict) -> dict:
     """``spec`` with ``over``'s values: a section (a dict) merged key by key into the spec's, anything else replaced."""
     for key, value in over.items():

@@ -139,16 +139,7 @@ class Driver:
         if not isinstance(sched, AdaptiveSettings):
             raise ValueError(f"scheduler {sched.name!r} is static: the lockstep driver runs adaptive schedulers")
         self.sched = sched
-        self.tasks = (
-            tasks
-            if tasks is not None
-            else [
-                Task(aspect, ctx, seed, sched.machine(ctx, ids, seed))
-                for aspect in spec.aspects
-                for ctx, ids in sorted(contexts_of(candidates).items())
-                for seed in range(sched.seed, sched.seed + sched.repeats)
-            ]
-        )
+        self.tasks = tasks if tasks is not None else spec_tasks(spec.aspects, sched, candidates)
 
     def run(self) -> DriverResult:
         read_at = time.time()
@@ -257,6 +248,19 @@ class Driver:
         reused = answered.filter(pc.is_in(answered.column("key"), pa.array(sorted(used), pa.string())))
         judgments = pa.concat_tables([reused, *new_tables])
         return DriverResult(self.tasks, rounds, used, stopped, judgments, judged, errors, hits)
+
+
+def spec_tasks(aspects: Iterable[str], sched: AdaptiveSettings, candidates: pa.Table) -> list[Task]:
+    """The scheduler's machines on every aspect, context and seed (in that order); each (aspect, seed)'s are built
+    together (:meth:`~pairank.jobs.schedulers.AdaptiveSettings.machines`: a board shares one state among them)."""
+    contexts = dict(sorted(contexts_of(candidates).items()))
+    system = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("system").to_pylist()))
+    seeds = range(sched.seed, sched.seed + sched.repeats)
+    tasks: list[Task] = []
+    for aspect in aspects:
+        built = {seed: dict(zip(contexts, sched.machines(contexts, system, seed))) for seed in seeds}
+        tasks.extend(Task(aspect, ctx, seed, built[seed][ctx]) for ctx in contexts for seed in seeds)
+    return tasks
 
 
 def method_name(scheduler: AdaptiveSettings, seed: int) -> str:

@@ -21,7 +21,7 @@ from pairank.jobs.judging.streamed import StaticPlan, judge_streamed, put_blocks
 from pairank.jobs.judging.under_claims import ClaimedJudging
 from pairank.jobs.pipeline.inputs import Inputs
 from pairank.jobs.pipeline.setup import JudgingSetup
-from pairank.jobs.schedulers import StaticSettings
+from pairank.jobs.schedulers import StaticSettings, board_line, board_summaries
 from pairank.jobs.specs.job import JobSpec
 from pairank.operators.reports import judgment_totals
 from pairank.storage.schemas import JUDGMENTS
@@ -171,6 +171,11 @@ def judge_adaptive(
         "driver_seconds": round(sum(r["driver_seconds"] for r in result.rounds), 3),
         "judge_seconds": round(sum(r["judge_seconds"] for r in result.rounds), 3),
     }
+    for board in board_summaries([t.machine for t in result.tasks]):  # a board says which rule stopped it
+        line = f"{board_line(board)}; order: {', '.join(r['system'] for r in board['order'])}"
+        adaptive.setdefault("boards", []).append(board)
+        adaptive.setdefault("board_lines", []).append(line)
+        progress(line)
     return Judged(
         result.judgments,
         Counts(len(result.used_keys), result.cache_hits, result.judged, result.errors),

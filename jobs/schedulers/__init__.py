@@ -6,6 +6,7 @@
 - :mod:`~pairank.jobs.schedulers.anchors`: scaled PAIRS (sorted anchors, binary insertion);
 - :mod:`~pairank.jobs.schedulers.adaptive_symmetric`: Bradley-Terry uncertainty sampling;
 - :mod:`~pairank.jobs.schedulers.poe`: Product of Experts (greedy D-optimal comparisons, PoE scores);
+- :mod:`~pairank.jobs.schedulers.board`: the systems' board across contexts, to a stated confidence;
 - :mod:`~pairank.jobs.schedulers.protocol`: what they share (the adaptive protocol,
   the ledger, seeded order, settings, the reference lockstep loop).
 
@@ -41,6 +42,7 @@ from pairank.jobs.schedulers.anchors import (
     PairsAnchorsSettings,
     sample_size,
 )
+from pairank.jobs.schedulers.board import Board, BoardContext, BoardSettings, board_line, board_summaries
 from pairank.jobs.schedulers.pairs import (
     BeamSpec,
     PairsBeam,
@@ -84,6 +86,7 @@ REGISTRY: dict[str, type[SchedulerSettings]] = {
     "pairs_anchors": PairsAnchorsSettings,
     "adaptive_symmetric": AdaptiveSymmetricSettings,
     "poe": PoeSettings,
+    "board": BoardSettings,
 }
 STATIC_SCHEDULERS = tuple(name for name, cls in REGISTRY.items() if not cls.adaptive)
 ADAPTIVE_SCHEDULERS = tuple(name for name, cls in REGISTRY.items() if cls.adaptive)
@@ -146,6 +149,9 @@ __all__ = [
     "AdaptiveSymmetricSettings",
     "AnchorInsertion",
     "AnchorSpec",
+    "Board",
+    "BoardContext",
+    "BoardSettings",
     "BeamSpec",
     "FullSettings",
     "NoRepeatSettings",
@@ -165,6 +171,8 @@ __all__ = [
     "StaticSettings",
     "SymmetricSettings",
     "binary_entropy",
+    "board_line",
+    "board_summaries",
     "get_adaptive",
     "parse_scheduler",
     "prob_gap_from_u_h",

@@ -96,6 +96,13 @@ class AdaptiveSettings(SchedulerSettings):
         """The machine for one context with these settings."""
         raise NotImplementedError
 
+    def machines(
+        self, contexts: Mapping[str, Sequence[str]], system: Mapping[str, str], seed: int
+    ) -> Sequence[AdaptiveScheduler]:
+        """The machines of one aspect and seed, one per context in ``contexts``' order (``system``: each
+        candidate's system). A scheduler that ranks systems across contexts shares one state among them."""
+        return [self.machine(ctx, list(ids), seed) for ctx, ids in contexts.items()]
+
 
 # ---------------------------------------------------------------------------
 # maths

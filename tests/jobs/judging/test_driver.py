@@ -7,17 +7,13 @@ the same driver in test_driver_engine.py.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import yaml
 
 from pairank.jobs.judging.adaptive import Driver, RoundCalibration
 from pairank.jobs.judging.passes import Judging
@@ -31,8 +27,7 @@ from pairank.judges.engines.simulated_judge import latent_quality
 from pairank.judges.prompts import load_prompts
 from pairank.storage.fs import Location
 from pairank.storage.store.cache import JudgmentCache
-from pairank.storage.store.lease import is_held
-from tests.helpers import ROOT, Gate, joining, spec_for, write_input
+from tests.helpers import ROOT, Gate, joining, run_killed_at_gate, spec_for, wait_for_free, write_input, write_spec
 
 
 @pytest.fixture
@@ -174,16 +169,6 @@ def test_calibrated_one_order_run_beats_a_position_biased_judge(ray_local, six_i
     assert ranks["batch"] > ranks["none"]
 
 
-#: The killed runs' lease time (storage/store/lease.py): a re-run of the name waits it out.
-LEASE_TTL_S = 2
-
-
-def write_spec(tmp_path: Path, input_folder, output: Path, **over) -> Path:
-    path = tmp_path / f"{output.name}.yaml"
-    path.write_text(yaml.safe_dump(spec_for(input_folder, output, **over)))
-    return path
-
-
 def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_address, six_input, tmp_path):
     """Killed between rounds 3 and 4, held there by the SIMULATED judge's gate: an uninterrupted run first
     counts its batches up to its round 3 line, and the killed run holds the next one (round 4's first)."""
@@ -203,24 +188,8 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_address, 
     gate = Gate(tmp_path / "gate")
     held = {"judge": {**judge, **gate.judge(hold_from=rounds_1_to_3)}, "scheduler": scheduler}
     spec = write_spec(tmp_path, six_input, tmp_path / "killed", **held)
-    log_path = tmp_path / "run1.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(spec), *joining(ray_address)],
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, "PAIRANK_LEASE_TTL_S": str(LEASE_TTL_S)},
-        )
-        try:
-            gate.wait_for(rounds_1_to_3 + 1, proc=proc)  # rounds 1-3 judged, round 4's first batch held
-            said = log_path.read_text()
-            assert proc.poll() is None, said[-3000:]
-            assert "round 3:" in said and "round 4:" not in said, said[-3000:]  # between rounds
-        finally:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    said = run_killed_at_gate(spec, ray_address, gate, rounds_1_to_3 + 1, tmp_path / "run1.log")  # round 4's first held
+    assert "round 3:" in said and "round 4:" not in said, said[-3000:]  # between rounds
     cache = JudgmentCache(Location.of(str(tmp_path / "killed" / "tables" / "judgments")))
     before = {r["key"]: r["created_at"] for r in cache.rows().to_pylist()}
     assert before, "nothing was judged before the kill"
@@ -244,15 +213,6 @@ def test_driver_killed_between_rounds_resumes_without_asking_twice(ray_address, 
     resumed = Location.of(str(tmp_path / "killed" / "runs" / "adaptive" / "rankings.parquet")).read_parquet()
     assert resumed.to_pylist() == clean.layout.rankings.read_parquet().to_pylist()
     assert len(rows) == clean.requests
-
-
-def wait_for_free(root: Location, name: str, timeout: float = 120) -> None:
-    """Until the lease of ``name`` under ``root`` is free (a killed run's runs out ``LEASE_TTL_S`` after its last
-    renewal); ``timeout`` only bounds a hang."""
-    deadline = time.monotonic() + timeout
-    while is_held(root, name):
-        assert time.monotonic() < deadline, f"the lease of {name!r} under {root.uri} was still held after {timeout} s"
-        time.sleep(0.1)  # a poll of the lease, not a window
 
 
 def test_report_has_transitivity_seed_spread_and_quantile_scores(ray_local, six_input, tmp_path):
