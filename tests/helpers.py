@@ -237,9 +237,11 @@ def stop_process(proc: subprocess.Popen, timeout: float = 30) -> None:
         proc.wait()
 
 
-def run_and_kill(spec: dict, tmp_path: Path, victim, first_part_s: float = 400, finish_s: float = 600) -> int:
-    """``pairank run`` on ``spec`` in a process of its own; once its first judgment part is in the store,
-    SIGKILL ``victim(run_pid)`` (a pid) and wait for the run, which must exit 0. Returns the pid killed."""
+def run_and_kill(spec: dict, tmp_path: Path, victim, gate: Gate, after_kill=None, finish_s: float = 600) -> int:
+    """``pairank run`` on ``spec``, its judge held at ``gate`` (``gate.judge()``), in a process of its own: the run
+    is let through in steps (:class:`Feed`) until its first judgment part is in the store, then ``victim(run_pid)``
+    (a pid, which holds calls at the gate) is SIGKILLed; once ``after_kill(feed)`` is true (a state waited for,
+    nothing let through meanwhile), the run is released, and must exit 0. Returns the pid killed."""
     import signal
     import sys
 
@@ -257,14 +259,19 @@ def run_and_kill(spec: dict, tmp_path: Path, victim, first_part_s: float = 400, 
             start_new_session=True,
         )
         parts = Path(spec["output"]) / "tables" / "judgments"
+        feed = Feed(gate, proc)
         try:
-            deadline = time.monotonic() + first_part_s
-            while not (parts.is_dir() and list(parts.glob("**/*.parquet"))):
-                assert proc.poll() is None, log_path.read_text()[-3000:]
-                assert time.monotonic() < deadline, "no judgment part written in time"
-                time.sleep(0.05)  # a poll of the store, not a window
-            killed = victim(proc.pid)
-            os.kill(killed, signal.SIGKILL)
+            try:
+                feed.until("a judgment part stored", lambda: parts.is_dir() and bool(list(parts.glob("**/*.parquet"))))
+                killed = victim(proc.pid)
+                os.kill(killed, signal.SIGKILL)
+                feed.dead.add(killed)
+                if after_kill is not None:
+                    feed.wait("the state after the kill", lambda: after_kill(feed))
+            except (AssertionError, RuntimeError, TimeoutError) as exc:
+                raise AssertionError(f"{exc}\n{log_path.read_text()[-3000:]}") from exc
+            finally:
+                gate.release()
             assert proc.wait(timeout=finish_s) == 0, log_path.read_text()[-4000:]
         finally:
             if proc.poll() is None:
