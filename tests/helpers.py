@@ -145,9 +145,18 @@ class Gate:
         """Batches that have reached the gate so far (judged, or held)."""
         return len(list(self.folder.glob("batch-*.json")))
 
+    def records(self) -> dict[int, dict]:
+        """Every batch that reached the gate, by its number: its ``keys``, and the ``pid`` of the engine's process
+        (a judge actor's, for the SIMULATED judge) that holds or held it."""
+        return {int(f.stem[6:]): json.loads(f.read_text()) for f in self.folder.glob("batch-*.json")}
+
     def keys(self) -> list[str]:
         """The keys of every batch that reached the gate."""
-        return [k for f in sorted(self.folder.glob("batch-*.json")) for k in json.loads(f.read_text())["keys"]]
+        return [k for _, r in sorted(self.records().items()) for k in r["keys"]]
+
+    def pids(self) -> set[int]:
+        """The engine processes whose batches reached the gate."""
+        return {r["pid"] for r in self.records().values()}
 
     def wait_for(self, batches: int, timeout: float = 600, proc: subprocess.Popen | None = None) -> None:
         """Until ``batches`` batches have reached the gate; a ``proc`` that exits first is an error."""
@@ -168,6 +177,56 @@ class Gate:
         (self.folder / f"open-{batches}").touch()
 
 
+class Feed:
+    """Lets a run held at its gate (``hold_from: 0``) go on in steps until a state holds, for a test that must act
+    at a point that only the run's own course reaches (a pool's new actor taking a call, a part stored since a
+    kill): each step lets every batch held by a live engine through, then waits for the next batch to come to the
+    gate (a state, not a time). Batches held by an engine that was killed (``dead``) are not waited for: their
+    calls come again. ``most`` steps at most, so that a state that never comes fails instead of judging the whole
+    run."""
+
+    def __init__(self, gate: Gate, proc: subprocess.Popen | None = None, most: int = 40):
+        self.gate, self.proc, self.most = gate, proc, most
+        self.opened = 0  # the batches numbered below it are let through
+        self.dead: set[int] = set()
+
+    def held(self) -> dict[int, dict]:
+        """The batches the gate holds in live engines, by number."""
+        return {n: r for n, r in self.gate.records().items() if n >= self.opened and r["pid"] not in self.dead}
+
+    def held_pids(self) -> set[int]:
+        """The live engines that hold a batch at the gate."""
+        return {r["pid"] for r in self.held().values()}
+
+    def step(self, state=lambda: False) -> None:
+        """Every batch held by a live engine let through; then a wait until the next batch comes, or ``state()``."""
+        came = self.gate.arrived()
+        held = self.held()
+        if held:
+            self.opened = max(held) + 1
+            self.gate.open_to(self.opened)
+        self.wait("the next batch at the gate", lambda: self.gate.arrived() > came or state())
+
+    def until(self, what: str, state) -> None:
+        """Steps until ``state()`` is true."""
+        for _ in range(self.most):
+            if state():
+                return
+            self.step(state)
+        if not state():
+            raise AssertionError(f"{what}: not after {self.most} steps of the run")
+
+    def wait(self, what: str, state, timeout: float = 600) -> None:
+        """Until ``state()`` is true, letting nothing through (``timeout``: a bound on a hang)."""
+        deadline = time.monotonic() + timeout
+        while not state():
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"{what}: the run exited with {self.proc.returncode} first")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what}: not after {timeout} s")
+            time.sleep(0.05)  # a poll of the state waited for, not a window
+
+
 def stop_process(proc: subprocess.Popen, timeout: float = 30) -> None:
     """SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
     proc.terminate()
@@ -178,9 +237,11 @@ def stop_process(proc: subprocess.Popen, timeout: float = 30) -> None:
         proc.wait()
 
 
-def run_and_kill(spec: dict, tmp_path: Path, victim, first_part_s: float = 400, finish_s: float = 600) -> int:
-    """``pairank run`` on ``spec`` in a process of its own; once its first judgment part is in the store,
-    SIGKILL ``victim(run_pid)`` (a pid) and wait for the run, which must exit 0. Returns the pid killed."""
+def run_and_kill(spec: dict, tmp_path: Path, victim, gate: Gate, after_kill=None, finish_s: float = 600) -> int:
+    """``pairank run`` on ``spec``, its judge held at ``gate`` (``gate.judge()``), in a process of its own: the run
+    is let through in steps (:class:`Feed`) until its first judgment part is in the store, then ``victim(run_pid)``
+    (a pid, which holds calls at the gate) is SIGKILLed; once ``after_kill(feed)`` is true (a state waited for,
+    nothing let through meanwhile), the run is released, and must exit 0. Returns the pid killed."""
     import signal
     import sys
 
@@ -198,14 +259,19 @@ def run_and_kill(spec: dict, tmp_path: Path, victim, first_part_s: float = 400, 
             start_new_session=True,
         )
         parts = Path(spec["output"]) / "tables" / "judgments"
+        feed = Feed(gate, proc)
         try:
-            deadline = time.monotonic() + first_part_s
-            while not (parts.is_dir() and list(parts.glob("**/*.parquet"))):
-                assert proc.poll() is None, log_path.read_text()[-3000:]
-                assert time.monotonic() < deadline, "no judgment part written in time"
-                time.sleep(0.05)  # a poll of the store, not a window
-            killed = victim(proc.pid)
-            os.kill(killed, signal.SIGKILL)
+            try:
+                feed.until("a judgment part stored", lambda: parts.is_dir() and bool(list(parts.glob("**/*.parquet"))))
+                killed = victim(proc.pid)
+                os.kill(killed, signal.SIGKILL)
+                feed.dead.add(killed)
+                if after_kill is not None:
+                    feed.wait("the state after the kill", lambda: after_kill(feed))
+            except (AssertionError, RuntimeError, TimeoutError) as exc:
+                raise AssertionError(f"{exc}\n{log_path.read_text()[-3000:]}") from exc
+            finally:
+                gate.release()
             assert proc.wait(timeout=finish_s) == 0, log_path.read_text()[-4000:]
         finally:
             if proc.poll() is None:

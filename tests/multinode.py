@@ -317,8 +317,11 @@ class SharedGate(Gate):
     def arrived(self) -> int:
         return len(self._batches())
 
-    def keys(self) -> list[str]:
-        return [k for f in self._batches() for k in f.read_json()["keys"]]
+    def records(self) -> dict[int, dict]:
+        return {int(Path(f.path).stem[6:]): f.read_json() for f in self._batches()}
 
     def release(self) -> None:
         self.location.join("release").write_bytes(b"")
+
+    def open_to(self, batches: int) -> None:
+        self.location.join(f"open-{batches}").write_bytes(b"")

@@ -17,8 +17,18 @@ from collections import Counter
 import pytest
 
 from pairank.storage.fs import Location
-from tests.helpers import write_input
-from tests.multinode import MARKERS, audit, multinode, start_run, titles, wait_done, wait_for, write_spec
+from tests.helpers import Feed, write_input
+from tests.multinode import (
+    MARKERS,
+    SharedGate,
+    audit,
+    first_args,
+    multinode,
+    start_run,
+    wait_done,
+    wait_for,
+    write_spec,
+)
 from tests.multinode import simulated_spec as spec_on
 
 pytestmark = list(MARKERS)
@@ -83,23 +93,37 @@ def test_no_judge_actor_on_the_head_unless_asked(cluster, tmp_path, inputs):
 def test_whole_gpus_hold_one_actor_each_and_a_range_pool_grows_onto_a_gpu_node_that_joins(cluster, tmp_path, inputs):
     """``pool.size: 1..4`` of one GPU each, on one node of 2 GPUs: the pool grows to 2 there, one actor on each
     GPU (off the head, which has none); a second GPU node joins during the run (a replacement or a scale-up: a node
-    that joins mid-run), the pool grows onto it, and the actors there judge."""
+    that joins mid-run), the pool grows onto it, and the actors there judge. The run is held at the SIMULATED
+    judge's gate from its first batch until an actor on the joined node holds a batch: the run cannot end before
+    the node's actors come, at any speed."""
     _, before = nodes(cluster)
     (first,) = before
+    gate = SharedGate(f"{ROOT}/grows/gate")  # every batch held until the test lets it through
     spec = spec_on(
         "grows",
         inputs["large"],
         f"{ROOT}/grows",
         scheduler={"name": "full"},
-        # few and slow: the run outlasts the join at little CPU (at 0.1 s a loaded CI machine once ended the run,
-        # 96 s of judging on two actors, before the joined node's actors came)
-        judge={"seconds_per_comparison": 0.2},
+        judge=gate.judge(hold_from=0),
         pool={"size": "1..4", "num_gpus": 1, "num_cpus": 0.25, "batch_size": 32},
     )
     proc = start_run(cluster, write_spec(tmp_path, spec), tmp_path)
     log = tmp_path / "grows.log"
-    wait_for("two judge actors on the first GPU node", lambda: judge_actors(cluster) >= 2, proc, log, 240)
-    joined = cluster.add_worker(gpus=2)  # a GPU node joins mid-run
+    feed = Feed(gate, proc)
+    try:
+        # the first actor holds its first call, the others wait behind it: a backlog, so the pool grows
+        gate.wait_for(1, proc=proc)
+        (node,) = [n for n in cluster.nodes if not n.head]
+        second = wait_for(
+            "a second judge actor on the first GPU node", lambda: idle_actors(node) - gate.pids(), proc, log
+        )
+        # a new actor takes only calls sent after it joined the pool (those sent before wait in the busy one)
+        feed.until("a call in the second actor", lambda: gate.pids() & second)
+        joined = cluster.add_worker(gpus=2)  # every actor busy, calls waiting: the pool grows onto the new node
+        new = wait_for("a judge actor on the joined node", lambda: idle_actors(joined), proc, log, 300)
+        feed.until("a call in an actor on the joined node", lambda: gate.pids() & new)
+    finally:
+        gate.release()
     assert wait_done(proc, log, 600) == 0, log.read_text()[-3000:]
     _, after = nodes(cluster)
     (new,) = after - before
@@ -143,6 +167,7 @@ def test_tensor_parallel_engines_get_a_group_of_gpus_on_one_node(cluster, tmp_pa
     assert "have at most 2" in log
 
 
-def judge_actors(cluster) -> int:
-    """Judge actor processes on the worker nodes."""
-    return sum(1 for n in cluster.nodes if not n.head for t in titles(n) if t.startswith("ray::JudgeActor"))
+def idle_actors(node) -> set[int]:
+    """The judge actors on ``node`` that are up and hold no call: the title Ray gives an actor's process between
+    its calls, once it is made."""
+    return {pid for pid, first in first_args(node) if first.split()[:1] == ["ray::JudgeActor"]}

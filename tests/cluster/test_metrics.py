@@ -24,7 +24,7 @@ from pairank.jobs.run import run_job
 from pairank.jobs.specs.job import parse_spec
 from pairank.storage.fs import Location
 from pairank.storage.store.cache import JudgmentCache
-from tests.helpers import ROOT, Gate, free_port, full_matrix_spec, judge_actor_pids, write_input
+from tests.helpers import ROOT, Feed, Gate, free_port, full_matrix_spec, judge_actor_pids, write_input
 
 DASHBOARD = ROOT / "cluster" / "grafana-pairank.json"
 
@@ -174,30 +174,58 @@ def total_of(samples, name: str, **tags: str) -> float:
     return sum(v for labels, v in samples.get(name, []) if all(labels.get(k) == t for k, t in tags.items()))
 
 
+#: The series a run's scrape must show, besides the comparisons judged.
+SERIES = (
+    "ray_pairank_engine_prompts_total",
+    "ray_pairank_engine_input_tokens_total",
+    "ray_pairank_engine_output_tokens_total",
+    "ray_pairank_batch_seconds_count",
+    "ray_pairank_pool_actors",
+)
+
+
 @pytest.mark.ray
 def test_a_run_s_counters_move_on_ray_s_prometheus_endpoint_tagged_with_its_name(summeval_tables, tmp_path):
     """`pairank run` (its own local Ray, `cluster.metrics_export_port` set, Ray's agent reporting every 0.5 s) of
-    the SIMULATED judge: scraped while it judges, the comparisons judged rise, tagged with the run's name and judge,
-    and the engine prompts, tokens, batch latency and pool size are there too."""
+    the SIMULATED judge, held at its gate: scraped while it judges, the comparisons judged rise (the run let through
+    a step at a time, each scraped until its count shows), tagged with the run's name and judge, and the engine
+    prompts, tokens, batch latency and pool size are there too."""
     port = free_port()
     data = write_input(tmp_path / "input", summeval_tables, 8, 6)
     out = tmp_path / "out"
     total = 8 * 6 * 5
+    gate = Gate(tmp_path / "gate")  # every batch held: the run goes on only as far as the test lets it
     spec = full_matrix_spec(
         data,
         out,
         name="metered",
-        seconds_per_comparison=0.04,
+        seconds_per_comparison=0,
         pool={"size": 1, "num_cpus": 1, "batch_size": 8},
         flush_rows=16,
         cluster={"metrics_export_port": port},
+        judge=gate.judge(),
     )
     path = tmp_path / "metered.yaml"
     path.write_text(yaml.safe_dump(spec))
     env = {**os.environ, "RAY_metrics_report_interval_ms": "500"}
     tags = {"run": "metered", "judge": "simulated:simulated"}
-    judged: list[float] = []
-    seen: dict[str, float] = {}
+    judged: list[float] = [0.0]
+    seen: dict[str, float] = dict.fromkeys(SERIES, 0.0)
+
+    def counted() -> bool:
+        """One scrape: whether it shows more comparisons judged than the last one seen, and every series."""
+        try:
+            samples = scrape(port)
+        except OSError:
+            return False  # Ray's agent not up yet
+        for name in SERIES:
+            seen[name] = max(seen[name], total_of(samples, name, **tags))
+        n = total_of(samples, "ray_pairank_comparisons_judged_total", judging_pass="pairwise", **tags)
+        if n <= judged[-1] or not all(seen.values()):
+            return False
+        judged.append(n)
+        return True
+
     with open(tmp_path / "run.log", "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "pairank.jobs.cli.main", "run", str(path)],
@@ -207,31 +235,22 @@ def test_a_run_s_counters_move_on_ray_s_prometheus_endpoint_tagged_with_its_name
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        feed = Feed(gate, proc)
         try:
-            deadline = time.monotonic() + 400
-            while proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.25)  # a scrape's poll, not a window
-                try:
-                    samples = scrape(port)
-                except OSError:
-                    continue  # Ray not up yet, or already gone
-                n = total_of(samples, "ray_pairank_comparisons_judged_total", judging_pass="pairwise", **tags)
-                if n and (not judged or n != judged[-1]):
-                    judged.append(n)
-                for name in (
-                    "ray_pairank_engine_prompts_total",
-                    "ray_pairank_engine_input_tokens_total",
-                    "ray_pairank_engine_output_tokens_total",
-                    "ray_pairank_batch_seconds_count",
-                    "ray_pairank_pool_actors",
-                ):
-                    seen[name] = max(seen.get(name, 0), total_of(samples, name, **tags))
-            assert proc.wait(timeout=60) == 0, (tmp_path / "run.log").read_text()[-3000:]
+            try:
+                feed.wait("the run's first batch at the gate", lambda: gate.arrived() >= 1)
+                for _ in range(2):  # a step of the run, then scrapes until its count shows (nothing let through)
+                    feed.step()
+                    feed.wait("a larger count of comparisons judged, and every series", counted)
+            finally:
+                gate.release()
+            assert proc.wait(timeout=300) == 0, (tmp_path / "run.log").read_text()[-3000:]
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, 9)
                 proc.wait()
-    assert len(judged) >= 2 and judged == sorted(judged) and 0 < judged[0] < judged[-1] <= total, judged
-    assert 0 < seen["ray_pairank_engine_prompts_total"] <= total
+    judged = judged[1:]
+    assert len(judged) >= 2 and judged == sorted(judged) and 0 < judged[0] < judged[-1] < total, judged
+    assert 0 < seen["ray_pairank_engine_prompts_total"] < total
     assert seen["ray_pairank_engine_input_tokens_total"] > seen["ray_pairank_engine_output_tokens_total"] > 0
     assert seen["ray_pairank_batch_seconds_count"] > 0 and seen["ray_pairank_pool_actors"] == 1

@@ -25,13 +25,14 @@ import pytest
 
 from pairank.cluster.local.nodes import Node
 from pairank.storage.fs import Location
-from tests.helpers import shell_env, write_input
+from tests.helpers import Feed, shell_env, write_input
 from tests.multinode import (
     DATA_TASK_NAMES,
     HEALTH_CHECKS,
     MARKERS,
     NODE_LOSS,
     PAIRANK,
+    SharedGate,
     audit,
     calls_by_pid,
     holding,
@@ -59,9 +60,7 @@ JUDGE = ("ray::JudgeActor",)
 BOOKKEEPING = ("ray::Bookkeeper",)
 #: Two judge actors of half a CPU: the three node-loss runs at once hold 3 of the worker nodes' 4 CPUs.
 POOL = {"size": 2, "num_cpus": 0.5, "batch_size": 64}
-#: The node-loss runs' articles (of 16 summaries each: 240 ordered pairs) and the SIMULATED judge's seconds per
-#: comparison: few comparisons, each slow, so that the runs outlast both losses at little CPU (a comparison's cost is
-#: the driver's, the store's and S3's; the judge's wait costs none).
+#: The node-loss runs' articles (of 16 summaries each: 240 ordered pairs).
 ARTICLES = 10
 COMPARISONS = ARTICLES * 16 * 15
 
@@ -82,20 +81,24 @@ def inputs(s3_server, summeval_tables):
     return {"full": full, "nights": prefix.uri}
 
 
-def lose_each_worker_node(cluster, runs: dict[str, tuple[subprocess.Popen, Path, str]], since) -> dict[str, list[int]]:
+def lose_each_worker_node(
+    cluster, runs: dict[str, tuple[subprocess.Popen, Path, str]], feeds: dict[str, Feed], since
+) -> dict[str, list[int]]:
     """SIGKILL, in turn, each worker node the cluster had when the ``runs`` (name: process, log, judgments table)
     began, once every run has committed since the last loss: first one that ran the jobs' tasks (what they made and
-    a driver has not taken is lost with it), then the other. A new worker node joins after each loss, and the head
-    registers it (a start that timed out on a loaded machine is tried again) before the next: a loss while the
-    replacement is not up would leave the runs no worker node. Before each loss the jobs' bookkeeping is on the
-    head, and on no worker node. Returns each killed node's judge actors (their process ids), by node name."""
+    a driver has not taken is lost with it), then the other. The runs are held at their gates and let through in
+    steps (``feeds``) to each commit waited for, so none ends before the losses, at any speed. A new worker node
+    joins after each loss, and the head registers it (a start that timed out on a loaded machine is tried again)
+    before the next: a loss while the replacement is not up would leave the runs no worker node. Before each loss
+    the jobs' bookkeeping is on the head, and on no worker node. Returns each killed node's judge actors (their
+    process ids), by node name."""
     first = [n for n in cluster.nodes if not n.head and n.name not in cluster.killed]
     committed = dict.fromkeys(runs, 1)  # the table's creation: a run's first commit of rows makes 2
     judges: dict[str, list[int]] = {}
     while first:
-        for name, (proc, log, table) in runs.items():
+        for name, (_, _, table) in runs.items():
             n = committed[name]
-            wait_for(f"a commit of {name} before a loss", lambda t=table, n=n: versions(t) > n, proc, log, 300)
+            feeds[name].until(f"a commit of {name} before a loss", lambda t=table, n=n: versions(t) > n)
             committed[name] = versions(table)
         if judges:
             node = first[0]
@@ -105,6 +108,8 @@ def lose_each_worker_node(cluster, runs: dict[str, tuple[subprocess.Popen, Path,
         assert kept == ["head"], f"the jobs' bookkeeping is on {kept}, not on the head"
         judges[node.name] = pids_of(node, JUDGE[0])
         assert cluster.kill(node), node.name
+        for feed in feeds.values():  # the calls the node's engines held come again, to other engines
+            feed.dead |= set(judges[node.name])
         first.remove(node)
         cluster.add_worker()  # a replacement joins while the jobs go on
     return judges
@@ -173,24 +178,25 @@ def test_a_static_an_adaptive_and_a_nightly_run_outlive_each_worker_node(cluster
     three run. Each exits 0 with one verdict per key, none committed was sent to an engine again, and the losses took
     judge actors that had judged for them."""
     base = "s3://pairank/multinode"
-    # name: input, root, scheduler, the judge's seconds per comparison, rows per commit, more settings
+    # name: input, root, scheduler, rows per commit, more settings
     table = {
-        "static": ("full", f"{base}/static", "full", 0.02, 256, {}),
-        "greedy": ("full", f"{base}/greedy", "pairs_greedy", 0.04, 64, {}),
-        "board": ("nights", f"{base}/nightly", "pairs_anchors", 0.03, 64, {"nightly": {"night": "n1", "n_boot": 10}}),
+        "static": ("full", f"{base}/static", "full", 256, {}),
+        "greedy": ("full", f"{base}/greedy", "pairs_greedy", 64, {}),
+        "board": ("nights", f"{base}/nightly", "pairs_anchors", 64, {"nightly": {"night": "n1", "n_boot": 10}}),
     }
+    gates = {name: SharedGate(f"{row[1]}/gate") for name, row in table.items()}  # every batch held at first
     specs = {
         name: spec_on(
             name,
             inputs[given],
             root,
             scheduler={"name": scheduler},
-            judge={"seconds_per_comparison": wait},
+            judge=gates[name].judge(),
             pool=POOL,
             flush_rows=flush,
             **more,
         )
-        for name, (given, root, scheduler, wait, flush, more) in table.items()
+        for name, (given, root, scheduler, flush, more) in table.items()
     }
     roots = {name: row[1] for name, row in table.items()}
     since = worker_logs(cluster)  # the jobs' tasks are those begun from here on
@@ -202,7 +208,12 @@ def test_a_static_an_adaptive_and_a_nightly_run_outlive_each_worker_node(cluster
         )
         for name, spec in specs.items()
     }
-    judges = lose_each_worker_node(cluster, runs, since)
+    feeds = {name: Feed(gates[name], runs[name][0]) for name in runs}
+    try:
+        judges = lose_each_worker_node(cluster, runs, feeds, since)
+    finally:
+        for gate in gates.values():
+            gate.release()
     for name, (proc, log, _) in runs.items():
         assert wait_done(proc, log, 600) == 0, f"{name}:\n" + log.read_text()[-3000:]
     assert len(judges) == 2

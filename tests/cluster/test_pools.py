@@ -14,6 +14,7 @@ from pairank.cluster.pools.judge_actor import Gate
 from pairank.cluster.pools.monitor import PoolMonitor
 from pairank.storage.fs import Location
 from pairank.storage.store.cache import JudgmentCache
+from tests.helpers import Gate as TestGate
 from tests.helpers import full_matrix_spec, judge_actor_pids, run_and_kill, write_input
 
 
@@ -98,15 +99,18 @@ def test_a_pool_with_batches_in_flight_judges_each_key_once_and_survives_a_sigki
     SIGKILLed mid-run with batches in it; Ray restarts it, the batches are judged again, exit 0, each key once."""
     data = write_input(tmp_path / "input", summeval_tables, 8, 6)
     out = tmp_path / "out"
+    gate = TestGate(tmp_path / "gate")  # every batch held: the run goes on only as far as the test lets it
     spec = full_matrix_spec(
         data,
         out,
         name="in-flight",
-        seconds_per_comparison=0.1,
+        seconds_per_comparison=0,
         pool={"size": 1, "num_cpus": 1, "batch_size": 6, "max_batches_in_flight": 3},
         flush_rows=12,
+        judge=gate.judge(),
     )
-    victim = run_and_kill(spec, tmp_path, only_actor, first_part_s=240, finish_s=300)
+    # the calls the killed engine held come again: the restarted engine holds 3 at once before the run goes on
+    victim = run_and_kill(spec, tmp_path, only_actor, gate, after_kill=lambda feed: len(feed.held()) >= 3)
     total = 8 * 6 * 5
     cache = JudgmentCache(Location.of(str(out)).join("tables", "judgments"))
     keys = Counter(cache.rows().column("key").to_pylist())

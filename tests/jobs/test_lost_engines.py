@@ -32,7 +32,7 @@ from pairank.storage.commits import CommitLog, NightlyLayout
 from pairank.storage.fs import Location
 from pairank.storage.schemas import JUDGMENTS
 from pairank.storage.store.cache import JudgmentCache
-from tests.helpers import ROOT, full_matrix_spec, joining, judge_actor_pids, overlaid, write_input
+from tests.helpers import ROOT, Feed, Gate, full_matrix_spec, joining, judge_actor_pids, overlaid, write_input
 
 
 def stored_keys(output: str | Path) -> Counter:
@@ -42,13 +42,16 @@ def stored_keys(output: str | Path) -> Counter:
 
 
 class Killer(threading.Thread):
-    """SIGKILLs a judge actor ``times`` times while a job runs: after the first stored part, then each time
-    the killed process has been replaced and another part is stored."""
+    """SIGKILLs a judge actor ``times`` times while a job runs held at ``gate`` (its judge's ``gate.judge()``),
+    letting the run through in steps (:class:`~tests.helpers.Feed`) to each kill: once a part is stored since the
+    last kill (the first: since the start) and the last killed actor is back (its restarted process holds a call),
+    it kills an actor that holds a call no killed engine held (so no batch is killed twice). It releases the run
+    once the last killed actor is back; every wait is for a state."""
 
-    def __init__(self, output: str | Path, times: int, timeout: float = 240):
+    def __init__(self, output: str | Path, gate: Gate, times: int):
         super().__init__(daemon=True)
         self.cache = JudgmentCache(Location.of(str(output)).join("tables", "judgments"))
-        self.times, self.timeout = times, timeout
+        self.gate, self.feed, self.times = gate, Feed(gate, most=80), times
         self.killed: list[int] = []
         self.error: str | None = None
 
@@ -56,20 +59,35 @@ class Killer(threading.Thread):
         """Flushes committed so far (version 0 creates the table)."""
         return self.cache.version() or 0
 
+    def victim(self) -> int | None:
+        """An actor that holds a call at the gate none of whose comparisons a killed engine held."""
+        records = self.gate.records().values()
+        lost = {k for r in records if r["pid"] in self.feed.dead for k in r["keys"]}
+        return next((r["pid"] for _, r in sorted(self.feed.held().items()) if lost.isdisjoint(r["keys"])), None)
+
     def run(self) -> None:
-        deadline = time.monotonic() + self.timeout
-        seen = 0
-        while len(self.killed) < self.times and time.monotonic() < deadline:
-            pids = judge_actor_pids(under=os.getpid())  # this session's actors, not another test session's
-            parts = self.parts()
-            fresh = [p for p in pids if p not in self.killed]
-            if parts > seen and fresh and (not self.killed or len(pids) >= 2):
-                os.kill(fresh[0], signal.SIGKILL)
-                self.killed.append(fresh[0])
-                seen = parts
-            time.sleep(0.05)  # a poll of the actors and parts, not a window
-        if len(self.killed) < self.times:
-            self.error = f"killed {len(self.killed)} of {self.times} times before the deadline"
+        try:
+            seen, known = 0, set()  # known: the actors alive at the last kill; one not among them is a restart
+            for _ in range(self.times):
+                self.feed.until(
+                    "a part stored since the last kill, the killed actor back, a fresh call to kill",
+                    lambda seen=seen, known=known: (
+                        self.parts() > seen
+                        and (not self.killed or bool(self.gate.pids() - known))
+                        and self.victim() is not None
+                    ),
+                )
+                victim = self.victim()
+                known = set(judge_actor_pids(under=os.getpid())) | self.gate.pids()
+                os.kill(victim, signal.SIGKILL)
+                self.killed.append(victim)
+                self.feed.dead.add(victim)
+                seen = self.parts()
+            self.feed.until("the last killed actor back", lambda: bool(self.gate.pids() - known))
+        except Exception as exc:  # the test reads it; the run is released either way
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.gate.release()
 
 
 @pytest.fixture
@@ -78,13 +96,13 @@ def ten_input(tmp_path, summeval_tables):
     return write_input(tmp_path / "input", summeval_tables, 10, 8)
 
 
-def slow_spec(input_folder, output, **over) -> dict:
-    """A full matrix on 2 simulated actors, slow enough (about 10 s of judging) to kill engines during it."""
+def pool_spec(input_folder, output, **over) -> dict:
+    """A full matrix on 2 simulated actors, a part stored every batch."""
     base = full_matrix_spec(
         input_folder,
         output,
         name="lost",
-        seconds_per_comparison=0.02,
+        seconds_per_comparison=0,
         pool={"size": 2, "num_cpus": 1, "batch_size": 16, "retries": 2},
         flush_rows=16,
     )
@@ -95,11 +113,9 @@ def test_an_actor_killed_three_times_during_a_run_loses_nothing_and_stores_each_
     ray_local, ten_input, tmp_path
 ):
     out = tmp_path / "out"
-    # slower than the others: the run must outlast three restarts even on a loaded machine (at 0.02 s a comparison
-    # the surviving actor once finished the run alone before the third kill, under a load average of 15-40; at
-    # 0.05 s a CI run ended before the third restarted actor was back, so the report counted 2 losses)
-    spec = parse_spec(slow_spec(ten_input, out, judge={"seconds_per_comparison": 0.1}), "test")
-    killer = Killer(out, times=3)
+    gate = Gate(tmp_path / "gate")  # every batch held: the run goes on only as far as the killer lets it
+    spec = parse_spec(pool_spec(ten_input, out, judge=gate.judge()), "test")
+    killer = Killer(out, gate, times=3)
     killer.start()
     result = run_job(spec, progress=lambda m: None)
     killer.join(timeout=5)
@@ -121,7 +137,7 @@ def test_a_comparison_that_kills_its_engine_every_time_is_an_error_row_and_the_j
     cands = pq.read_table(Path(ten_input.path) / "candidates.parquet").to_pylist()
     ctx = sorted({c["context_id"] for c in cands})[3]
     a, b = sorted(c["candidate_id"] for c in cands if c["context_id"] == ctx)[:2]
-    data = slow_spec(
+    data = pool_spec(
         ten_input,
         out,
         judge={"seconds_per_comparison": 0.0, "crash_on": [[ctx, a, b]]},
@@ -200,15 +216,16 @@ def test_what_the_pool_returned_is_stored_before_a_failing_stream_propagates(tmp
 def test_a_night_on_s3_with_an_engine_killed_mid_night_commits(ray_local, summeval_tables, tmp_path):
     prefix, out = "s3://pairank/lost-night/inputs", "s3://pairank/lost-night/store"
     write_input(prefix + "/2026-11-20", summeval_tables, 6, 8)
-    spec = slow_spec(
+    gate = Gate(tmp_path / "gate")  # every batch held: the night goes on only as far as the killer lets it
+    spec = pool_spec(
         Location.of(prefix),
         out,
         name="board",
         scheduler={"name": "pairs_anchors"},
-        judge={"seconds_per_comparison": 0.03},
+        judge=gate.judge(),
         nightly={"night": "2026-11-20", "n_boot": 10},
     )
-    killer = Killer(out, times=1)
+    killer = Killer(out, gate, times=1)
     killer.start()
     night = run_nightly(parse_spec(spec, "test"), progress=lambda m: None)
     killer.join(timeout=5)
