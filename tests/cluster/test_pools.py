@@ -109,8 +109,9 @@ def test_a_pool_with_batches_in_flight_judges_each_key_once_and_survives_a_sigki
         flush_rows=12,
         judge=gate.judge(),
     )
-    # the calls the killed engine held come again: the restarted engine holds 3 at once before the run goes on
-    victim = run_and_kill(spec, tmp_path, only_actor, gate, after_kill=lambda feed: len(feed.held()) >= 3)
+    # the calls the killed engine held come again: the restarted engine holds one before the run goes on (how many
+    # it is handed at once depends on where the stream was when the kill fell: waiting for 3 hung a clean-clone run)
+    victim = run_and_kill(spec, tmp_path, only_actor, gate, after_kill=lambda feed: len(feed.held()) >= 1)
     total = 8 * 6 * 5
     cache = JudgmentCache(Location.of(str(out)).join("tables", "judgments"))
     keys = Counter(cache.rows().column("key").to_pylist())
