@@ -36,8 +36,10 @@ def board_input(tmp_path):
         ctx = f"prompt-{c:02d}"
         for s, strength in STRENGTHS.items():
             cid = f"{ctx}/{s}"
-            cands.append({"context_id": ctx, "context": f"Question {c}.", "candidate_id": cid, "system": s,
-                          "text": f"The answer of {s} to question {c}."})  # fmt: skip
+            text = f"The answer of {s} to question {c}."
+            cands.append(
+                {"context_id": ctx, "context": f"Question {c}.", "candidate_id": cid, "system": s, "text": text}
+            )
             scores.append({"candidate_id": cid, "aspect": "coherence", "score": strength + 0.3 * gen.normal()})
     folder = Location.of(str(tmp_path / "input"))
     folder.join("candidates.parquet").write_parquet(pa.Table.from_pylist(cands, schema=CANDIDATES))
